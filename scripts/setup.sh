@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs the Debian packages hymba.cpp needs to build, test and benchmark.
+# Idempotent: it asks apt only for what is missing and says what it does.
+# Runs as root, or through sudo when not root.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain and build
+  g++ cmake ninja-build make pkg-config
+  # CPU maths: OpenBLAS built against OpenMP, so BLAS calls share our thread pool
+  libopenblas-openmp-dev libomp-dev
+  # libraries
+  nlohmann-json3-dev libcli11-dev libsentencepiece-dev
+  # tests and micro-benchmarks
+  googletest libgtest-dev libgmock-dev libbenchmark-dev
+  # built-in default corpus (data files only) and report plots
+  fortunes-min gnuplot-nox
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PACKAGES[@]} required packages are installed"
+  exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+  SUDO=()
+elif command -v sudo >/dev/null 2>&1; then
+  SUDO=(sudo)
+else
+  echo "setup: missing packages (${missing[*]}) and not root and no sudo; install them and rerun" >&2
+  exit 1
+fi
+
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" apt-get update -qq
+"${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "setup: done"

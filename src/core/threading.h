@@ -1,0 +1,13 @@
+// Thread-count control shared by our OpenMP loops and OpenBLAS (built against
+// OpenMP, so both draw on the same pool). Results are reproducible for a fixed
+// thread count: kernels partition work statically and never use atomics.
+#pragma once
+
+namespace hymba {
+
+// Sets the thread count for all later kernels; n <= 0 means "all cores".
+void set_num_threads(int n);
+int num_threads();
+int max_hardware_threads();
+
+}  // namespace hymba

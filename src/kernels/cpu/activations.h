@@ -1,0 +1,23 @@
+// Elementwise activations. Backward passes accumulate into dx.
+#pragma once
+
+#include <cstdint>
+
+namespace hymba::cpu {
+
+// silu(x) = x * sigmoid(x)
+void silu_forward(float* out, const float* x, int64_t n);
+void silu_backward(float* dx, const float* dout, const float* x, int64_t n);
+
+// SwiGLU on N rows of width I: out[r, i] = silu(gate[r, i]) * up[r, i].
+// gate and up rows are ld_in floats apart (ld_in = I for separate buffers,
+// 2I when gate|up come from one fused projection). out is contiguous [N, I].
+void swiglu_forward(float* out, const float* gate, const float* up, int64_t N, int64_t I, int64_t ld_in);
+void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t N,
+                     int64_t I, int64_t ld_in);
+
+// softplus(x) = log(1 + exp(x)), linear above 20 as in PyTorch.
+void softplus_forward(float* out, const float* x, int64_t n);
+void softplus_backward(float* dx, const float* dout, const float* x, int64_t n);
+
+}  // namespace hymba::cpu

@@ -1,0 +1,53 @@
+#include "kernels/cpu/matmul.h"
+
+#include <cblas.h>
+
+namespace hymba::cpu {
+
+void matmul_forward(float* out, int64_t ld_out, const float* inp, int64_t ld_inp, const float* weight,
+                    const float* bias, int64_t BT, int64_t C, int64_t OC) {
+  if (BT == 0 || OC == 0) return;
+  float beta = 0.0f;
+  if (bias != nullptr) {
+    // Seed each output row with the bias, then let sgemm accumulate onto it.
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < BT; ++r) {
+      float* o = out + r * ld_out;
+      for (int64_t j = 0; j < OC; ++j) o[j] = bias[j];
+    }
+    beta = 1.0f;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(BT), static_cast<int>(OC),
+              static_cast<int>(C), 1.0f, inp, static_cast<int>(ld_inp), weight, static_cast<int>(C), beta, out,
+              static_cast<int>(ld_out));
+}
+
+void matmul_backward(float* dinp, int64_t ld_dinp, float* dweight, float* dbias, const float* dout,
+                     int64_t ld_dout, const float* inp, int64_t ld_inp, const float* weight, int64_t BT,
+                     int64_t C, int64_t OC) {
+  if (BT == 0) return;
+  if (dinp != nullptr) {
+    // dinp[BT, C] += dout[BT, OC] @ weight[OC, C]
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(BT), static_cast<int>(C),
+                static_cast<int>(OC), 1.0f, dout, static_cast<int>(ld_dout), weight, static_cast<int>(C), 1.0f,
+                dinp, static_cast<int>(ld_dinp));
+  }
+  if (dweight != nullptr) {
+    // dweight[OC, C] += dout^T[OC, BT] @ inp[BT, C]
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(OC), static_cast<int>(C),
+                static_cast<int>(BT), 1.0f, dout, static_cast<int>(ld_dout), inp, static_cast<int>(ld_inp), 1.0f,
+                dweight, static_cast<int>(C));
+  }
+  if (dbias != nullptr) {
+    // Parallel over output channels: each channel sums its column in row
+    // order, so the result does not depend on the thread count.
+#pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < OC; ++j) {
+      float s = 0.0f;
+      for (int64_t r = 0; r < BT; ++r) s += dout[r * ld_dout + j];
+      dbias[j] += s;
+    }
+  }
+}
+
+}  // namespace hymba::cpu

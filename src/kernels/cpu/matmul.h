@@ -1,0 +1,33 @@
+// Linear layers through cblas_sgemm. Weights use the PyTorch nn.Linear layout
+// [OC, C]. Size letters: BT rows, C input channels, OC output channels.
+// Convention for every backward in src/kernels: gradients ACCUMULATE (+=) into
+// the d-pointers the caller passes (zero them first); a null d-pointer skips
+// that gradient.
+#pragma once
+
+#include <cstdint>
+
+namespace hymba::cpu {
+
+// out[BT, OC] = inp[BT, C] @ weight[OC, C]^T + bias[OC] (bias may be null).
+// ld_out / ld_inp are row strides in floats (>= OC / >= C) so column slices of a
+// fused projection can be read and written in place.
+void matmul_forward(float* out, int64_t ld_out, const float* inp, int64_t ld_inp, const float* weight,
+                    const float* bias, int64_t BT, int64_t C, int64_t OC);
+
+// dinp += dout @ weight; dweight += dout^T @ inp; dbias += column sums of dout.
+void matmul_backward(float* dinp, int64_t ld_dinp, float* dweight, float* dbias, const float* dout,
+                     int64_t ld_dout, const float* inp, int64_t ld_inp, const float* weight, int64_t BT,
+                     int64_t C, int64_t OC);
+
+// Contiguous conveniences (ld = C / OC).
+inline void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t BT,
+                           int64_t C, int64_t OC) {
+  matmul_forward(out, OC, inp, C, weight, bias, BT, C, OC);
+}
+inline void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                            const float* weight, int64_t BT, int64_t C, int64_t OC) {
+  matmul_backward(dinp, C, dweight, dbias, dout, OC, inp, C, weight, BT, C, OC);
+}
+
+}  // namespace hymba::cpu

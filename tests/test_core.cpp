@@ -1,0 +1,146 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "core/arena.h"
+#include "core/error.h"
+#include "core/params.h"
+#include "core/rng.h"
+
+namespace hymba {
+namespace {
+
+TEST(Rng, SameSeedSameStream) {
+  Rng a(7), b(7), c(8);
+  for (int i = 0; i < 100; ++i) {
+    uint64_t x = a.next_u64();
+    EXPECT_EQ(x, b.next_u64());
+    EXPECT_NE(x, c.next_u64());
+  }
+}
+
+TEST(Rng, SplitIsIndependentOfDrawsAndDistinctPerKey) {
+  Rng a(7), b(7);
+  for (int i = 0; i < 10; ++i) b.next_u64();  // drawing must not change children
+  EXPECT_EQ(a.split(3).next_u64(), Rng(7).split(3).next_u64());
+  std::set<uint64_t> firsts;
+  for (uint64_t k = 0; k < 64; ++k) firsts.insert(a.split(k).next_u64());
+  EXPECT_EQ(firsts.size(), 64u);
+  EXPECT_NE(a.split(1).split(2).next_u64(), a.split(2).split(1).next_u64());
+}
+
+TEST(Rng, StateRoundTrips) {
+  Rng a(11);
+  a.next_u64();
+  Rng b = Rng::from_state(a.state());
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(a.next_u64(), b.next_u64());
+  EXPECT_EQ(a.split(5).next_u64(), b.split(5).next_u64());
+}
+
+TEST(Rng, DistributionsHaveTheRightMoments) {
+  Rng r(3);
+  const int n = 200000;
+  double su = 0, sn = 0, sn2 = 0;
+  for (int i = 0; i < n; ++i) {
+    float u = r.uniform();
+    ASSERT_GE(u, 0.0f);
+    ASSERT_LT(u, 1.0f);
+    su += u;
+    double z = r.normal();
+    sn += z;
+    sn2 += z * z;
+  }
+  EXPECT_NEAR(su / n, 0.5, 0.005);
+  EXPECT_NEAR(sn / n, 0.0, 0.01);
+  EXPECT_NEAR(sn2 / n, 1.0, 0.02);
+  for (int i = 0; i < 1000; ++i) EXPECT_LT(r.below(7), 7u);
+}
+
+TEST(Arena, AllocatesAlignedZeroedAndReusesAfterReset) {
+  Arena arena(100);
+  Tensor a = arena.alloc({3, 5});
+  Tensor b = arena.alloc({1000});  // overflows the first block
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data) % kAlignment, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data) % kAlignment, 0u);
+  for (float x : std::vector<float>(b.begin(), b.end())) EXPECT_EQ(x, 0.0f);
+  a.data[0] = 5.0f;
+  arena.reset();
+  const size_t cap = arena.capacity_floats();
+  EXPECT_GE(cap, 1016u);
+  Tensor a2 = arena.alloc({3, 5});
+  Tensor b2 = arena.alloc({1000});
+  EXPECT_EQ(a2.data[0], 0.0f);  // re-zeroed
+  EXPECT_EQ(arena.capacity_floats(), cap) << "steady state must not grow";
+  EXPECT_NE(a2.data, b2.data);
+}
+
+TEST(ParamTable, OneBlockPerKindWithAlignedRows) {
+  ParamTable t;
+  t.add("embed", {10, 4}, InitRule::normal(0.02f));
+  t.add("norm", {4}, InitRule::ones(), false);
+  t.add("a_log", {3, 5}, InitRule::mamba_a_log(), false);
+  t.allocate(true, true);
+  EXPECT_EQ(t.num_params(), 40 + 4 + 15);
+  EXPECT_EQ(t.info("norm").offset % 16, 0);
+  EXPECT_TRUE(t.has_grads());
+  EXPECT_TRUE(t.has_optimizer());
+  t.init(Rng(1));
+  Tensor a = t.value("a_log");
+  EXPECT_FLOAT_EQ(a.data[0], 0.0f);
+  EXPECT_FLOAT_EQ(a.data[4], std::log(5.0f));
+  EXPECT_FLOAT_EQ(a.data[5], 0.0f);
+  EXPECT_FLOAT_EQ(t.value("norm").data[3], 1.0f);
+  int visited = 0;
+  t.for_each([&](ParamSlot& s) {
+    ++visited;
+    ASSERT_NE(s.grad, nullptr);
+    ASSERT_NE(s.m, nullptr);
+    s.grad[0] = 1.0f;
+  });
+  EXPECT_EQ(visited, 3);
+  t.zero_grad();
+  EXPECT_EQ(t.grad("embed").data[0], 0.0f);
+}
+
+TEST(ParamTable, InitIsPerNameAndDeterministic) {
+  auto build = [](bool extra_first) {
+    ParamTable t;
+    if (extra_first) t.add("extra", {7}, InitRule::normal(1.0f));
+    t.add("w", {8, 8}, InitRule::normal(1.0f));
+    t.allocate(false, false);
+    t.init(Rng(42));
+    Tensor w = t.value("w");
+    return std::vector<float>(w.begin(), w.end());
+  };
+  // Adding another row does not change how "w" is initialised.
+  EXPECT_EQ(build(false), build(true));
+}
+
+TEST(ParamTable, DtBiasIsInverseSoftplusOfRange) {
+  ParamTable t;
+  t.add("dt_bias", {256}, InitRule::mamba_dt_bias(0.001f, 0.1f), false);
+  t.allocate(false, false);
+  t.init(Rng(0));
+  for (float b : std::vector<float>(t.value("dt_bias").begin(), t.value("dt_bias").end())) {
+    double dt = std::log1p(std::exp(static_cast<double>(b)));
+    EXPECT_GE(dt, 0.001 * 0.999);
+    EXPECT_LE(dt, 0.1 * 1.001);
+  }
+}
+
+TEST(ParamTable, RejectsBadRows) {
+  ParamTable t;
+  t.add("w", {2, 2}, InitRule::zeros());
+  EXPECT_THROW(t.add("w", {3}, InitRule::zeros()), Error);
+  EXPECT_THROW(t.add("neg", {2, 0}, InitRule::zeros()), Error);
+  try {
+    t.value("missing");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace hymba

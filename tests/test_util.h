@@ -1,0 +1,90 @@
+// Shared helpers for kernel tests: random data and float64 finite-difference
+// gradient checks.
+//
+// How a backward is checked: the scalar reference forward (templated on T) is
+// evaluated in double precision; the scalar loss L = sum(out * w) with random
+// weights w gives, by central differences, dL/dinput for every input element.
+// The fast float32 backward, fed dout = w, must match within the stated
+// tolerance. Inputs are random (never zeros) and shapes small.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+
+namespace hymba::test {
+
+inline std::vector<float> random_floats(size_t n, Rng& rng, float lo = -1.0f, float hi = 1.0f) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = lo + (hi - lo) * rng.uniform();
+  return v;
+}
+
+inline std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+inline std::vector<float> to_float(const std::vector<double>& v) {
+  return std::vector<float>(v.begin(), v.end());
+}
+
+// Largest |a - b| relative to the largest |b| (plus a floor so all-tiny
+// gradients are compared absolutely).
+inline double max_rel_error(const std::vector<float>& a, const std::vector<double>& b, double floor = 1e-6) {
+  double scale = floor, err = 0.0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    scale = std::max(scale, std::abs(b[i]));
+    err = std::max(err, std::abs(static_cast<double>(a[i]) - b[i]));
+  }
+  return err / scale;
+}
+
+inline void expect_close(const std::vector<float>& actual, const std::vector<double>& expected, double tol,
+                         const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (size_t i = 0; i < actual.size(); ++i) ASSERT_TRUE(std::isfinite(actual[i])) << what << " [" << i << "]";
+  double err = max_rel_error(actual, expected);
+  EXPECT_LE(err, tol) << what << ": max error relative to max magnitude = " << err;
+}
+
+inline void expect_close(const std::vector<float>& actual, const std::vector<float>& expected, double tol,
+                         const std::string& what) {
+  expect_close(actual, to_double(expected), tol, what);
+}
+
+// Central differences of loss() with respect to every element of x (in place
+// perturbation, restored afterwards).
+inline std::vector<double> numeric_grad(const std::function<double()>& loss, std::vector<double>& x,
+                                        double eps = 1e-6) {
+  std::vector<double> g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double saved = x[i];
+    x[i] = saved + eps;
+    const double up = loss();
+    x[i] = saved - eps;
+    const double down = loss();
+    x[i] = saved;
+    g[i] = (up - down) / (2 * eps);
+  }
+  return g;
+}
+
+// sum(out * w) in double.
+inline double weighted_sum(const std::vector<double>& out, const std::vector<double>& w) {
+  double s = 0.0;
+  for (size_t i = 0; i < out.size(); ++i) s += out[i] * w[i];
+  return s;
+}
+
+// Checks one input's analytic gradient against finite differences.
+inline void expect_grad_matches(const std::function<double()>& loss, std::vector<double>& x,
+                                const std::vector<float>& analytic, double tol, const std::string& what,
+                                double eps = 1e-6) {
+  std::vector<double> numeric = numeric_grad(loss, x, eps);
+  expect_close(analytic, numeric, tol, what + " (analytic vs float64 finite differences)");
+}
+
+}  // namespace hymba::test
