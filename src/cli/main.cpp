@@ -1,2 +1,49 @@
+// The `hymba` command-line tool: subcommands for building, training,
+// evaluating and serving hybrid-head language models.
+#include <CLI/CLI.hpp>
 #include <cstdio>
-int main() { std::puts("hymba"); return 0; }
+#include <string>
+#include <exception>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/threading.h"
+
+namespace hymba::cli {
+
+void apply_global_options(const GlobalOptions& global) { set_num_threads(global.threads); }
+
+}  // namespace hymba::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"hymba: build, train, ablate, evaluate and serve hybrid attention + Mamba language models"};
+  app.set_version_flag("--version", std::string("hymba ") + HYMBA_VERSION);
+  hymba::cli::GlobalOptions global;
+  app.add_option("-t,--threads", global.threads, "CPU threads for kernels (0 = all cores)")
+      ->check(CLI::Range(0, 4096));
+  // One-line errors that name the flag, like every other error we print.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return std::string("hymba: error: ") + e.what() + " (see --help)\n";
+  });
+  app.footer("Run 'hymba SUBCOMMAND --help' for the flags of one subcommand.");
+
+  hymba::cli::register_info(app, global);
+
+  try {
+    app.parse(argc, argv);
+    if (app.get_subcommands().empty()) {
+      std::fprintf(stderr, "%s", app.help().c_str());
+      std::fprintf(stderr, "hymba: error: no subcommand given\n");
+      return 2;
+    }
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const hymba::Error& e) {
+    std::fprintf(stderr, "hymba: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hymba: internal error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

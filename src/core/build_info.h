@@ -1,0 +1,26 @@
+// Facts about this build and machine, for `hymba info` and benchmark logs.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace hymba {
+
+struct BuildInfo {
+  std::string version;
+  std::string build_type;
+  std::string compiler;
+  std::string blas;      // OpenBLAS configuration string
+  int threads = 1;       // kernels' OpenMP thread count
+  int hardware_threads = 1;
+  bool cuda_built = false;
+  std::string cuda_devices;  // description, or why there is none
+};
+
+BuildInfo build_info();
+nlohmann::json to_json(const BuildInfo& info);
+
+// Implemented by src/kernels/cuda when built with HYMBA_CUDA, else by a stub.
+std::string cuda_device_summary();
+
+}  // namespace hymba

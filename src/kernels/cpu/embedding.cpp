@@ -1,0 +1,50 @@
+#include "kernels/cpu/embedding.h"
+
+#include <omp.h>
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace hymba::cpu {
+
+namespace {
+
+// Checked up front and serially: an exception must not escape an OpenMP region.
+void check_ids(const int32_t* ids, int64_t N, int64_t V) {
+  for (int64_t n = 0; n < N; ++n)
+    HYMBA_CHECK(ids[n] >= 0 && ids[n] < V, "embedding: token id ", ids[n], " at position ", n,
+                " is outside the vocabulary [0, ", V, ")");
+}
+
+}  // namespace
+
+void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t N, int64_t V, int64_t C) {
+  check_ids(ids, N, V);
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n)
+    std::memcpy(out + n * C, table + static_cast<int64_t>(ids[n]) * C, static_cast<size_t>(C) * sizeof(float));
+}
+
+void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t V, int64_t C) {
+  if (dtable == nullptr) return;
+  check_ids(ids, N, V);
+  // Each thread owns a contiguous range of vocabulary rows and adds the
+  // gradients of the tokens that hit its rows in token order. Every table row
+  // therefore sees the same sequence of additions whatever the thread count,
+  // and no two threads ever write the same row.
+#pragma omp parallel
+  {
+    const int64_t nthreads = omp_get_num_threads(), tid = omp_get_thread_num();
+    const int64_t v_begin = V * tid / nthreads, v_end = V * (tid + 1) / nthreads;
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t id = ids[n];
+      if (id < v_begin || id >= v_end) continue;
+      float* __restrict dst = dtable + id * C;
+      const float* __restrict src = dout + n * C;
+      for (int64_t c = 0; c < C; ++c) dst[c] += src[c];
+    }
+  }
+}
+
+}  // namespace hymba::cpu

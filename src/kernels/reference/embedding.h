@@ -1,0 +1,15 @@
+// Plain scalar reference for the token embedding lookup.
+#pragma once
+
+#include <cstdint>
+
+namespace hymba::ref {
+
+// out[N, C] = table[ids[n], :]; ids must lie in [0, V).
+template <typename T>
+void embedding_forward(T* out, const int32_t* ids, const T* table, int64_t N, int64_t C) {
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c) out[n * C + c] = table[static_cast<int64_t>(ids[n]) * C + c];
+}
+
+}  // namespace hymba::ref

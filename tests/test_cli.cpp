@@ -1,0 +1,50 @@
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+
+namespace hymba {
+namespace {
+
+using test::run_cli;
+
+TEST(Cli, InfoPrintsBuildFacts) {
+  auto r = run_cli("info");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("BLAS"), std::string::npos);
+  EXPECT_NE(r.output.find("threads"), std::string::npos);
+}
+
+TEST(Cli, InfoJsonParses) {
+  auto r = run_cli("--threads 1 info --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["build"]["threads"], 1);
+  EXPECT_TRUE(j["build"]["blas"].get<std::string>().find("OpenBLAS") != std::string::npos);
+}
+
+TEST(Cli, BadFlagGivesOneLineErrorNamingIt) {
+  auto r = run_cli("--threads -3 info");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(test::count_lines(r.output), 1) << r.output;
+  EXPECT_NE(r.output.find("--threads"), std::string::npos) << r.output;
+}
+
+TEST(Cli, UnknownSubcommandFails) {
+  auto r = run_cli("frobnicate");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("frobnicate"), std::string::npos) << r.output;
+}
+
+TEST(Cli, HelpAndVersion) {
+  auto help = run_cli("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.output.find("info"), std::string::npos);
+  auto version = run_cli("--version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_NE(version.output.find("hymba"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hymba
