@@ -1,14 +1,23 @@
-// `hymba info`: what this build is and what it runs on.
+// `hymba info`: the build and machine, and a model's size, layers and caches.
 #include <cstdio>
 #include <iostream>
+#include <memory>
 
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "core/build_info.h"
+#include "core/error.h"
+#include "model/summary.h"
 
 namespace hymba::cli {
 
 namespace {
+
+constexpr const char* kDefaultPreset = "hybrid-official";
+
 struct InfoOptions {
+  ModelChoice model;
+  int64_t seq_len = 8192;
   bool json = false;
 };
 
@@ -19,19 +28,54 @@ void print_build(const BuildInfo& b) {
   std::printf("  threads  : %d of %d hardware threads\n", b.threads, b.hardware_threads);
   std::printf("  CUDA     : %s\n", b.cuda_devices.c_str());
 }
+
+double mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+void print_model(const std::string& label, const ModelConfig& cfg, const ModelSummary& s) {
+  std::printf("\nmodel: %s\n", label.c_str());
+  std::printf("  d_model %lld, %lld layers, vocab %lld, %s embeddings\n", static_cast<long long>(cfg.hidden_size),
+              static_cast<long long>(cfg.num_hidden_layers), static_cast<long long>(cfg.vocab_size),
+              cfg.tie_word_embeddings ? "tied" : "untied");
+  std::printf("  parameters: %.3fM (%lld)\n", s.total_params / 1e6, static_cast<long long>(s.total_params));
+  for (const auto& [part, n] : s.params_by_part)
+    if (n > 0) std::printf("    %-10s %12lld  %5.1f%%\n", part.c_str(), static_cast<long long>(n), 100.0 * n / s.total_params);
+  if (s.attn_to_mamba > 0) std::printf("  attention:Mamba parameters = 1:%.2f\n", 1.0 / s.attn_to_mamba);
+  std::printf("  layers:\n");
+  for (const LayerSummary& l : s.layers) {
+    std::printf("    %3lld  %-9s %-12s %s\n", static_cast<long long>(l.index), l.kind.c_str(), l.attention.c_str(),
+                l.kv_role.c_str());
+  }
+  if (cfg.num_memory_tokens > 0) std::printf("  meta tokens: %lld\n", static_cast<long long>(cfg.num_memory_tokens));
+  std::printf("  cache at %lld tokens: KV %.2f MiB fp16 / %.2f MiB fp32 (%lld positions over producer layers), "
+              "Mamba state %.2f MiB fp16 / %.2f MiB fp32, total %.2f MiB fp16\n",
+              static_cast<long long>(s.context), mib(s.kv_cache_bytes(2)), mib(s.kv_cache_bytes(4)),
+              static_cast<long long>(s.kv_cache_positions), mib(s.mamba_state_bytes(2)), mib(s.mamba_state_bytes(4)),
+              mib(s.kv_cache_bytes(2) + s.mamba_state_bytes(2)));
+}
+
 }  // namespace
 
 void register_info(CLI::App& app, const GlobalOptions& global) {
   auto opts = std::make_shared<InfoOptions>();
-  CLI::App* cmd = app.add_subcommand("info", "Show the build, the machine and (with a model) its size and caches");
+  CLI::App* cmd = app.add_subcommand(
+      "info", "Show the build and machine, and a model's parameters, layers and cache sizes (default model: " +
+                  std::string(kDefaultPreset) + ")");
+  add_model_options(cmd, opts->model);
+  cmd->add_option("--seq-len", opts->seq_len, "Context length for the cache figures")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
   cmd->add_flag("--json", opts->json, "Print machine-readable JSON");
   cmd->callback([opts, &global] {
     apply_global_options(global);
-    BuildInfo b = build_info();
+    const BuildInfo b = build_info();
+    const ModelConfig cfg = resolve_model(opts->model, kDefaultPreset);
+    const ModelSummary s = summarize(cfg, opts->seq_len);
     if (opts->json) {
-      std::cout << nlohmann::json{{"build", to_json(b)}}.dump(2) << "\n";
+      nlohmann::json out = {{"build", to_json(b)}, {"model", to_json(s)}, {"config", cfg.to_json()}};
+      std::cout << out.dump(2) << "\n";
     } else {
       print_build(b);
+      print_model(describe(opts->model, kDefaultPreset), cfg, s);
     }
   });
 }

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   app.footer("Run 'hymba SUBCOMMAND --help' for the flags of one subcommand.");
 
   hymba::cli::register_info(app, global);
+  hymba::cli::register_presets(app, global);
 
   try {
     app.parse(argc, argv);

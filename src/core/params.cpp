@@ -11,14 +11,15 @@ namespace {
 constexpr int64_t kRowAlign = 16;  // floats; keeps every row 64-byte aligned
 }
 
-void ParamTable::add(const std::string& name, const Shape& shape, InitRule init, bool weight_decay) {
-  HYMBA_CHECK(!allocated() || rows_.empty(), "parameter table: cannot add '", name, "' after allocation");
+void ParamTable::add(const std::string& name, const Shape& shape, InitRule init, bool weight_decay,
+                     const std::string& group) {
+  HYMBA_CHECK(values_ == nullptr, "parameter table: cannot add '", name, "' after allocation");
   HYMBA_CHECK(!name.empty(), "parameter table: empty parameter name");
   HYMBA_CHECK(index_.count(name) == 0, "parameter table: duplicate parameter '", name, "'");
   HYMBA_CHECK(shape.rank > 0, "parameter table: '", name, "' has no dimensions");
   for (int i = 0; i < shape.rank; ++i)
     HYMBA_CHECK(shape[i] > 0, "parameter table: '", name, "' has non-positive dim ", shape.str());
-  ParamInfo p{name, shape, init, weight_decay, total_};
+  ParamInfo p{name, shape, init, weight_decay, group, total_};
   total_ += (shape.numel() + kRowAlign - 1) / kRowAlign * kRowAlign;
   index_[name] = rows_.size();
   rows_.push_back(std::move(p));

@@ -45,6 +45,7 @@ struct ParamInfo {
   Shape shape;
   InitRule init;
   bool weight_decay = true;  // false for norms, biases, meta tokens
+  std::string group;         // what it belongs to, for reports ("attention", "mamba", ...)
   int64_t offset = 0;        // in floats, within each block
 };
 
@@ -61,7 +62,8 @@ struct ParamSlot {
 class ParamTable {
  public:
   // Declares a tensor. Names must be unique; shape dims must be positive.
-  void add(const std::string& name, const Shape& shape, InitRule init, bool weight_decay = true);
+  void add(const std::string& name, const Shape& shape, InitRule init, bool weight_decay = true,
+           const std::string& group = "");
 
   // Allocates storage for every declared row. Gradients and the two AdamW
   // moments are optional so that inference carries only the weights.

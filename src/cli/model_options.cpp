@@ -1,0 +1,33 @@
+#include "cli/model_options.h"
+
+#include "core/error.h"
+#include "model/presets.h"
+
+namespace hymba::cli {
+
+void add_model_options(CLI::App* cmd, ModelChoice& choice) {
+  auto* preset = cmd->add_option("--preset", choice.preset, "Built-in model preset (see 'hymba presets')");
+  auto* config = cmd->add_option("--config", choice.config_path, "Model config.json file");
+  preset->excludes(config);
+  cmd->add_option("--scale", choice.scale, "Preset scale: tiny, small or seed (the seed notebooks' size)")
+      ->capture_default_str();
+}
+
+ModelConfig resolve_model(const ModelChoice& choice, const std::string& fallback_preset) {
+  const Scale scale = parse_scale(choice.scale);
+  if (!choice.config_path.empty()) {
+    HYMBA_CHECK(choice.scale == "seed", "--scale applies to presets only, not to --config ", choice.config_path);
+    return load_config_file(choice.config_path);
+  }
+  const std::string name = choice.preset.empty() ? fallback_preset : choice.preset;
+  HYMBA_CHECK(!name.empty(), "give a model with --preset NAME or --config FILE");
+  return preset_config(name, scale);
+}
+
+std::string describe(const ModelChoice& choice, const std::string& fallback_preset) {
+  if (!choice.config_path.empty()) return choice.config_path;
+  const std::string name = choice.preset.empty() ? fallback_preset : choice.preset;
+  return "preset " + name + " (" + choice.scale + " scale)";
+}
+
+}  // namespace hymba::cli

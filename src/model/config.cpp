@@ -1,0 +1,460 @@
+#include "model/config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+
+#include "core/error.h"
+
+namespace hymba {
+
+using nlohmann::json;
+
+const char* to_string(MixerKind k) {
+  switch (k) {
+    case MixerKind::kAttention: return "attention";
+    case MixerKind::kMamba: return "mamba";
+    case MixerKind::kHybrid: return "hybrid";
+  }
+  return "?";
+}
+const char* to_string(ProjStyle s) { return s == ProjStyle::kFused ? "fused" : "separate"; }
+const char* to_string(Fusion f) {
+  switch (f) {
+    case Fusion::kNormMean: return "norm_mean";
+    case Fusion::kLearnedBeta: return "learned_beta";
+    case Fusion::kMean: return "mean";
+    case Fusion::kConcat: return "concat";
+  }
+  return "?";
+}
+
+namespace {
+
+// Reads JSON fields by name, with one-line errors naming the field, and
+// remembers which fields were consumed so leftovers can be reported.
+class FieldReader {
+ public:
+  FieldReader(const json& j, const std::string& source) : j_(j), source_(source) {
+    HYMBA_CHECK(j.is_object(), source, ": expected a JSON object");
+  }
+  bool has(const char* name) const { return j_.contains(name) && !j_.at(name).is_null(); }
+  const json& at(const char* name) {
+    seen_.insert(name);
+    return j_.at(name);
+  }
+  [[noreturn]] void type_error(const char* name, const char* expected) const {
+    fail(source_, ": field '", name, "' must be ", expected, " (got ", j_.at(name).dump(), ")");
+  }
+  void get(const char* name, int64_t& out) {
+    if (!has(name)) return;
+    const json& v = at(name);
+    if (!v.is_number_integer()) type_error(name, "an integer");
+    out = v.get<int64_t>();
+  }
+  void get(const char* name, double& out) {
+    if (!has(name)) return;
+    const json& v = at(name);
+    if (!v.is_number()) type_error(name, "a number");
+    out = v.get<double>();
+  }
+  void get(const char* name, bool& out) {
+    if (!has(name)) return;
+    const json& v = at(name);
+    if (!v.is_boolean()) type_error(name, "true or false");
+    out = v.get<bool>();
+  }
+  void get(const char* name, std::vector<int64_t>& out) {
+    if (!has(name)) return;
+    const json& v = at(name);
+    if (!v.is_array()) type_error(name, "a list of integers");
+    out.clear();
+    for (const json& e : v) {
+      if (!e.is_number_integer()) type_error(name, "a list of integers");
+      out.push_back(e.get<int64_t>());
+    }
+  }
+  std::string get_string(const char* name, const std::string& fallback) {
+    if (!has(name)) return fallback;
+    const json& v = at(name);
+    if (!v.is_string()) type_error(name, "a string");
+    return v.get<std::string>();
+  }
+  void mark_seen(const char* name) { seen_.insert(name); }
+  void reject_unknown() const {
+    for (auto it = j_.begin(); it != j_.end(); ++it)
+      HYMBA_CHECK(seen_.count(it.key()) != 0, source_, ": unknown field '", it.key(), "'");
+  }
+  const std::string& source() const { return source_; }
+
+ private:
+  const json& j_;
+  std::string source_;
+  std::set<std::string> seen_;
+};
+
+MixerKind parse_mixer(const std::string& s, const std::string& where) {
+  if (s == "attention") return MixerKind::kAttention;
+  if (s == "mamba") return MixerKind::kMamba;
+  if (s == "hybrid") return MixerKind::kHybrid;
+  fail(where, ": layer type '", s, "' is not one of attention, mamba, hybrid");
+}
+
+// Seed 002's dims_from_ratio, with the attention share rounded to a multiple of
+// 2 * heads so every head gets an equal, even (RoPE) width.
+void dims_from_ratio(int64_t d_model, double ra, double rm, int64_t heads, int64_t& attn, int64_t& mamba) {
+  if (ra == 0.0) {
+    attn = 0;
+  } else if (rm == 0.0) {
+    attn = d_model;
+  } else {
+    const int64_t unit = 2 * std::max<int64_t>(heads, 1);
+    attn = static_cast<int64_t>(std::llround(d_model * ra / (ra + rm) / unit)) * unit;
+    attn = std::clamp<int64_t>(attn, 0, d_model);
+  }
+  mamba = d_model - attn;
+  if (rm == 0.0) mamba = 0;
+  if (ra == 0.0) mamba = d_model;
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
+  ModelConfig c;
+  FieldReader r(j, source);
+  r.get("vocab_size", c.vocab_size);
+  r.get("hidden_size", c.hidden_size);
+  r.get("num_hidden_layers", c.num_hidden_layers);
+  r.get("rms_norm_eps", c.rms_norm_eps);
+  r.get("tie_word_embeddings", c.tie_word_embeddings);
+  r.get("dropout", c.dropout);
+  r.get("initializer_range", c.initializer_range);
+  r.get("num_attention_heads", c.num_attention_heads);
+  r.get("num_key_value_heads", c.num_key_value_heads);
+  r.get("qk_head_dim", c.qk_head_dim);
+  r.get("v_head_dim", c.v_head_dim);
+  r.get("rope_theta", c.rope_theta);
+  r.get("global_attn_idx", c.global_attn_idx);
+  r.get("sliding_window", c.sliding_window);
+  r.get("num_memory_tokens", c.num_memory_tokens);
+  r.get("mamba_d_state", c.mamba_d_state);
+  r.get("mamba_d_conv", c.mamba_d_conv);
+  r.get("mamba_expand", c.mamba_expand);
+  r.get("mamba_conv_bias", c.mamba_conv_bias);
+  r.get("mamba_inner_layernorms", c.mamba_inner_layernorms);
+  r.get("mamba_dt_min", c.mamba_dt_min);
+  r.get("mamba_dt_max", c.mamba_dt_max);
+  r.get("intermediate_size", c.intermediate_size);
+
+  if (r.has("mamba_dt_rank")) {
+    const json& v = r.at("mamba_dt_rank");
+    if (v.is_string() && v.get<std::string>() == "auto") {
+      c.mamba_dt_rank = 0;
+    } else if (v.is_number_integer()) {
+      c.mamba_dt_rank = v.get<int64_t>();
+      HYMBA_CHECK(c.mamba_dt_rank >= 1, source, ": field 'mamba_dt_rank' must be >= 1 or \"auto\"");
+    } else {
+      r.type_error("mamba_dt_rank", "an integer or \"auto\"");
+    }
+  }
+
+  // layer_types: one string for every layer, or one per layer.
+  std::vector<MixerKind> kinds;
+  if (r.has("layer_types")) {
+    const json& v = r.at("layer_types");
+    if (v.is_string()) {
+      kinds.assign(static_cast<size_t>(std::max<int64_t>(c.num_hidden_layers, 0)),
+                   parse_mixer(v.get<std::string>(), source + ": field 'layer_types'"));
+    } else if (v.is_array()) {
+      for (const json& e : v) {
+        if (!e.is_string()) r.type_error("layer_types", "a string or a list of strings");
+        kinds.push_back(parse_mixer(e.get<std::string>(), source + ": field 'layer_types'"));
+      }
+    } else {
+      r.type_error("layer_types", "a string or a list of strings");
+    }
+  } else {
+    kinds.assign(static_cast<size_t>(std::max<int64_t>(c.num_hidden_layers, 0)), MixerKind::kHybrid);
+  }
+  c.layer_types = kinds;
+
+  if (r.has("kv_reuse_group")) {
+    const json& v = r.at("kv_reuse_group");
+    if (v.is_string()) {
+      HYMBA_CHECK(v.get<std::string>() == "auto", source, ": field 'kv_reuse_group' must be a list of layer lists or \"auto\"");
+      c.kv_reuse_auto = true;
+    } else if (v.is_array()) {
+      for (const json& g : v) {
+        if (!g.is_array()) r.type_error("kv_reuse_group", "a list of layer lists or \"auto\"");
+        std::vector<int64_t> group;
+        for (const json& e : g) {
+          if (!e.is_number_integer()) r.type_error("kv_reuse_group", "a list of layer lists or \"auto\"");
+          group.push_back(e.get<int64_t>());
+        }
+        c.kv_reuse_group.push_back(group);
+      }
+    } else {
+      r.type_error("kv_reuse_group", "a list of layer lists or \"auto\"");
+    }
+  }
+
+  const std::string style = r.get_string("proj_style", "fused");
+  if (style == "fused") c.proj_style = ProjStyle::kFused;
+  else if (style == "separate") c.proj_style = ProjStyle::kSeparate;
+  else fail(source, ": field 'proj_style' must be \"fused\" or \"separate\" (got \"", style, "\")");
+
+  const std::string fusion = r.get_string("fusion", "norm_mean");
+  if (fusion == "norm_mean") c.fusion = Fusion::kNormMean;
+  else if (fusion == "learned_beta") c.fusion = Fusion::kLearnedBeta;
+  else if (fusion == "mean") c.fusion = Fusion::kMean;
+  else if (fusion == "concat") c.fusion = Fusion::kConcat;
+  else fail(source, ": field 'fusion' must be one of norm_mean, learned_beta, mean, concat (got \"", fusion, "\")");
+
+  if (r.has("attn_mamba_ratio")) {
+    const json& v = r.at("attn_mamba_ratio");
+    if (!v.is_array() || v.size() != 2 || !v[0].is_number() || !v[1].is_number())
+      r.type_error("attn_mamba_ratio", "a pair of numbers [attention, mamba]");
+    c.attn_mamba_ratio = {v[0].get<double>(), v[1].get<double>()};
+  }
+  // Informational fields written by to_json(); accepted and ignored on read.
+  r.mark_seen("model_type");
+  r.mark_seen("derived");
+  r.reject_unknown();
+
+  if (static_cast<int64_t>(c.layer_types.size()) != c.num_hidden_layers)
+    fail(source, ": field 'layer_types' has ", c.layer_types.size(), " entries but num_hidden_layers is ",
+         c.num_hidden_layers);
+  try {
+    c.resolve();
+  } catch (const Error& e) {
+    // Rules are checked in resolve(); name the file rather than "config".
+    std::string msg = e.what();
+    if (msg.rfind("config: ", 0) == 0) msg = source + ": " + msg.substr(8);
+    throw Error(msg);
+  }
+  return c;
+}
+
+bool ModelConfig::has_attention(int64_t layer) const {
+  MixerKind k = layer_types[static_cast<size_t>(layer)];
+  return k == MixerKind::kAttention || k == MixerKind::kHybrid;
+}
+bool ModelConfig::has_mamba(int64_t layer) const {
+  MixerKind k = layer_types[static_cast<size_t>(layer)];
+  return k == MixerKind::kMamba || k == MixerKind::kHybrid;
+}
+bool ModelConfig::is_global(int64_t layer) const {
+  return sliding_window <= 0 ||
+         std::find(global_attn_idx.begin(), global_attn_idx.end(), layer) != global_attn_idx.end();
+}
+int64_t ModelConfig::window_of(int64_t layer) const { return is_global(layer) ? 0 : sliding_window; }
+int64_t ModelConfig::kv_producer(int64_t layer) const {
+  return producer_.empty() ? layer : producer_[static_cast<size_t>(layer)];
+}
+int64_t ModelConfig::attn_dim_in() const { return hidden_size; }
+
+int64_t ModelConfig::mamba_width() const {
+  if (attn_mamba_ratio.size() == 2) {
+    int64_t a, m;
+    dims_from_ratio(hidden_size, attn_mamba_ratio[0], attn_mamba_ratio[1], num_attention_heads, a, m);
+    return m;
+  }
+  return hidden_size;
+}
+
+void ModelConfig::resolve() {
+  HYMBA_CHECK(hidden_size >= 1, "config: field 'hidden_size' must be >= 1 (got ", hidden_size, ")");
+  HYMBA_CHECK(num_hidden_layers >= 1, "config: field 'num_hidden_layers' must be >= 1 (got ", num_hidden_layers, ")");
+  HYMBA_CHECK(static_cast<int64_t>(layer_types.size()) == num_hidden_layers, "config: field 'layer_types' has ",
+              layer_types.size(), " entries but num_hidden_layers is ", num_hidden_layers);
+  if (mamba_dt_rank == 0) mamba_dt_rank = (hidden_size + 15) / 16;
+  bool any_attn = false;
+  for (int64_t l = 0; l < num_hidden_layers; ++l) any_attn |= has_attention(l);
+  if (any_attn && num_attention_heads >= 1) {
+    if (attn_mamba_ratio.size() == 2) {
+      int64_t a, m;
+      dims_from_ratio(hidden_size, attn_mamba_ratio[0], attn_mamba_ratio[1], num_attention_heads, a, m);
+      if (qk_head_dim == 0 && a > 0) qk_head_dim = a / num_attention_heads;
+      if (v_head_dim == 0 && a > 0) v_head_dim = a / num_attention_heads;
+    }
+    if (qk_head_dim == 0 && hidden_size % num_attention_heads == 0) qk_head_dim = hidden_size / num_attention_heads;
+    if (v_head_dim == 0) {
+      bool fused_norm_mean = proj_style == ProjStyle::kFused && fusion == Fusion::kNormMean;
+      bool any_hybrid = std::count(layer_types.begin(), layer_types.end(), MixerKind::kHybrid) > 0;
+      if (fused_norm_mean && any_hybrid && d_inner() % num_attention_heads == 0)
+        v_head_dim = d_inner() / num_attention_heads;  // attention output must match the SSM width
+      else
+        v_head_dim = qk_head_dim;
+    }
+  }
+  if (kv_reuse_auto) {
+    // Consecutive pairs of local attention layers: [l, l+1] when both are
+    // local attention layers, scanning left to right (official config).
+    kv_reuse_group.clear();
+    for (int64_t l = 0; l + 1 < num_hidden_layers; ++l) {
+      bool a = has_attention(l) && !is_global(l), b = has_attention(l + 1) && !is_global(l + 1);
+      if (a && b) {
+        kv_reuse_group.push_back({l, l + 1});
+        ++l;
+      }
+    }
+  }
+  validate();
+  producer_.assign(static_cast<size_t>(num_hidden_layers), 0);
+  for (int64_t l = 0; l < num_hidden_layers; ++l) producer_[static_cast<size_t>(l)] = l;
+  for (const auto& g : kv_reuse_group)
+    for (size_t i = 1; i < g.size(); ++i) producer_[static_cast<size_t>(g[i])] = g[0];
+}
+
+void ModelConfig::validate() const {
+  auto positive = [](const char* name, int64_t v) {
+    HYMBA_CHECK(v >= 1, "config: field '", name, "' must be >= 1 (got ", v, ")");
+  };
+  positive("vocab_size", vocab_size);
+  positive("hidden_size", hidden_size);
+  positive("num_hidden_layers", num_hidden_layers);
+  HYMBA_CHECK(rms_norm_eps > 0, "config: field 'rms_norm_eps' must be > 0");
+  HYMBA_CHECK(dropout >= 0 && dropout < 1, "config: field 'dropout' must be in [0, 1) (got ", dropout, ")");
+  HYMBA_CHECK(initializer_range > 0, "config: field 'initializer_range' must be > 0");
+  HYMBA_CHECK(intermediate_size >= 0, "config: field 'intermediate_size' must be >= 0 (0 = no FFN)");
+  HYMBA_CHECK(num_memory_tokens >= 0, "config: field 'num_memory_tokens' must be >= 0");
+  HYMBA_CHECK(sliding_window >= 0, "config: field 'sliding_window' must be >= 1, or 0 for all-global attention (got ",
+              sliding_window, ")");
+
+  bool any_attn = false, any_mamba = false, any_hybrid = false;
+  for (int64_t l = 0; l < num_hidden_layers; ++l) {
+    any_attn |= has_attention(l);
+    any_mamba |= has_mamba(l);
+    any_hybrid |= layer_types[static_cast<size_t>(l)] == MixerKind::kHybrid;
+  }
+
+  if (attn_mamba_ratio.size() == 2) {
+    const double ra = attn_mamba_ratio[0], rm = attn_mamba_ratio[1];
+    HYMBA_CHECK(ra >= 0 && rm >= 0 && ra + rm > 0,
+                "config: field 'attn_mamba_ratio' needs two non-negative numbers, not both zero");
+    HYMBA_CHECK(proj_style == ProjStyle::kSeparate,
+                "config: field 'attn_mamba_ratio' needs proj_style \"separate\" (the fused in_proj fixes both widths)");
+    int64_t a, m;
+    dims_from_ratio(hidden_size, ra, rm, num_attention_heads, a, m);
+    HYMBA_CHECK(!(any_attn && a == 0), "config: field 'attn_mamba_ratio' leaves the attention branch empty while "
+                "layer_types asks for attention (use layer_types \"mamba\" and num_attention_heads 0)");
+    HYMBA_CHECK(!(any_mamba && m == 0), "config: field 'attn_mamba_ratio' leaves the Mamba branch empty while "
+                "layer_types asks for mamba (use layer_types \"attention\")");
+  }
+
+  if (any_attn) {
+    positive("num_attention_heads", num_attention_heads);
+    positive("num_key_value_heads", num_key_value_heads);
+    HYMBA_CHECK(num_attention_heads % num_key_value_heads == 0, "config: field 'num_key_value_heads' (",
+                num_key_value_heads, ") must divide num_attention_heads (", num_attention_heads, ")");
+    HYMBA_CHECK(qk_head_dim >= 1, "config: field 'num_attention_heads' (", num_attention_heads,
+                ") must divide hidden_size (", hidden_size, "), or set qk_head_dim");
+    HYMBA_CHECK(qk_head_dim % 2 == 0, "config: field 'qk_head_dim' must be even for RoPE (got ", qk_head_dim, ")");
+    positive("v_head_dim", v_head_dim);
+    HYMBA_CHECK(rope_theta > 0, "config: field 'rope_theta' must be > 0");
+  } else {
+    HYMBA_CHECK(global_attn_idx.empty(), "config: field 'global_attn_idx' is set but no layer has attention");
+  }
+
+  std::set<int64_t> globals;
+  for (int64_t g : global_attn_idx) {
+    HYMBA_CHECK(g >= 0 && g < num_hidden_layers, "config: field 'global_attn_idx' has layer ", g,
+                " outside 0..", num_hidden_layers - 1);
+    HYMBA_CHECK(globals.insert(g).second, "config: field 'global_attn_idx' lists layer ", g, " twice");
+    HYMBA_CHECK(has_attention(g), "config: field 'global_attn_idx' lists layer ", g, " which has no attention (",
+                to_string(layer_types[static_cast<size_t>(g)]), ")");
+  }
+  bool any_local = false;
+  for (int64_t l = 0; l < num_hidden_layers; ++l) any_local |= has_attention(l) && !globals.count(l);
+  HYMBA_CHECK(!(any_local && !global_attn_idx.empty() && sliding_window < 1),
+              "config: field 'sliding_window' must be >= 1 when some attention layers are not in global_attn_idx");
+
+  std::set<int64_t> grouped;
+  for (const auto& g : kv_reuse_group) {
+    HYMBA_CHECK(g.size() >= 2, "config: field 'kv_reuse_group' has a group with fewer than 2 layers");
+    for (size_t i = 0; i < g.size(); ++i) {
+      const int64_t l = g[i];
+      HYMBA_CHECK(l >= 0 && l < num_hidden_layers, "config: field 'kv_reuse_group' has layer ", l, " outside 0..",
+                  num_hidden_layers - 1);
+      HYMBA_CHECK(grouped.insert(l).second, "config: field 'kv_reuse_group' lists layer ", l, " more than once");
+      HYMBA_CHECK(has_attention(l), "config: field 'kv_reuse_group' has layer ", l, " which has no attention (",
+                  to_string(layer_types[static_cast<size_t>(l)]), ")");
+      HYMBA_CHECK(!is_global(l), "config: field 'kv_reuse_group' has global layer ", l,
+                  " (global layers never share K/V)");
+      HYMBA_CHECK(i == 0 || l > g[i - 1], "config: field 'kv_reuse_group' group must list layers in increasing order");
+    }
+  }
+
+  if (any_mamba) {
+    positive("mamba_d_state", mamba_d_state);
+    positive("mamba_d_conv", mamba_d_conv);
+    positive("mamba_expand", mamba_expand);
+    positive("mamba_dt_rank", mamba_dt_rank);
+    HYMBA_CHECK(mamba_dt_min > 0 && mamba_dt_max >= mamba_dt_min,
+                "config: fields 'mamba_dt_min'/'mamba_dt_max' need 0 < dt_min <= dt_max");
+  }
+
+  if (any_hybrid) {
+    if (proj_style == ProjStyle::kFused) {
+      HYMBA_CHECK(fusion == Fusion::kNormMean || fusion == Fusion::kConcat, "config: field 'fusion' \"",
+                  to_string(fusion), "\" needs proj_style \"separate\" (fused supports norm_mean and concat)");
+    }
+    if (fusion == Fusion::kNormMean) {
+      HYMBA_CHECK(attn_out_width() == d_inner(), "config: fusion norm_mean averages the two branches, so "
+                  "num_attention_heads x v_head_dim (", attn_out_width(), ") must equal the Mamba inner width (",
+                  d_inner(), ")");
+    }
+  }
+}
+
+json ModelConfig::to_json() const {
+  json j;
+  j["model_type"] = "hymba";
+  j["vocab_size"] = vocab_size;
+  j["hidden_size"] = hidden_size;
+  j["num_hidden_layers"] = num_hidden_layers;
+  j["rms_norm_eps"] = rms_norm_eps;
+  j["tie_word_embeddings"] = tie_word_embeddings;
+  j["dropout"] = dropout;
+  j["initializer_range"] = initializer_range;
+  json types = json::array();
+  for (MixerKind k : layer_types) types.push_back(to_string(k));
+  j["layer_types"] = types;
+  j["num_attention_heads"] = num_attention_heads;
+  j["num_key_value_heads"] = num_key_value_heads;
+  j["qk_head_dim"] = qk_head_dim;
+  j["v_head_dim"] = v_head_dim;
+  j["rope_theta"] = rope_theta;
+  j["global_attn_idx"] = global_attn_idx;
+  j["sliding_window"] = sliding_window;
+  j["num_memory_tokens"] = num_memory_tokens;
+  j["kv_reuse_group"] = kv_reuse_group;
+  j["mamba_d_state"] = mamba_d_state;
+  j["mamba_d_conv"] = mamba_d_conv;
+  j["mamba_expand"] = mamba_expand;
+  j["mamba_dt_rank"] = mamba_dt_rank;
+  j["mamba_conv_bias"] = mamba_conv_bias;
+  j["mamba_inner_layernorms"] = mamba_inner_layernorms;
+  j["mamba_dt_min"] = mamba_dt_min;
+  j["mamba_dt_max"] = mamba_dt_max;
+  j["proj_style"] = to_string(proj_style);
+  j["fusion"] = to_string(fusion);
+  if (!attn_mamba_ratio.empty()) j["attn_mamba_ratio"] = attn_mamba_ratio;
+  j["intermediate_size"] = intermediate_size;
+  return j;
+}
+
+ModelConfig load_config_file(const std::string& path) {
+  std::ifstream in(path);
+  HYMBA_CHECK(in.good(), path, ": cannot open config file");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    fail(path, ": not valid JSON (", e.what(), ")");
+  }
+  return ModelConfig::from_json(j, path);
+}
+
+}  // namespace hymba

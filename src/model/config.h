@@ -1,0 +1,101 @@
+// Model configuration: one struct reaching every architecture the seeds and
+// the Hymba paper compare (pure attention, pure Mamba, hybrid heads), read
+// from JSON with field names close to the official HF Hymba config.json.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace hymba {
+
+enum class MixerKind { kAttention, kMamba, kHybrid };
+// fused: one in_proj gives Q,K,V,x,z (official). separate: q/k/v projections
+// beside an HF-style Mamba in_proj giving x,z (seed 001 "mine", seed 002).
+enum class ProjStyle { kFused, kSeparate };
+// norm_mean: out_proj((norm_a(a) + norm_m(m)) / 2)                 (official)
+// learned_beta: beta_a * norm(o_a(a)) + beta_m * norm(o_m(m))      (seed 001)
+// mean: (o_a(a) + o_m(m)) / 2                                      (seed 002)
+// concat: o([a | m])                                               (seed 002)
+enum class Fusion { kNormMean, kLearnedBeta, kMean, kConcat };
+
+const char* to_string(MixerKind k);
+const char* to_string(ProjStyle s);
+const char* to_string(Fusion f);
+
+struct ModelConfig {
+  // --- global
+  int64_t vocab_size = 256;
+  int64_t hidden_size = 128;        // d_model
+  int64_t num_hidden_layers = 2;
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = true;
+  double dropout = 0.0;             // residual-branch dropout during training
+  double initializer_range = 0.02;  // std of normal init for projections
+  // Per-layer mixer; one entry per layer after parsing (JSON accepts one string for all).
+  std::vector<MixerKind> layer_types;
+
+  // --- attention
+  int64_t num_attention_heads = 4;
+  int64_t num_key_value_heads = 4;
+  int64_t qk_head_dim = 0;  // 0: derived (hidden / heads, or from the ratio)
+  int64_t v_head_dim = 0;   // 0: derived (= qk_head_dim; fused norm_mean: d_inner / heads)
+  double rope_theta = 10000.0;
+  std::vector<int64_t> global_attn_idx;  // layers with full causal attention
+  int64_t sliding_window = 0;            // window of the other attention layers (0: all global)
+  int64_t num_memory_tokens = 0;         // meta tokens prepended to every sequence
+  bool kv_reuse_auto = false;            // "auto": consecutive pairs of local layers
+  std::vector<std::vector<int64_t>> kv_reuse_group;
+
+  // --- Mamba
+  int64_t mamba_d_state = 16;
+  int64_t mamba_d_conv = 4;
+  int64_t mamba_expand = 2;
+  int64_t mamba_dt_rank = 0;  // 0: "auto" = ceil(hidden / 16)
+  bool mamba_conv_bias = true;
+  bool mamba_inner_layernorms = false;  // RMSNorm on dt, B, C (official)
+  double mamba_dt_min = 0.001, mamba_dt_max = 0.1;
+
+  // --- hybrid
+  ProjStyle proj_style = ProjStyle::kFused;
+  Fusion fusion = Fusion::kNormMean;
+  // Attention:Mamba channel ratio (seed 002's dims_from_ratio). Empty: the
+  // attention width comes from heads x head dims and Mamba's from hidden_size.
+  std::vector<double> attn_mamba_ratio;
+
+  // --- FFN
+  int64_t intermediate_size = 0;  // SwiGLU width; 0 = no FFN
+
+  // Parses JSON; unknown fields, wrong types and broken rules are errors that
+  // name the field. `source` names the file for messages.
+  static ModelConfig from_json(const nlohmann::json& j, const std::string& source = "config");
+  nlohmann::json to_json() const;
+  // Checks every rule; throws hymba::Error naming the field.
+  void validate() const;
+  // Fills derived values (head dims, dt_rank, kv groups for "auto").
+  void resolve();
+
+  // ---- derived facts (valid after resolve())
+  bool has_attention(int64_t layer) const;
+  bool has_mamba(int64_t layer) const;
+  bool is_global(int64_t layer) const;
+  // Index of the layer whose K/V this layer reads (itself when it produces).
+  int64_t kv_producer(int64_t layer) const;
+  bool is_kv_producer(int64_t layer) const { return kv_producer(layer) == layer; }
+  int64_t window_of(int64_t layer) const;  // 0 = global
+  int64_t attn_dim_in() const;             // width of the attention branch input (d_model)
+  int64_t attn_out_width() const { return num_attention_heads * v_head_dim; }
+  int64_t mamba_width() const;             // Mamba branch model width (hidden, or ratio share)
+  int64_t d_inner() const { return mamba_expand * mamba_width(); }
+  int64_t dt_rank() const { return mamba_dt_rank; }
+
+ private:
+  std::vector<int64_t> producer_;  // filled by resolve()
+};
+
+// Reads and resolves a config.json file; errors name the file and field.
+ModelConfig load_config_file(const std::string& path);
+
+}  // namespace hymba

@@ -1,0 +1,195 @@
+#include "model/layout.h"
+
+#include <cmath>
+
+namespace hymba {
+
+bool uses_hf_mamba_names(const ModelConfig& cfg) {
+  for (MixerKind k : cfg.layer_types)
+    if (k != MixerKind::kMamba) return false;
+  return cfg.intermediate_size == 0 && cfg.num_memory_tokens == 0 && !cfg.mamba_inner_layernorms;
+}
+
+LayerDims layer_dims(const ModelConfig& cfg, int64_t l) {
+  LayerDims d;
+  const bool attn = cfg.has_attention(l), mamba = cfg.has_mamba(l);
+  if (attn) {
+    d.q_width = cfg.num_attention_heads * cfg.qk_head_dim;
+    if (cfg.is_kv_producer(l)) {
+      d.k_width = cfg.num_key_value_heads * cfg.qk_head_dim;
+      d.v_width = cfg.num_key_value_heads * cfg.v_head_dim;
+    }
+    d.attn_out = cfg.attn_out_width();
+  }
+  if (mamba) {
+    d.d_inner = cfg.d_inner();
+    d.x_proj_out = cfg.dt_rank() + 2 * cfg.mamba_d_state;
+  }
+  if (attn && mamba && cfg.proj_style == ProjStyle::kFused)
+    d.in_proj_rows = d.q_width + d.k_width + d.v_width + 2 * d.d_inner;
+  return d;
+}
+
+ModelTensorNames tensor_names(const ModelConfig& cfg) {
+  ModelTensorNames n;
+  n.hf_mamba = uses_hf_mamba_names(cfg);
+  const std::string root = n.hf_mamba ? "backbone." : "model.";
+  n.embed = n.hf_mamba ? "backbone.embeddings.weight" : "model.embed_tokens.weight";
+  n.final_norm = n.hf_mamba ? "backbone.norm_f.weight" : "model.final_layernorm.weight";
+  if (cfg.num_memory_tokens > 0) n.memory_tokens = "model.memory_tokens";
+  if (!cfg.tie_word_embeddings) n.lm_head = "lm_head.weight";
+
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    LayerTensorNames t;
+    const std::string p = root + "layers." + std::to_string(l) + ".";
+    const bool attn = cfg.has_attention(l), mamba = cfg.has_mamba(l);
+    const bool hybrid = attn && mamba;
+    const bool fused = hybrid && cfg.proj_style == ProjStyle::kFused;
+    const bool producer = attn && cfg.is_kv_producer(l);
+
+    if (n.hf_mamba) {
+      // HF MambaForCausalLM: one norm and one mixer per layer.
+      const std::string m = p + "mixer.";
+      t.input_norm = p + "norm.weight";
+      t.mamba_in_proj = m + "in_proj.weight";
+      t.conv_weight = m + "conv1d.weight";
+      if (cfg.mamba_conv_bias) t.conv_bias = m + "conv1d.bias";
+      t.x_proj = m + "x_proj.weight";
+      t.dt_proj_weight = m + "dt_proj.weight";
+      t.dt_proj_bias = m + "dt_proj.bias";
+      t.a_log = m + "A_log";
+      t.d_skip = m + "D";
+      t.mamba_out_proj = m + "out_proj.weight";
+      n.layers.push_back(t);
+      continue;
+    }
+
+    t.input_norm = p + "input_layernorm.weight";
+    if (attn) {
+      if (fused) {
+        t.in_proj = p + "mamba.in_proj.weight";
+      } else {
+        t.q_proj = p + "self_attn.q_proj.weight";
+        if (producer) {
+          t.k_proj = p + "self_attn.k_proj.weight";
+          t.v_proj = p + "self_attn.v_proj.weight";
+        }
+      }
+    }
+    if (mamba) {
+      const std::string m = p + "mamba.";
+      if (!fused) t.mamba_in_proj = m + "in_proj.weight";
+      t.conv_weight = m + "conv1d.weight";
+      if (cfg.mamba_conv_bias) t.conv_bias = m + "conv1d.bias";
+      t.x_proj = m + "x_proj.0.weight";
+      t.dt_proj_weight = m + "dt_proj.0.weight";
+      t.dt_proj_bias = m + "dt_proj.0.bias";
+      t.a_log = m + "A_log.0";
+      t.d_skip = m + "D.0";
+      if (cfg.mamba_inner_layernorms) {
+        t.dt_norm = m + "dt_layernorm.weight";
+        t.b_norm = m + "B_layernorm.weight";
+        t.c_norm = m + "C_layernorm.weight";
+      }
+    }
+    if (hybrid) {
+      switch (cfg.fusion) {
+        case Fusion::kNormMean:
+          t.attn_fusion_norm = p + "mamba.pre_avg_layernorm1.weight";
+          t.mamba_fusion_norm = p + "mamba.pre_avg_layernorm2.weight";
+          t.fused_out_proj = p + "mamba.out_proj.weight";
+          break;
+        case Fusion::kConcat:
+          t.fused_out_proj = p + "mamba.out_proj.weight";
+          break;
+        case Fusion::kLearnedBeta:
+          t.beta_attn = p + "fusion.beta_attn";
+          t.beta_mamba = p + "fusion.beta_mamba";
+          [[fallthrough]];
+        case Fusion::kMean:
+          t.o_proj = p + "self_attn.o_proj.weight";
+          t.mamba_out_proj = p + "mamba.out_proj.weight";
+          break;
+      }
+    } else if (attn) {
+      t.o_proj = p + "self_attn.o_proj.weight";
+    } else if (mamba) {
+      t.mamba_out_proj = p + "mamba.out_proj.weight";
+    }
+    if (cfg.intermediate_size > 0) {
+      t.ffn_norm = p + "pre_moe_layernorm.weight";
+      t.ffn_gate = p + "moe.experts.0.gate_proj.weight";
+      t.ffn_up = p + "moe.experts.0.up_proj.weight";
+      t.ffn_down = p + "moe.experts.0.down_proj.weight";
+    }
+    n.layers.push_back(t);
+  }
+  return n;
+}
+
+void declare_parameters(const ModelConfig& cfg, ParamTable& table) {
+  const ModelTensorNames names = tensor_names(cfg);
+  const int64_t d = cfg.hidden_size;
+  const auto dense = InitRule::normal(static_cast<float>(cfg.initializer_range));
+  // Output projections writing into the residual stream are scaled down with
+  // depth (GPT-2 / Mamba "prenorm" rescaling) so the stream's variance stays
+  // bounded as layers are added.
+  const auto residual_out =
+      InitRule::normal(static_cast<float>(cfg.initializer_range / std::sqrt(2.0 * cfg.num_hidden_layers)));
+  auto add = [&](const std::string& name, Shape shape, InitRule init, bool decay, const char* group) {
+    if (!name.empty()) table.add(name, shape, init, decay, group);
+  };
+
+  add(names.embed, {cfg.vocab_size, d}, dense, true, "embedding");
+  add(names.memory_tokens, {cfg.num_memory_tokens, d}, dense, false, "meta");
+
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    const LayerTensorNames& t = names.layers[static_cast<size_t>(l)];
+    const LayerDims ld = layer_dims(cfg, l);
+    add(t.input_norm, {d}, InitRule::ones(), false, "norms");
+    add(t.in_proj, {ld.in_proj_rows, d}, dense, true, "mixed_in_proj");
+    add(t.q_proj, {ld.q_width, d}, dense, true, "attention");
+    add(t.k_proj, {ld.k_width, d}, dense, true, "attention");
+    add(t.v_proj, {ld.v_width, d}, dense, true, "attention");
+    add(t.mamba_in_proj, {2 * ld.d_inner, d}, dense, true, "mamba");
+    if (ld.d_inner > 0) {
+      const int64_t di = ld.d_inner, K = cfg.mamba_d_conv, N = cfg.mamba_d_state, R = cfg.dt_rank();
+      const float conv_bound = 1.0f / std::sqrt(static_cast<float>(K));
+      add(t.conv_weight, {di, 1, K}, InitRule::uniform(conv_bound), true, "mamba");
+      add(t.conv_bias, {di}, InitRule::uniform(conv_bound), false, "mamba");
+      add(t.x_proj, {R + 2 * N, di}, dense, true, "mamba");
+      // dt_proj as in the Mamba reference: weights U(+-dt_rank^-0.5), bias the
+      // inverse softplus of a log-uniform dt.
+      add(t.dt_proj_weight, {di, R}, InitRule::uniform(1.0f / std::sqrt(static_cast<float>(R))), true, "mamba");
+      add(t.dt_proj_bias, {di},
+          InitRule::mamba_dt_bias(static_cast<float>(cfg.mamba_dt_min), static_cast<float>(cfg.mamba_dt_max)), false,
+          "mamba");
+      add(t.a_log, {di, N}, InitRule::mamba_a_log(), false, "mamba");
+      add(t.d_skip, {di}, InitRule::ones(), false, "mamba");
+      add(t.dt_norm, {R}, InitRule::ones(), false, "norms");
+      add(t.b_norm, {N}, InitRule::ones(), false, "norms");
+      add(t.c_norm, {N}, InitRule::ones(), false, "norms");
+    }
+    add(t.attn_fusion_norm, {ld.attn_out}, InitRule::ones(), false, "norms");
+    add(t.mamba_fusion_norm, {ld.d_inner}, InitRule::ones(), false, "norms");
+    add(t.beta_attn, {d}, InitRule::constant(0.5f), false, "fusion");
+    add(t.beta_mamba, {d}, InitRule::constant(0.5f), false, "fusion");
+    add(t.o_proj, {d, ld.attn_out}, residual_out, true, "attention");
+    add(t.mamba_out_proj, {d, ld.d_inner}, residual_out, true, "mamba");
+    if (!t.fused_out_proj.empty()) {
+      const int64_t width = cfg.fusion == Fusion::kConcat ? ld.attn_out + ld.d_inner : ld.d_inner;
+      add(t.fused_out_proj, {d, width}, residual_out, true, "fusion");
+    }
+    if (cfg.intermediate_size > 0) {
+      const int64_t I = cfg.intermediate_size;
+      add(t.ffn_norm, {d}, InitRule::ones(), false, "norms");
+      add(t.ffn_gate, {I, d}, dense, true, "ffn");
+      add(t.ffn_up, {I, d}, dense, true, "ffn");
+      add(t.ffn_down, {d, I}, residual_out, true, "ffn");
+    }
+  }
+  add(names.final_norm, {d}, InitRule::ones(), false, "norms");
+  add(names.lm_head, {cfg.vocab_size, d}, dense, true, "embedding");
+}
+
+}  // namespace hymba
