@@ -59,8 +59,8 @@ TEST(Rng, DistributionsHaveTheRightMoments) {
 
 TEST(Arena, AllocatesAlignedZeroedAndReusesAfterReset) {
   Arena arena(100);
-  Tensor a = arena.alloc({3, 5});
-  Tensor b = arena.alloc({1000});  // overflows the first block
+  Tensor a = arena.alloc_tensor({3, 5});
+  Tensor b = arena.alloc_tensor({1000});  // overflows the first block
   EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data) % kAlignment, 0u);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data) % kAlignment, 0u);
   for (float x : std::vector<float>(b.begin(), b.end())) EXPECT_EQ(x, 0.0f);
@@ -68,8 +68,8 @@ TEST(Arena, AllocatesAlignedZeroedAndReusesAfterReset) {
   arena.reset();
   const size_t cap = arena.capacity_floats();
   EXPECT_GE(cap, 1016u);
-  Tensor a2 = arena.alloc({3, 5});
-  Tensor b2 = arena.alloc({1000});
+  Tensor a2 = arena.alloc_tensor({3, 5});
+  Tensor b2 = arena.alloc_tensor({1000});
   EXPECT_EQ(a2.data[0], 0.0f);  // re-zeroed
   EXPECT_EQ(arena.capacity_floats(), cap) << "steady state must not grow";
   EXPECT_NE(a2.data, b2.data);

@@ -1,8 +1,15 @@
 // Bump allocator for activations: one block reused across training steps.
 // reset() rewinds without freeing, so steady-state steps allocate nothing.
+// Templated on the element type so the float64 reference model (used for
+// gradient checks) runs the same graph code.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
 #include <vector>
 
 #include "core/aligned.h"
@@ -10,31 +17,79 @@
 
 namespace hymba {
 
-class Arena {
+template <typename T>
+class BasicArena {
  public:
-  explicit Arena(std::size_t initial_floats = 0);
+  explicit BasicArena(std::size_t initial_elems = 0) {
+    if (initial_elems > 0) add_block(initial_elems);
+  }
 
-  // Returns a zero-filled tensor of the given shape, 64-byte aligned.
-  Tensor alloc(const Shape& shape);
-  float* alloc_floats(std::size_t n);
+  // n elements, zero-filled, 64-byte aligned.
+  T* alloc(std::size_t n) {
+    const std::size_t need = round_up(std::max<std::size_t>(n, 1));
+    if (blocks_.empty() || blocks_.back().used + need > blocks_.back().size)
+      add_block(std::max(need, blocks_.empty() ? need : blocks_.back().size));
+    Block& b = blocks_.back();
+    T* p = b.data.get() + b.used;
+    b.used += need;
+    used_total_ += need;
+    peak_ = std::max(peak_, used_total_);
+    std::memset(static_cast<void*>(p), 0, n * sizeof(T));
+    return p;
+  }
 
   // Rewinds every allocation. If the last cycle overflowed into extra blocks,
   // the arena regrows to one block big enough for the whole cycle.
-  void reset();
+  void reset() {
+    if (blocks_.size() > 1) {
+      blocks_.clear();
+      add_block(peak_);
+    } else if (!blocks_.empty()) {
+      blocks_.back().used = 0;
+    }
+    used_total_ = 0;
+  }
 
-  std::size_t used_floats() const { return used_total_; }
-  std::size_t peak_floats() const { return peak_; }
-  std::size_t capacity_floats() const;
+  std::size_t used() const { return used_total_; }
+  std::size_t peak() const { return peak_; }
+  std::size_t capacity() const {
+    std::size_t c = 0;
+    for (const Block& b : blocks_) c += b.size;
+    return c;
+  }
 
  private:
+  struct Free {
+    void operator()(T* p) const noexcept { std::free(p); }
+  };
   struct Block {
-    AlignedFloats data;
+    std::unique_ptr<T[], Free> data;
     std::size_t size = 0;
     std::size_t used = 0;
   };
+  static constexpr std::size_t kPerLine = kAlignment / sizeof(T);
+  static std::size_t round_up(std::size_t n) { return (n + kPerLine - 1) / kPerLine * kPerLine; }
+
+  void add_block(std::size_t elems) {
+    const std::size_t bytes = (elems * sizeof(T) + kAlignment - 1) / kAlignment * kAlignment;
+    void* p = std::aligned_alloc(kAlignment, bytes);
+    if (p == nullptr) throw std::bad_alloc();
+    blocks_.push_back({std::unique_ptr<T[], Free>(static_cast<T*>(p)), elems, 0});
+  }
+
   std::vector<Block> blocks_;
   std::size_t used_total_ = 0;
   std::size_t peak_ = 0;
+};
+
+// The float arena with Tensor-shaped allocation.
+class Arena : public BasicArena<float> {
+ public:
+  using BasicArena<float>::BasicArena;
+  Tensor alloc_tensor(const Shape& shape) {
+    return Tensor{alloc(static_cast<std::size_t>(shape.numel())), shape};
+  }
+  std::size_t capacity_floats() const { return capacity(); }
 };
 
 }  // namespace hymba

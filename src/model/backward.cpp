@@ -1,0 +1,276 @@
+#include "model/backward.h"
+
+#include "core/error.h"
+#include "kernels/cpu/activations.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/conv1d.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/selective_scan.h"
+
+namespace hymba {
+
+namespace {
+
+using Acts = Activations<float>;
+using LActs = LayerActs<float>;
+
+// Adds a column slice: dst[r, c] += src[r, c].
+void add_cols(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols) {
+#pragma omp parallel for schedule(static) if (rows * cols > 16384)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[r * ld_dst + c] += src[r * ld_src + c];
+}
+
+void copy_cols(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols) {
+#pragma omp parallel for schedule(static) if (rows * cols > 16384)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[r * ld_dst + c] = src[r * ld_src + c];
+}
+
+// Gradient of y = x * mask (mask null: identity), into a fresh buffer.
+float* through_mask(Arena& arena, const float* dy, const float* mask, int64_t n) {
+  float* out = arena.alloc(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[i] = mask ? dy[i] * mask[i] : dy[i];
+  return out;
+}
+
+class Backward {
+ public:
+  Backward(const ModelPlan& plan, const float* P, float* G, const Acts& acts, Arena& arena)
+      : plan_(plan), c_(plan.cfg), P_(P), G_(G), acts_(acts), arena_(arena),
+        dproj_(static_cast<size_t>(plan.cfg.num_hidden_layers), nullptr) {}
+
+  void run(float dloss, double label_smoothing) {
+    const int64_t d = c_.hidden_size, M = acts_.M, S = acts_.S, R = acts_.R, B = acts_.B, T = acts_.T_;
+    const int64_t V = c_.vocab_size, BT = B * T;
+    float* dlogits = arena_.alloc(BT * V);
+    cpu::cross_entropy_backward(dlogits, acts_.logits, acts_.targets.data(), BT, V,
+                                static_cast<float>(label_smoothing), dloss);
+    float* dhf_tok = arena_.alloc(BT * d);
+    cpu::matmul_backward(dhf_tok, d, G_ + plan_.lm_head, nullptr, dlogits, V, acts_.hf_tok, d, P_ + plan_.lm_head, BT,
+                         d, V);
+    float* dhf = arena_.alloc(R * d);  // meta rows stay zero: they are never scored
+    for (int64_t b = 0; b < B; ++b) copy_cols(dhf + (b * S + M) * d, d, dhf_tok + b * T * d, d, T, d);
+
+    // dx: gradient of the residual stream, walked back layer by layer.
+    float* dx = arena_.alloc(R * d);
+    const float* x_last = acts_.layers.back().x_out;
+    cpu::rmsnorm_backward(dx, G_ + plan_.final_norm, dhf, x_last, P_ + plan_.final_norm, acts_.rstd_f, R, d);
+    for (auto it = plan_.layers.rbegin(); it != plan_.layers.rend(); ++it) layer(*it, dx);
+
+    for (int64_t b = 0; b < B; ++b) {
+      const float* rows = dx + b * S * d;
+      if (M > 0)
+        for (int64_t i = 0; i < M * d; ++i) G_[plan_.memory + i] += rows[i];
+      cpu::embedding_backward(G_ + plan_.embed, rows + M * d, acts_.ids.data() + b * T, T, V, d);
+    }
+  }
+
+ private:
+  // The projection-gradient buffer of a layer; consumers add into their
+  // producer's K/V columns, so it is created by whoever touches it first.
+  float* dproj(int64_t layer) {
+    float*& p = dproj_[static_cast<size_t>(layer)];
+    if (p == nullptr) p = arena_.alloc(acts_.R * plan_.layers[static_cast<size_t>(layer)].proj_width);
+    return p;
+  }
+
+  void layer(const LayerPlan& lp, float* dx) {
+    const int64_t R = acts_.R, d = c_.hidden_size;
+    const LActs& a = acts_.layers[static_cast<size_t>(lp.index)];
+    if (lp.ffn_norm >= 0) ffn(lp, a, dx);  // dx becomes d(x_mid)
+
+    const float* d_o = through_mask(arena_, dx, a.mask1, R * d);
+    float* dattn = lp.attn ? arena_.alloc(R * lp.dims.attn_out) : nullptr;
+    float* dy = lp.mamba ? arena_.alloc(R * lp.dims.d_inner) : nullptr;
+    mixer_output(lp, a, d_o, dattn, dy);
+
+    float* dp = dproj(lp.index);
+    if (lp.mamba) mamba(lp, a, dy, dp);
+    if (lp.attn) attention(lp, a, dattn, dp);
+
+    float* dh = arena_.alloc(R * d);
+    const int64_t W = lp.proj_width;
+    if (lp.fused) {
+      cpu::matmul_backward(dh, d, G_ + lp.in_proj, nullptr, dp, W, a.h, d, P_ + lp.in_proj, R, d, W);
+    } else {
+      if (lp.attn) {
+        cpu::matmul_backward(dh, d, G_ + lp.q_proj, nullptr, dp + lp.q_col, W, a.h, d, P_ + lp.q_proj, R, d,
+                             lp.dims.q_width);
+        if (lp.producer) {
+          cpu::matmul_backward(dh, d, G_ + lp.k_proj, nullptr, dp + lp.k_col, W, a.h, d, P_ + lp.k_proj, R, d,
+                               lp.dims.k_width);
+          cpu::matmul_backward(dh, d, G_ + lp.v_proj, nullptr, dp + lp.v_col, W, a.h, d, P_ + lp.v_proj, R, d,
+                               lp.dims.v_width);
+        }
+      }
+      if (lp.mamba)
+        cpu::matmul_backward(dh, d, G_ + lp.mamba_in_proj, nullptr, dp + lp.x_col, W, a.h, d, P_ + lp.mamba_in_proj,
+                             R, d, 2 * lp.dims.d_inner);
+    }
+    cpu::rmsnorm_backward(dx, G_ + lp.input_norm, dh, a.x_in, P_ + lp.input_norm, a.rstd_in, R, d);
+  }
+
+  void ffn(const LayerPlan& lp, const LActs& a, float* dx) {
+    const int64_t R = acts_.R, d = c_.hidden_size, I = c_.intermediate_size;
+    const float* df = through_mask(arena_, dx, a.mask2, R * d);
+    float* dact = arena_.alloc(R * I);
+    cpu::matmul_backward(dact, I, G_ + lp.ffn_down, nullptr, df, d, a.act, I, P_ + lp.ffn_down, R, I, d);
+    float* dgu = arena_.alloc(R * 2 * I);
+    cpu::swiglu_backward(dgu, dgu + I, dact, a.gu, a.gu + I, R, I, 2 * I);
+    float* dh2 = arena_.alloc(R * d);
+    cpu::matmul_backward(dh2, d, G_ + lp.ffn_gate, nullptr, dgu, 2 * I, a.h2, d, P_ + lp.ffn_gate, R, d, I);
+    cpu::matmul_backward(dh2, d, G_ + lp.ffn_up, nullptr, dgu + I, 2 * I, a.h2, d, P_ + lp.ffn_up, R, d, I);
+    cpu::rmsnorm_backward(dx, G_ + lp.ffn_norm, dh2, a.x_mid, P_ + lp.ffn_norm, a.rstd2, R, d);
+  }
+
+  // From d(o) to the branch outputs' gradients dattn / dy.
+  void mixer_output(const LayerPlan& lp, const LActs& a, const float* d_o, float* dattn, float* dy) {
+    const int64_t R = acts_.R, d = c_.hidden_size, Wa = lp.dims.attn_out, di = lp.dims.d_inner;
+    if (!lp.hybrid) {
+      if (lp.attn) cpu::matmul_backward(dattn, Wa, G_ + lp.o_proj, nullptr, d_o, d, a.attn, Wa, P_ + lp.o_proj, R, Wa, d);
+      else cpu::matmul_backward(dy, di, G_ + lp.mamba_out_proj, nullptr, d_o, d, a.y, di, P_ + lp.mamba_out_proj, R, di, d);
+      return;
+    }
+    switch (c_.fusion) {
+      case Fusion::kNormMean: {
+        float* dmix = arena_.alloc(R * di);
+        cpu::matmul_backward(dmix, di, G_ + lp.fused_out, nullptr, d_o, d, a.mix, di, P_ + lp.fused_out, R, di, d);
+        for (int64_t i = 0; i < R * di; ++i) dmix[i] *= 0.5f;
+        cpu::rmsnorm_backward(dattn, G_ + lp.attn_fnorm, dmix, a.attn, P_ + lp.attn_fnorm, a.rstd_na, R, Wa);
+        cpu::rmsnorm_backward(dy, G_ + lp.mamba_fnorm, dmix, a.y, P_ + lp.mamba_fnorm, a.rstd_nm, R, di);
+        break;
+      }
+      case Fusion::kConcat: {
+        float* dcat = arena_.alloc(R * (Wa + di));
+        cpu::matmul_backward(dcat, Wa + di, G_ + lp.fused_out, nullptr, d_o, d, a.cat, Wa + di, P_ + lp.fused_out, R,
+                             Wa + di, d);
+        copy_cols(dattn, Wa, dcat, Wa + di, R, Wa);
+        copy_cols(dy, di, dcat + Wa, Wa + di, R, di);
+        break;
+      }
+      case Fusion::kMean:
+      case Fusion::kLearnedBeta: {
+        float* dao = arena_.alloc(R * d);
+        float* dmo = arena_.alloc(R * d);
+        if (c_.fusion == Fusion::kMean) {
+          for (int64_t i = 0; i < R * d; ++i) dao[i] = dmo[i] = 0.5f * d_o[i];
+        } else {
+          cpu::rmsnorm_backward(dao, G_ + lp.beta_a, d_o, a.ao, P_ + lp.beta_a, a.rstd_ao, R, d);
+          cpu::rmsnorm_backward(dmo, G_ + lp.beta_m, d_o, a.mo, P_ + lp.beta_m, a.rstd_mo, R, d);
+        }
+        cpu::matmul_backward(dattn, Wa, G_ + lp.o_proj, nullptr, dao, d, a.attn, Wa, P_ + lp.o_proj, R, Wa, d);
+        cpu::matmul_backward(dy, di, G_ + lp.mamba_out_proj, nullptr, dmo, d, a.y, di, P_ + lp.mamba_out_proj, R, di,
+                             d);
+        break;
+      }
+    }
+  }
+
+  void attention(const LayerPlan& lp, const LActs& a, const float* dattn, float* dp) {
+    const int64_t W = lp.proj_width, Hq = c_.num_attention_heads, Hkv = c_.num_key_value_heads;
+    const int64_t dqk = c_.qk_head_dim, dv = c_.v_head_dim, Wa = lp.dims.attn_out;
+    const LayerPlan& pp = plan_.layers[static_cast<size_t>(lp.producer_layer)];
+    const float* kv = acts_.layers[static_cast<size_t>(lp.producer_layer)].proj;
+    float* dkv = dproj(lp.producer_layer);
+    cpu::AttnArgs args;
+    args.B = acts_.B;
+    args.Tq = args.Tk = acts_.S;
+    args.Hq = Hq;
+    args.Hkv = Hkv;
+    args.Dqk = dqk;
+    args.Dv = dv;
+    args.q = a.proj + lp.q_col;
+    args.ld_q = W;
+    args.k = kv + pp.k_col;
+    args.ld_k = pp.proj_width;
+    args.v = kv + pp.v_col;
+    args.ld_v = pp.proj_width;
+    args.window = lp.window;
+    args.num_meta = acts_.M;
+    cpu::attention_backward(dp + lp.q_col, W, dkv + pp.k_col, pp.proj_width, dkv + pp.v_col, pp.proj_width, dattn, Wa,
+                            a.attn, Wa, a.lse, args);
+    cpu::rope_backward(dp + lp.q_col, W, acts_.B, acts_.S, Hq, dqk, nullptr, static_cast<float>(c_.rope_theta));
+    // Consumers come later in the stack, so by now they have all added into
+    // this producer's dK: un-rotate it once.
+    if (lp.producer)
+      cpu::rope_backward(dp + lp.k_col, W, acts_.B, acts_.S, Hkv, dqk, nullptr, static_cast<float>(c_.rope_theta));
+  }
+
+  void mamba(const LayerPlan& lp, const LActs& a, const float* dy, float* dp) {
+    const int64_t R = acts_.R, di = lp.dims.d_inner, N = c_.mamba_d_state, Rdt = c_.dt_rank();
+    const int64_t xw = lp.dims.x_proj_out, W = lp.proj_width;
+    const bool norms = lp.dt_norm >= 0;
+    float* du = arena_.alloc(R * di);
+    float* ddelta = arena_.alloc(R * di);
+    float* dxdbl = arena_.alloc(R * xw);
+    float* dbn = norms ? arena_.alloc(R * N) : nullptr;
+    float* dcn = norms ? arena_.alloc(R * N) : nullptr;
+
+    const ScanParams<float> sp = layer_scan_params(plan_, lp, P_, a, acts_.B, acts_.S);
+    cpu::ScanGrads g;
+    g.du = du;
+    g.ld_du = di;
+    g.ddelta = ddelta;
+    g.ld_ddelta = di;
+    g.ddelta_bias = G_ + lp.dt_b;
+    g.dA_log = G_ + lp.a_log;
+    g.dB = norms ? dbn : dxdbl + Rdt;
+    g.ld_dB = norms ? N : xw;
+    g.dC = norms ? dcn : dxdbl + Rdt + N;
+    g.ld_dC = norms ? N : xw;
+    g.dDskip = G_ + lp.d_skip;
+    g.dz = dp + lp.z_col;
+    g.ld_dz = W;
+    cpu::selective_scan_backward(g, dy, a.chunk_states, Ops<float>::scan_args(sp));
+
+    float* ddt = arena_.alloc(R * Rdt);
+    cpu::matmul_backward(ddt, Rdt, G_ + lp.dt_w, nullptr, ddelta, di, a.dtn, Rdt, P_ + lp.dt_w, R, Rdt, di);
+    if (norms) {
+      // Inner norms: back through RMSNorm onto the raw x_proj slices.
+      float* raw = arena_.alloc(R * std::max(Rdt, N));
+      float* draw = arena_.alloc(R * std::max(Rdt, N));
+      struct Slice {
+        int64_t col, width, norm;
+        const float* rstd;
+        const float* dnormed;
+      };
+      for (const Slice& s : {Slice{0, Rdt, lp.dt_norm, a.rstd_dt, ddt}, Slice{Rdt, N, lp.b_norm, a.rstd_b, dbn},
+                             Slice{Rdt + N, N, lp.c_norm, a.rstd_c, dcn}}) {
+        copy_cols(raw, s.width, a.xdbl + s.col, xw, R, s.width);
+        std::fill(draw, draw + R * s.width, 0.0f);
+        cpu::rmsnorm_backward(draw, G_ + s.norm, s.dnormed, raw, P_ + s.norm, s.rstd, R, s.width);
+        add_cols(dxdbl + s.col, xw, draw, s.width, R, s.width);
+      }
+    } else {
+      add_cols(dxdbl, xw, ddt, Rdt, R, Rdt);
+    }
+    cpu::matmul_backward(du, di, G_ + lp.x_proj, nullptr, dxdbl, xw, a.u, di, P_ + lp.x_proj, R, di, xw);
+    float* dxc = arena_.alloc(R * di);
+    cpu::silu_backward(dxc, du, a.xc, R * di);
+    cpu::conv1d_causal_backward(dp + lp.x_col, W, G_ + lp.conv_w, lp.conv_b >= 0 ? G_ + lp.conv_b : nullptr, dxc,
+                                a.proj + lp.x_col, W, P_ + lp.conv_w, acts_.B, acts_.S, di, c_.mamba_d_conv);
+  }
+
+  const ModelPlan& plan_;
+  const ModelConfig& c_;
+  const float* P_;
+  float* G_;
+  const Acts& acts_;
+  Arena& arena_;
+  std::vector<float*> dproj_;
+};
+
+}  // namespace
+
+void model_backward(const ModelPlan& plan, const float* P, float* G, const Activations<float>& acts, float dloss,
+                    double label_smoothing, Arena& arena) {
+  HYMBA_CHECK(acts.has_targets, "backward: the last forward had no targets");
+  Backward(plan, P, G, acts, arena).run(dloss, label_smoothing);
+}
+
+}  // namespace hymba

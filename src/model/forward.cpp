@@ -1,0 +1,303 @@
+#include "model/forward.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace hymba {
+
+namespace {
+
+template <typename T>
+void copy_cols(T* dst, int64_t ld_dst, const T* src, int64_t ld_src, int64_t rows, int64_t cols) {
+#pragma omp parallel for schedule(static) if (rows * cols > 16384)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[r * ld_dst + c] = src[r * ld_src + c];
+}
+
+// Dropout multipliers (0 or 1/(1-p)) from a stream unique to (layer, site).
+template <typename T>
+T* make_dropout_mask(BasicArena<T>& arena, const Rng& rng, int64_t layer, int site, int64_t n, double p) {
+  T* mask = arena.alloc(static_cast<size_t>(n));
+  Rng r = rng.split(static_cast<uint64_t>(layer * 4 + site));
+  const T keep = static_cast<T>(1.0 / (1.0 - p));
+  for (int64_t i = 0; i < n; ++i) mask[i] = r.uniform() >= p ? keep : T(0);
+  return mask;
+}
+
+}  // namespace
+
+template <typename T>
+ScanParams<T> layer_scan_params(const ModelPlan& plan, const LayerPlan& lp, const T* P, const LayerActs<T>& a,
+                                int64_t B, int64_t S) {
+  const int64_t N = plan.cfg.mamba_d_state, Rdt = plan.cfg.dt_rank(), xw = lp.dims.x_proj_out;
+  ScanParams<T> sp;
+  sp.B = B;
+  sp.T_ = S;
+  sp.D = lp.dims.d_inner;
+  sp.N = N;
+  sp.u = a.u;
+  sp.delta = a.delta;
+  sp.delta_bias = P + lp.dt_b;
+  sp.A_log = P + lp.a_log;
+  // With inner norms B and C are normed copies; otherwise slices of x_proj's output.
+  sp.Bm = a.bn ? a.bn : a.xdbl + Rdt;
+  sp.ld_B = a.bn ? N : xw;
+  sp.Cm = a.cn ? a.cn : a.xdbl + Rdt + N;
+  sp.ld_C = a.cn ? N : xw;
+  sp.Dskip = P + lp.d_skip;
+  sp.z = a.proj + lp.z_col;
+  sp.ld_z = lp.proj_width;
+  return sp;
+}
+
+namespace {
+
+template <typename T>
+void mamba_forward(const ModelPlan& plan, const LayerPlan& lp, const T* P, BasicArena<T>& arena, LayerActs<T>& a,
+                   int64_t B, int64_t S) {
+  using O = Ops<T>;
+  const ModelConfig& c = plan.cfg;
+  const int64_t R = B * S, di = lp.dims.d_inner, N = c.mamba_d_state, Rdt = c.dt_rank(), W = lp.proj_width;
+  a.xc = arena.alloc(R * di);
+  O::conv1d(a.xc, a.proj + lp.x_col, W, P + lp.conv_w, lp.conv_b >= 0 ? P + lp.conv_b : nullptr, B, S, di,
+            c.mamba_d_conv);
+  a.u = arena.alloc(R * di);
+  O::silu(a.u, a.xc, R * di);
+  const int64_t xw = lp.dims.x_proj_out;
+  a.xdbl = arena.alloc(R * xw);
+  O::matmul(a.xdbl, xw, a.u, di, P + lp.x_proj, R, di, xw);
+
+  const T* dt_in;
+  if (lp.dt_norm >= 0) {
+    // Official inner RMSNorms on dt, B and C (rows are slices of xdbl).
+    T* raw = arena.alloc(R * std::max(Rdt, N));
+    a.dtn = arena.alloc(R * Rdt);
+    a.rstd_dt = arena.alloc(R);
+    copy_cols(raw, Rdt, a.xdbl, xw, R, Rdt);
+    O::rmsnorm(a.dtn, a.rstd_dt, raw, P + lp.dt_norm, R, Rdt, c.rms_norm_eps);
+    a.bn = arena.alloc(R * N);
+    a.rstd_b = arena.alloc(R);
+    copy_cols(raw, N, a.xdbl + Rdt, xw, R, N);
+    O::rmsnorm(a.bn, a.rstd_b, raw, P + lp.b_norm, R, N, c.rms_norm_eps);
+    a.cn = arena.alloc(R * N);
+    a.rstd_c = arena.alloc(R);
+    copy_cols(raw, N, a.xdbl + Rdt + N, xw, R, N);
+    O::rmsnorm(a.cn, a.rstd_c, raw, P + lp.c_norm, R, N, c.rms_norm_eps);
+    dt_in = a.dtn;
+  } else {
+    a.dtn = arena.alloc(R * Rdt);
+    copy_cols(a.dtn, Rdt, a.xdbl, xw, R, Rdt);
+    dt_in = a.dtn;
+  }
+  a.delta = arena.alloc(R * di);
+  O::matmul(a.delta, di, dt_in, Rdt, P + lp.dt_w, R, Rdt, di);
+  const ScanParams<T> sp = layer_scan_params(plan, lp, P, a, B, S);
+  a.y = arena.alloc(R * di);
+  a.chunk_states = arena.alloc(B * cpu::scan_num_chunks(S) * di * N);
+  O::scan(a.y, a.chunk_states, sp);
+}
+
+template <typename T>
+void attention_forward(const ModelPlan& plan, const LayerPlan& lp, const Activations<T>& acts,
+                       BasicArena<T>& arena, LayerActs<T>& a) {
+  const ModelConfig& c = plan.cfg;
+  const int64_t R = acts.R, W = lp.proj_width, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const int64_t dqk = c.qk_head_dim, dv = c.v_head_dim;
+  // RoPE rotates Q here and K in the producer (consumers reuse rotated K).
+  Ops<T>::rope(a.proj + lp.q_col, W, acts.B, acts.S, Hq, dqk, c.rope_theta);
+  if (lp.producer) Ops<T>::rope(a.proj + lp.k_col, W, acts.B, acts.S, Hkv, dqk, c.rope_theta);
+  const LayerPlan& pp = plan.layers[static_cast<size_t>(lp.producer_layer)];
+  const T* kv_proj = acts.layers[static_cast<size_t>(lp.producer_layer)].proj;
+
+  AttnParams<T> ap;
+  ap.B = acts.B;
+  ap.T_ = acts.S;
+  ap.Hq = Hq;
+  ap.Hkv = Hkv;
+  ap.Dqk = dqk;
+  ap.Dv = dv;
+  ap.window = lp.window;
+  ap.num_meta = acts.M;
+  ap.q = a.proj + lp.q_col;
+  ap.ld_q = W;
+  ap.k = kv_proj + pp.k_col;
+  ap.ld_k = pp.proj_width;
+  ap.v = kv_proj + pp.v_col;
+  ap.ld_v = pp.proj_width;
+  a.attn = arena.alloc(R * lp.dims.attn_out);
+  a.lse = arena.alloc(acts.B * Hq * acts.S);
+  Ops<T>::attention(a.attn, lp.dims.attn_out, a.lse, ap);
+}
+
+// Combines the branch outputs into a.o [R, d].
+template <typename T>
+void mixer_output(const ModelPlan& plan, const LayerPlan& lp, const T* P, BasicArena<T>& arena, LayerActs<T>& a,
+                  int64_t R) {
+  using O = Ops<T>;
+  const ModelConfig& c = plan.cfg;
+  const int64_t d = c.hidden_size, Wa = lp.dims.attn_out, di = lp.dims.d_inner;
+  a.o = arena.alloc(R * d);
+  if (!lp.hybrid) {
+    if (lp.attn) O::matmul(a.o, d, a.attn, Wa, P + lp.o_proj, R, Wa, d);
+    else O::matmul(a.o, d, a.y, di, P + lp.mamba_out_proj, R, di, d);
+    return;
+  }
+  switch (c.fusion) {
+    case Fusion::kNormMean: {
+      a.na = arena.alloc(R * Wa);
+      a.rstd_na = arena.alloc(R);
+      a.nm = arena.alloc(R * di);
+      a.rstd_nm = arena.alloc(R);
+      O::rmsnorm(a.na, a.rstd_na, a.attn, P + lp.attn_fnorm, R, Wa, c.rms_norm_eps);
+      O::rmsnorm(a.nm, a.rstd_nm, a.y, P + lp.mamba_fnorm, R, di, c.rms_norm_eps);
+      a.mix = arena.alloc(R * di);
+      for (int64_t i = 0; i < R * di; ++i) a.mix[i] = (a.na[i] + a.nm[i]) * T(0.5);
+      O::matmul(a.o, d, a.mix, di, P + lp.fused_out, R, di, d);
+      break;
+    }
+    case Fusion::kConcat: {
+      a.cat = arena.alloc(R * (Wa + di));
+      copy_cols(a.cat, Wa + di, a.attn, Wa, R, Wa);
+      copy_cols(a.cat + Wa, Wa + di, a.y, di, R, di);
+      O::matmul(a.o, d, a.cat, Wa + di, P + lp.fused_out, R, Wa + di, d);
+      break;
+    }
+    case Fusion::kMean:
+    case Fusion::kLearnedBeta: {
+      a.ao = arena.alloc(R * d);
+      a.mo = arena.alloc(R * d);
+      O::matmul(a.ao, d, a.attn, Wa, P + lp.o_proj, R, Wa, d);
+      O::matmul(a.mo, d, a.y, di, P + lp.mamba_out_proj, R, di, d);
+      if (c.fusion == Fusion::kMean) {
+        for (int64_t i = 0; i < R * d; ++i) a.o[i] = (a.ao[i] + a.mo[i]) * T(0.5);
+      } else {
+        // beta_a * norm(ao) + beta_m * norm(mo): the betas are the norm weights.
+        T* nb = arena.alloc(R * d);
+        a.rstd_ao = arena.alloc(R);
+        a.rstd_mo = arena.alloc(R);
+        O::rmsnorm(a.o, a.rstd_ao, a.ao, P + lp.beta_a, R, d, c.rms_norm_eps);
+        O::rmsnorm(nb, a.rstd_mo, a.mo, P + lp.beta_m, R, d, c.rms_norm_eps);
+        for (int64_t i = 0; i < R * d; ++i) a.o[i] += nb[i];
+      }
+      break;
+    }
+  }
+}
+
+template <typename T>
+void layer_forward(const ModelPlan& plan, const LayerPlan& lp, const T* P, const ForwardOptions& opt,
+                   BasicArena<T>& arena, Activations<T>& acts, T* x_in) {
+  using O = Ops<T>;
+  const ModelConfig& c = plan.cfg;
+  const int64_t R = acts.R, d = c.hidden_size;
+  LayerActs<T>& a = acts.layers[static_cast<size_t>(lp.index)];
+  a.x_in = x_in;
+  a.h = arena.alloc(R * d);
+  a.rstd_in = arena.alloc(R);
+  O::rmsnorm(a.h, a.rstd_in, x_in, P + lp.input_norm, R, d, c.rms_norm_eps);
+
+  // Projections into one buffer [Q | K | V | x | z].
+  const int64_t W = lp.proj_width;
+  a.proj = arena.alloc(R * W);
+  if (lp.fused) {
+    O::matmul(a.proj, W, a.h, d, P + lp.in_proj, R, d, W);
+  } else {
+    if (lp.attn) {
+      O::matmul(a.proj + lp.q_col, W, a.h, d, P + lp.q_proj, R, d, lp.dims.q_width);
+      if (lp.producer) {
+        O::matmul(a.proj + lp.k_col, W, a.h, d, P + lp.k_proj, R, d, lp.dims.k_width);
+        O::matmul(a.proj + lp.v_col, W, a.h, d, P + lp.v_proj, R, d, lp.dims.v_width);
+      }
+    }
+    if (lp.mamba) O::matmul(a.proj + lp.x_col, W, a.h, d, P + lp.mamba_in_proj, R, d, 2 * lp.dims.d_inner);
+  }
+  if (lp.attn) attention_forward(plan, lp, acts, arena, a);
+  if (lp.mamba) mamba_forward(plan, lp, P, arena, a, acts.B, acts.S);
+  mixer_output(plan, lp, P, arena, a, R);
+
+  const bool dropout = opt.dropout_rng != nullptr && c.dropout > 0;
+  if (dropout) {
+    a.mask1 = make_dropout_mask(arena, *opt.dropout_rng, lp.index, 0, R * d, c.dropout);
+    for (int64_t i = 0; i < R * d; ++i) a.o[i] *= a.mask1[i];
+  }
+  a.x_mid = arena.alloc(R * d);
+  for (int64_t i = 0; i < R * d; ++i) a.x_mid[i] = x_in[i] + a.o[i];
+
+  if (lp.ffn_norm < 0) {
+    a.x_out = a.x_mid;
+    return;
+  }
+  const int64_t I = c.intermediate_size;
+  a.h2 = arena.alloc(R * d);
+  a.rstd2 = arena.alloc(R);
+  O::rmsnorm(a.h2, a.rstd2, a.x_mid, P + lp.ffn_norm, R, d, c.rms_norm_eps);
+  a.gu = arena.alloc(R * 2 * I);
+  O::matmul(a.gu, 2 * I, a.h2, d, P + lp.ffn_gate, R, d, I);
+  O::matmul(a.gu + I, 2 * I, a.h2, d, P + lp.ffn_up, R, d, I);
+  a.act = arena.alloc(R * I);
+  O::swiglu(a.act, a.gu, a.gu + I, R, I, 2 * I);
+  a.f = arena.alloc(R * d);
+  O::matmul(a.f, d, a.act, I, P + lp.ffn_down, R, I, d);
+  if (dropout) {
+    a.mask2 = make_dropout_mask(arena, *opt.dropout_rng, lp.index, 1, R * d, c.dropout);
+    for (int64_t i = 0; i < R * d; ++i) a.f[i] *= a.mask2[i];
+  }
+  a.x_out = arena.alloc(R * d);
+  for (int64_t i = 0; i < R * d; ++i) a.x_out[i] = a.x_mid[i] + a.f[i];
+}
+
+}  // namespace
+
+template <typename T>
+LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, const int32_t* targets, int64_t B,
+                        int64_t T_, const ForwardOptions& opt, BasicArena<T>& arena, Activations<T>& acts) {
+  const ModelConfig& c = plan.cfg;
+  HYMBA_CHECK(B >= 1 && T_ >= 1, "forward: empty batch (B=", B, ", T=", T_, ")");
+  const int64_t d = c.hidden_size, M = c.num_memory_tokens, S = M + T_, R = B * S, V = c.vocab_size;
+  acts.B = B;
+  acts.T_ = T_;
+  acts.M = M;
+  acts.S = S;
+  acts.R = R;
+  acts.ids.assign(ids, ids + B * T_);
+  acts.has_targets = targets != nullptr;
+  if (targets) acts.targets.assign(targets, targets + B * T_);
+  acts.layers.assign(static_cast<size_t>(c.num_hidden_layers), LayerActs<T>{});
+
+  // Embeddings, with the meta tokens as the first M rows of every sequence.
+  acts.x0 = arena.alloc(R * d);
+  for (int64_t b = 0; b < B; ++b) {
+    T* row0 = acts.x0 + b * S * d;
+    if (M > 0) for (int64_t i = 0; i < M * d; ++i) row0[i] = P[plan.memory + i];
+    Ops<T>::embedding(row0 + M * d, ids + b * T_, P + plan.embed, T_, V, d);
+  }
+
+  T* x = acts.x0;
+  for (const LayerPlan& lp : plan.layers) {
+    layer_forward(plan, lp, P, opt, arena, acts, x);
+    x = acts.layers[static_cast<size_t>(lp.index)].x_out;
+  }
+
+  acts.hf = arena.alloc(R * d);
+  acts.rstd_f = arena.alloc(R);
+  Ops<T>::rmsnorm(acts.hf, acts.rstd_f, x, P + plan.final_norm, R, d, c.rms_norm_eps);
+  // Meta rows are never scored: only token rows reach the LM head.
+  acts.hf_tok = arena.alloc(B * T_ * d);
+  for (int64_t b = 0; b < B; ++b) copy_cols(acts.hf_tok + b * T_ * d, d, acts.hf + (b * S + M) * d, d, T_, d);
+  acts.logits = arena.alloc(B * T_ * V);
+  Ops<T>::matmul(acts.logits, V, acts.hf_tok, d, P + plan.lm_head, B * T_, d, V);
+  if (targets == nullptr) return {};
+  return Ops<T>::cross_entropy(acts.logits, targets, B * T_, V, opt.label_smoothing);
+}
+
+template ScanParams<float> layer_scan_params<float>(const ModelPlan&, const LayerPlan&, const float*,
+                                                   const LayerActs<float>&, int64_t, int64_t);
+template ScanParams<double> layer_scan_params<double>(const ModelPlan&, const LayerPlan&, const double*,
+                                                     const LayerActs<double>&, int64_t, int64_t);
+template LossStats model_forward<float>(const ModelPlan&, const float*, const int32_t*, const int32_t*, int64_t,
+                                        int64_t, const ForwardOptions&, BasicArena<float>&, Activations<float>&);
+template LossStats model_forward<double>(const ModelPlan&, const double*, const int32_t*, const int32_t*, int64_t,
+                                         int64_t, const ForwardOptions&, BasicArena<double>&, Activations<double>&);
+
+}  // namespace hymba

@@ -1,0 +1,80 @@
+// The model's forward pass, written once for float (fast kernels) and double
+// (reference kernels). It keeps every activation the backward pass needs.
+// Layout: each sequence is [meta tokens | tokens], S = M + T positions, and
+// R = B * S rows; meta rows pass through every layer and are dropped before
+// the LM head.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/rng.h"
+#include "model/ops.h"
+#include "model/plan.h"
+
+namespace hymba {
+
+template <typename T>
+struct LayerActs {
+  T* x_in = nullptr;     // [R, d] residual stream entering the layer
+  T* h = nullptr;        // [R, d] input_layernorm(x_in)
+  T* rstd_in = nullptr;  // [R]
+  T* proj = nullptr;     // [R, proj_width] Q|K|V|x|z (Q, K rotated in place)
+  T* attn = nullptr;     // [R, attn_out]
+  T* lse = nullptr;      // [B, Hq, S]
+  T* xc = nullptr;       // [R, di] conv output (pre-SiLU)
+  T* u = nullptr;        // [R, di] SiLU(conv)
+  T* xdbl = nullptr;     // [R, dt_rank + 2N] x_proj output
+  T* dtn = nullptr;      // [R, dt_rank] dt input to dt_proj (normed when inner norms are on)
+  T* bn = nullptr;       // [R, N] B (normed copy when inner norms are on, else null: read from xdbl)
+  T* cn = nullptr;       // [R, N]
+  T* rstd_dt = nullptr, *rstd_b = nullptr, *rstd_c = nullptr;
+  T* delta = nullptr;    // [R, di] dt_proj output before bias/softplus
+  T* y = nullptr;        // [R, di] scan output (gated)
+  T* chunk_states = nullptr;
+  // fusion
+  T* na = nullptr, *rstd_na = nullptr, *nm = nullptr, *rstd_nm = nullptr, *mix = nullptr;  // norm_mean
+  T* cat = nullptr;                                                                         // concat
+  T* ao = nullptr, *mo = nullptr, *rstd_ao = nullptr, *rstd_mo = nullptr;                   // mean / beta
+  T* o = nullptr;        // [R, d] mixer output (after dropout)
+  T* mask1 = nullptr;    // dropout multipliers or null
+  T* x_mid = nullptr;    // [R, d] x_in + o
+  T* h2 = nullptr, *rstd2 = nullptr;  // FFN input norm
+  T* gu = nullptr;       // [R, 2I] gate | up
+  T* act = nullptr;      // [R, I]
+  T* f = nullptr;        // [R, d]
+  T* mask2 = nullptr;
+  T* x_out = nullptr;    // [R, d]
+};
+
+template <typename T>
+struct Activations {
+  int64_t B = 0, T_ = 0, M = 0, S = 0, R = 0;
+  std::vector<int32_t> ids, targets;  // [B, T]
+  bool has_targets = false;
+  T* x0 = nullptr;      // [R, d] embeddings with meta rows
+  std::vector<LayerActs<T>> layers;
+  T* hf = nullptr, *rstd_f = nullptr;  // [R, d] final norm
+  T* hf_tok = nullptr;  // [B*T, d] token rows of hf
+  T* logits = nullptr;  // [B*T, V]
+};
+
+struct ForwardOptions {
+  double label_smoothing = 0.0;
+  const Rng* dropout_rng = nullptr;  // non-null: training with dropout (cfg.dropout > 0)
+};
+
+// The selective-scan inputs of a layer, as the forward built them.
+template <typename T>
+ScanParams<T> layer_scan_params(const ModelPlan& plan, const LayerPlan& lp, const T* params, const LayerActs<T>& a,
+                                int64_t B, int64_t S);
+
+// Runs the model on ids [B, T] (targets may be null). `params` is the value
+// block of the parameter table (as T). Activations are allocated from arena,
+// which the caller resets between steps.
+template <typename T>
+LossStats model_forward(const ModelPlan& plan, const T* params, const int32_t* ids, const int32_t* targets,
+                        int64_t B, int64_t T_, const ForwardOptions& opt, BasicArena<T>& arena, Activations<T>& acts);
+
+}  // namespace hymba

@@ -1,0 +1,38 @@
+#include "model/model.h"
+
+#include "core/error.h"
+#include "model/layout.h"
+
+namespace hymba {
+
+namespace {
+ParamTable declared(const ModelConfig& cfg) {
+  ParamTable t;
+  declare_parameters(cfg, t);
+  return t;
+}
+}  // namespace
+
+Model::Model(const ModelConfig& cfg, bool training) : params_(declared(cfg)), plan_(make_plan(cfg, params_)) {
+  params_.allocate(training, training);
+}
+
+void Model::init(uint64_t seed) { params_.init(Rng(seed)); }
+
+LossStats Model::forward(const int32_t* ids, const int32_t* targets, int64_t B, int64_t T,
+                         const ForwardOptions& opt) {
+  arena_.reset();
+  last_opt_ = opt;
+  last_loss_ = model_forward(plan_, params_.values_block(), ids, targets, B, T, opt, arena_, acts_);
+  return last_loss_;
+}
+
+void Model::backward(float loss_scale) {
+  HYMBA_CHECK(params_.has_grads(), "backward: model was built for inference (no gradients)");
+  HYMBA_CHECK(acts_.has_targets, "backward: the last forward had no targets");
+  if (last_loss_.scored == 0) return;  // nothing scored: zero gradient
+  model_backward(plan_, params_.values_block(), params_.grads_block(), acts_,
+                 loss_scale / static_cast<float>(last_loss_.scored), last_opt_.label_smoothing, arena_);
+}
+
+}  // namespace hymba

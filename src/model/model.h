@@ -1,0 +1,54 @@
+// A model instance: config, parameter table (values, and gradients and AdamW
+// moments when training), the graph plan and the activation arena.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/arena.h"
+#include "core/params.h"
+#include "model/backward.h"
+#include "model/config.h"
+#include "model/forward.h"
+#include "model/plan.h"
+
+namespace hymba {
+
+class Model {
+ public:
+  // training: also allocate gradients and optimizer moments.
+  Model(const ModelConfig& cfg, bool training);
+
+  const ModelConfig& config() const { return plan_.cfg; }
+  const ModelPlan& plan() const { return plan_; }
+  ParamTable& params() { return params_; }
+  const ParamTable& params() const { return params_; }
+
+  // Random initialisation from the table's rules (deterministic per seed).
+  void init(uint64_t seed);
+
+  // Runs ids [B, T]; with targets returns the summed loss and counts.
+  // Activations are kept for backward() until the next forward().
+  LossStats forward(const int32_t* ids, const int32_t* targets, int64_t B, int64_t T,
+                    const ForwardOptions& opt = {});
+  // Accumulates into the gradients d(loss_scale * mean loss) of the last
+  // forward (which needs targets and at least one scored token).
+  void backward(float loss_scale = 1.0f);
+
+  // [B, T, V] logits of the last forward.
+  const float* logits() const { return acts_.logits; }
+  int64_t batch() const { return acts_.B; }
+  int64_t seq_len() const { return acts_.T_; }
+  // Arena high-water mark in bytes (activations + backward scratch).
+  size_t activation_bytes() const { return arena_.peak() * sizeof(float); }
+
+ private:
+  ParamTable params_;
+  ModelPlan plan_;
+  Arena arena_;
+  Activations<float> acts_;
+  ForwardOptions last_opt_;
+  LossStats last_loss_;
+};
+
+}  // namespace hymba

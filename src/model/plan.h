@@ -1,0 +1,43 @@
+// The model graph's view of the parameter table: for every layer, where each
+// tensor lives in the parameter block (offset, -1 when absent) and how the
+// projection buffer's columns are laid out. Built once from the names in
+// model/layout.h, so the graph never looks tensors up by string.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/params.h"
+#include "model/config.h"
+#include "model/layout.h"
+
+namespace hymba {
+
+struct LayerPlan {
+  int64_t index = 0;
+  bool attn = false, mamba = false, hybrid = false, fused = false, producer = false;
+  int64_t producer_layer = 0;
+  int64_t window = 0;  // 0: global
+  LayerDims dims;
+  // Projection buffer [rows, proj_width]: columns [Q | K | V | x | z]
+  // (K/V only for producers, x/z only with Mamba); -1 when absent.
+  int64_t proj_width = 0, q_col = -1, k_col = -1, v_col = -1, x_col = -1, z_col = -1;
+
+  // Parameter offsets in floats (-1: absent).
+  int64_t input_norm = -1, in_proj = -1, q_proj = -1, k_proj = -1, v_proj = -1, o_proj = -1;
+  int64_t mamba_in_proj = -1, conv_w = -1, conv_b = -1, x_proj = -1, dt_w = -1, dt_b = -1, a_log = -1, d_skip = -1;
+  int64_t dt_norm = -1, b_norm = -1, c_norm = -1, mamba_out_proj = -1;
+  int64_t attn_fnorm = -1, mamba_fnorm = -1, beta_a = -1, beta_m = -1, fused_out = -1;
+  int64_t ffn_norm = -1, ffn_gate = -1, ffn_up = -1, ffn_down = -1;
+};
+
+struct ModelPlan {
+  ModelConfig cfg;
+  std::vector<LayerPlan> layers;
+  int64_t embed = -1, memory = -1, final_norm = -1;
+  int64_t lm_head = -1;  // the embedding's offset when tied
+};
+
+ModelPlan make_plan(const ModelConfig& cfg, const ParamTable& table);
+
+}  // namespace hymba
