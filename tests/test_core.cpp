@@ -30,6 +30,21 @@ TEST(Rng, SplitIsIndependentOfDrawsAndDistinctPerKey) {
   EXPECT_NE(a.split(1).split(2).next_u64(), a.split(2).split(1).next_u64());
 }
 
+TEST(Rng, SplitDependsOnTheSeed) {
+  for (uint64_t k = 0; k < 8; ++k) {
+    EXPECT_NE(Rng(2).split(k).next_u64(), Rng(3).split(k).next_u64());
+    EXPECT_NE(Rng(2).split(k).split(1).next_u64(), Rng(3).split(k).split(1).next_u64());
+  }
+  ParamTable a, b;
+  a.add("w", {16}, InitRule::normal(1.0f));
+  b.add("w", {16}, InitRule::normal(1.0f));
+  a.allocate(false, false);
+  b.allocate(false, false);
+  a.init(Rng(1));
+  b.init(Rng(2));
+  EXPECT_NE(a.value("w").data[0], b.value("w").data[0]) << "different seeds must give different weights";
+}
+
 TEST(Rng, StateRoundTrips) {
   Rng a(11);
   a.next_u64();

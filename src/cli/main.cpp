@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
 
   hymba::cli::register_info(app, global);
   hymba::cli::register_presets(app, global);
+  hymba::cli::register_model_commands(app, global);
 
   try {
     app.parse(argc, argv);

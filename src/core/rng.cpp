@@ -14,18 +14,18 @@ uint64_t splitmix64(uint64_t& x) {
 uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 }  // namespace
 
-Rng::Rng(uint64_t seed, uint64_t key) : key_(key) {
+Rng::Rng(uint64_t seed, uint64_t key) {
+  // key_ is this stream's identity: it folds in the seed and every split key
+  // on the path from the root, so children of different seeds differ.
   uint64_t x = seed ^ (key * 0xD1B54A32D192ED03ull);
+  key_ = splitmix64(x);
   for (auto& w : s_) w = splitmix64(x);
 }
 
 Rng Rng::split(uint64_t key) const {
-  // Mix this stream's identity with the child key; the seed is re-derived from
-  // the current key so splitting never depends on how many numbers were drawn.
-  uint64_t mixed = key_ * 0x9E3779B97F4A7C15ull + key + 1;
-  uint64_t x = mixed;
-  uint64_t child_key = splitmix64(x);
-  return Rng(child_key ^ 0xA0761D6478BD642Full, child_key);
+  // Derived from the identity alone, never from the draws made so far.
+  uint64_t x = key_ ^ (key * 0x9E3779B97F4A7C15ull);
+  return Rng(splitmix64(x), key + 1);
 }
 
 uint64_t Rng::next_u64() {

@@ -35,6 +35,8 @@ class Model {
   // forward (which needs targets and at least one scored token).
   void backward(float loss_scale = 1.0f);
 
+  // Everything the last forward kept (for tests and debugging tools).
+  const Activations<float>& activations() const { return acts_; }
   // [B, T, V] logits of the last forward.
   const float* logits() const { return acts_.logits; }
   int64_t batch() const { return acts_.B; }

@@ -12,6 +12,9 @@ void silu_backward(float* dx, const float* dout, const float* x, int64_t n);
 // SwiGLU on N rows of width I: out[r, i] = silu(gate[r, i]) * up[r, i].
 // gate and up rows are ld_in floats apart (ld_in = I for separate buffers,
 // 2I when gate|up come from one fused projection). out is contiguous [N, I].
+// Backward: dout is contiguous [N, I]; dgate and dup share the ld_in row
+// stride of gate and up (so they can be the halves of one fused gradient
+// buffer) and either may be null.
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t N, int64_t I, int64_t ld_in);
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t N,
                      int64_t I, int64_t ld_in);

@@ -10,6 +10,9 @@ namespace hymba::cpu {
 
 namespace {
 
+// Below this many elements a parallel region costs more than it saves.
+constexpr int64_t kParallelMin = 1 << 14;
+
 // Checked up front and serially: an exception must not escape an OpenMP region.
 void check_ids(const int32_t* ids, int64_t N, int64_t V) {
   for (int64_t n = 0; n < N; ++n)
@@ -21,7 +24,7 @@ void check_ids(const int32_t* ids, int64_t N, int64_t V) {
 
 void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t N, int64_t V, int64_t C) {
   check_ids(ids, N, V);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= kParallelMin)
   for (int64_t n = 0; n < N; ++n)
     std::memcpy(out + n * C, table + static_cast<int64_t>(ids[n]) * C, static_cast<size_t>(C) * sizeof(float));
 }
@@ -33,7 +36,7 @@ void embedding_backward(float* dtable, const float* dout, const int32_t* ids, in
   // gradients of the tokens that hit its rows in token order. Every table row
   // therefore sees the same sequence of additions whatever the thread count,
   // and no two threads ever write the same row.
-#pragma omp parallel
+#pragma omp parallel if (N * C >= kParallelMin)
   {
     const int64_t nthreads = omp_get_num_threads(), tid = omp_get_thread_num();
     const int64_t v_begin = V * tid / nthreads, v_end = V * (tid + 1) / nthreads;

@@ -6,6 +6,9 @@ namespace hymba::cpu {
 
 namespace {
 
+// Below this many elements a parallel region costs more than it saves.
+constexpr int64_t kParallelMin = 1 << 14;
+
 // Row reductions are accumulated in double, in kLanes interleaved partial sums
 // combined in a fixed order: the grouping is the same for every call (unlike a
 // compiler-chosen reduction, which may peel for alignment), and the inner loop
@@ -45,7 +48,7 @@ constexpr int64_t kChannelBlock = 64;
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* weight, int64_t N, int64_t C,
                      float eps) {
   if (C == 0) return;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= kParallelMin)
   for (int64_t n = 0; n < N; ++n) {
     const float* __restrict xr = x + n * C;
     float* __restrict o = out + n * C;
@@ -62,7 +65,7 @@ void rmsnorm_backward(float* dx, float* dweight, const float* dout, const float*
   if (dx != nullptr) {
     // out_c = x_c r w_c with r = (mean(x^2) + eps)^(-1/2), dr/dx_c = -r^3 x_c / C:
     // dx_c = r (g_c w_c) - r^3 / C * x_c * sum_k g_k w_k x_k.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= kParallelMin)
     for (int64_t n = 0; n < N; ++n) {
       const float* __restrict g = dout + n * C;
       const float* __restrict xr = x + n * C;
@@ -76,7 +79,7 @@ void rmsnorm_backward(float* dx, float* dweight, const float* dout, const float*
   if (dweight != nullptr) {
     // dweight_c = sum_n g[n, c] * x[n, c] * r[n]
     const int64_t blocks = (C + kChannelBlock - 1) / kChannelBlock;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= kParallelMin)
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t c0 = blk * kChannelBlock;
       const int64_t width = C - c0 < kChannelBlock ? C - c0 : kChannelBlock;

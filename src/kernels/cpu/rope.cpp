@@ -9,6 +9,9 @@ namespace hymba::cpu {
 
 namespace {
 
+// Below this many elements a parallel region costs more than it saves.
+constexpr int64_t kParallelMin = 1 << 14;
+
 // Rotates every head of every token by +angle (forward) or -angle (backward:
 // a rotation's Jacobian is orthogonal, so its transpose is the inverse).
 void rotate(float* x, int64_t ld, int64_t B, int64_t T, int64_t H, int64_t D, const int64_t* pos0, float theta,
@@ -24,7 +27,7 @@ void rotate(float* x, int64_t ld, int64_t B, int64_t T, int64_t H, int64_t D, co
   for (int64_t i = 0; i < half; ++i)
     freq[i] = std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / static_cast<double>(D));
   const int64_t tokens = B * T;
-#pragma omp parallel
+#pragma omp parallel if (tokens * H * D >= kParallelMin)
   {
     // cos/sin of one token, shared by its H heads.
     std::vector<float> cos_a(static_cast<size_t>(half)), sin_a(static_cast<size_t>(half));

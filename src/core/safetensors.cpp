@@ -1,0 +1,355 @@
+#include "core/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <tuple>
+#include <unordered_set>
+#include <utility>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/params.h"
+
+namespace hymba {
+
+// Tensor bytes are copied straight between memory and file.
+static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes a little-endian host");
+
+namespace {
+
+// The reference implementation refuses headers above 100 MB; a larger length
+// means the file is not safetensors (or is corrupt), so we never allocate it.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+// Bytes per element of every fixed-width safetensors dtype; anything else is
+// rejected on open so offsets can always be checked against the shape.
+int dtype_size(const std::string& dtype) {
+  static const std::map<std::string, int> sizes = {
+      {"BOOL", 1}, {"U8", 1},   {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"F8_E8M0", 1}, {"I16", 2}, {"U16", 2},
+      {"F16", 2},  {"BF16", 2}, {"I32", 4}, {"U32", 4},     {"F32", 4},     {"I64", 8},     {"U64", 8}, {"F64", 8}};
+  auto it = sizes.find(dtype);
+  return it == sizes.end() ? 0 : it->second;
+}
+
+std::string os_reason(int err) { return std::strerror(err); }
+
+// Reads exactly `bytes` at `offset`. The header check guarantees the range was
+// inside the file at open; a short read means the file shrank since.
+void pread_exact(int fd, void* dst, uint64_t bytes, uint64_t offset, const std::string& path) {
+  auto* out = static_cast<char*>(dst);
+  while (bytes > 0) {
+    // Linux transfers at most ~2 GiB per call; loop for larger tensors.
+    std::size_t chunk = static_cast<std::size_t>(std::min<uint64_t>(bytes, 1u << 30));
+    ssize_t got = ::pread(fd, out, chunk, static_cast<off_t>(offset));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      fail(path, ": read failed: ", os_reason(errno));
+    }
+    if (got == 0) fail(path, ": unexpected end of file (was it truncated while being read?)");
+    out += got;
+    bytes -= static_cast<uint64_t>(got);
+    offset += static_cast<uint64_t>(got);
+  }
+}
+
+std::string dims_str(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (i > 0) s.push_back(',');
+    s.append(std::to_string(dims[i]));
+  }
+  s.push_back(']');
+  return s;
+}
+
+// Parses and checks one header entry against the data buffer size.
+SafetensorsEntry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& j,
+                             uint64_t data_size) {
+  const std::string where = path + ": tensor '" + name + "'";
+  HYMBA_CHECK(j.is_object(), where, " in header is not an object");
+  SafetensorsEntry e;
+  e.name = name;
+
+  auto dt = j.find("dtype");
+  HYMBA_CHECK(dt != j.end(), where, " has no \"dtype\" in header");
+  HYMBA_CHECK(dt->is_string(), where, " has a non-string \"dtype\"");
+  e.dtype = dt->get<std::string>();
+  const int esize = dtype_size(e.dtype);
+  HYMBA_CHECK(esize > 0, where, " has unknown dtype '", e.dtype, "'");
+
+  auto sh = j.find("shape");
+  HYMBA_CHECK(sh != j.end(), where, " has no \"shape\" in header");
+  HYMBA_CHECK(sh->is_array(), where, " has a \"shape\" that is not an array");
+  // numel * esize is tracked in unsigned 64 bits with overflow checks, so an
+  // absurd shape can never wrap around into a plausible byte count.
+  uint64_t bytes = static_cast<uint64_t>(esize);
+  bool overflow = false;
+  for (const auto& d : *sh) {
+    HYMBA_CHECK(d.is_number_unsigned(), where, " has a \"shape\" entry that is not a non-negative integer");
+    uint64_t dim = d.get<uint64_t>();
+    HYMBA_CHECK(dim <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), where, " has an absurd dimension ",
+                dim);
+    e.shape.push_back(static_cast<int64_t>(dim));
+    overflow = overflow || __builtin_mul_overflow(bytes, dim, &bytes);
+  }
+  HYMBA_CHECK(!overflow, where, " has shape ", dims_str(e.shape), " whose size overflows");
+
+  auto off = j.find("data_offsets");
+  HYMBA_CHECK(off != j.end(), where, " has no \"data_offsets\" in header");
+  HYMBA_CHECK(off->is_array() && off->size() == 2 && (*off)[0].is_number_unsigned() && (*off)[1].is_number_unsigned(),
+              where, " has \"data_offsets\" that are not two non-negative integers");
+  e.begin = (*off)[0].get<uint64_t>();
+  e.end = (*off)[1].get<uint64_t>();
+  HYMBA_CHECK(e.end >= e.begin, where, " has data_offsets [", e.begin, ",", e.end, "] with end before begin");
+  HYMBA_CHECK(e.end <= data_size, where, " has data_offsets [", e.begin, ",", e.end, "] past the end of the data (",
+              data_size, " bytes); file truncated?");
+  HYMBA_CHECK(e.end - e.begin == bytes, where, " has ", e.end - e.begin, " data bytes, but shape ", dims_str(e.shape),
+              " of ", e.dtype, " needs ", bytes);
+  return e;
+}
+
+}  // namespace
+
+float bf16_to_f32(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t mant = h & 0x3ffu;
+  if (exp == 0) {
+    // Zero or subnormal: mant * 2^-24, exactly representable in float32.
+    float v = std::ldexp(static_cast<float>(mant), -24);
+    return sign != 0 ? -v : v;
+  }
+  uint32_t bits;
+  if (exp == 31)
+    bits = sign | 0x7f800000u | (mant << 13);  // inf, or NaN with its payload kept
+  else
+    bits = sign | ((exp + (127 - 15)) << 23) | (mant << 13);
+  return std::bit_cast<float>(bits);
+}
+
+int64_t SafetensorsEntry::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string SafetensorsEntry::shape_str() const { return dims_str(shape); }
+
+SafetensorsFile::SafetensorsFile(SafetensorsFile&& other) noexcept
+    : path_(std::move(other.path_)),
+      fd_(std::exchange(other.fd_, -1)),
+      data_start_(other.data_start_),
+      entries_(std::move(other.entries_)),
+      index_(std::move(other.index_)),
+      metadata_(std::move(other.metadata_)) {}
+
+SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    path_ = std::move(other.path_);
+    fd_ = std::exchange(other.fd_, -1);
+    data_start_ = other.data_start_;
+    entries_ = std::move(other.entries_);
+    index_ = std::move(other.index_);
+    metadata_ = std::move(other.metadata_);
+  }
+  return *this;
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+SafetensorsFile SafetensorsFile::open(const std::string& path) {
+  SafetensorsFile file;  // closes the descriptor if any check below throws
+  file.path_ = path;
+  file.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (file.fd_ < 0) fail(path, ": cannot open: ", os_reason(errno));
+  struct stat st {};
+  if (::fstat(file.fd_, &st) != 0) fail(path, ": cannot stat: ", os_reason(errno));
+  HYMBA_CHECK(!S_ISDIR(st.st_mode), path, ": is a directory, expected a safetensors file");
+  const auto size = static_cast<uint64_t>(st.st_size);
+
+  HYMBA_CHECK(size >= 8, path, ": not a safetensors file: ", size, " bytes is too short for the header length");
+  unsigned char len_bytes[8];
+  pread_exact(file.fd_, len_bytes, 8, 0, path);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | len_bytes[i];
+  HYMBA_CHECK(n <= kMaxHeaderBytes, path, ": header length ", n,
+              " bytes exceeds the 100 MB limit; not a safetensors file?");
+  HYMBA_CHECK(n <= size - 8, path, ": header length ", n, " bytes runs past the end of the file (", size,
+              " bytes); file truncated?");
+  file.data_start_ = 8 + n;
+  const uint64_t data_size = size - file.data_start_;
+
+  std::string text(static_cast<std::size_t>(n), '\0');
+  pread_exact(file.fd_, text.data(), n, 8, path);
+
+  // JSON objects would silently keep only the last of two equal names, so
+  // duplicates are caught while parsing.
+  std::string duplicate;
+  std::unordered_set<std::string> keys;
+  auto on_event = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (depth == 1 && event == nlohmann::json::parse_event_t::key && duplicate.empty()) {
+      const auto& key = parsed.get_ref<const std::string&>();
+      if (!keys.insert(key).second) duplicate = key;
+    }
+    return true;
+  };
+  nlohmann::json header = nlohmann::json::parse(text, on_event, /*allow_exceptions=*/false);
+  HYMBA_CHECK(!header.is_discarded(), path, ": header is not valid JSON");
+  HYMBA_CHECK(header.is_object(), path, ": header is not a JSON object");
+  HYMBA_CHECK(duplicate.empty(), path, ": header names tensor '", duplicate, "' twice");
+
+  for (const auto& [name, value] : header.items()) {
+    if (name == "__metadata__") {
+      HYMBA_CHECK(value.is_object(), path, ": header \"__metadata__\" is not an object");
+      for (const auto& [key, v] : value.items()) {
+        HYMBA_CHECK(v.is_string(), path, ": metadata '", key, "' is not a string");
+        file.metadata_[key] = v.get<std::string>();
+      }
+      continue;
+    }
+    file.entries_.push_back(parse_entry(path, name, value, data_size));
+  }
+
+  // The format allows any order in the header; callers get data order.
+  std::sort(file.entries_.begin(), file.entries_.end(), [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
+    return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
+  });
+  for (std::size_t i = 0; i < file.entries_.size(); ++i) file.index_[file.entries_[i].name] = i;
+  return file;
+}
+
+const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &entries_[it->second];
+}
+
+const SafetensorsEntry& SafetensorsFile::entry(const std::string& name) const {
+  const SafetensorsEntry* e = find(name);
+  HYMBA_CHECK(e != nullptr, path_, ": no tensor '", name, "'");
+  return *e;
+}
+
+std::vector<float> SafetensorsFile::read_f32(const std::string& name) const {
+  const SafetensorsEntry& e = entry(name);
+  std::vector<float> out(static_cast<std::size_t>(e.numel()));
+  read_into(name, out.data(), e.numel());
+  return out;
+}
+
+void SafetensorsFile::read_into(const std::string& name, float* dst, int64_t n) const {
+  const SafetensorsEntry& e = entry(name);
+  HYMBA_CHECK(e.is_float(), path_, ": tensor '", name, "' has dtype ", e.dtype,
+              "; only F32, BF16 and F16 can be read as float32");
+  HYMBA_CHECK(n == e.numel(), path_, ": tensor '", name, "' has ", e.numel(), " elements, expected ", n);
+  const uint64_t at = data_start_ + e.begin;
+  if (e.dtype == "F32") {
+    pread_exact(fd_, dst, e.end - e.begin, at, path_);
+    return;
+  }
+  // Half precision goes through a bounded staging buffer, so converting a
+  // large tensor does not need a second full-size copy.
+  float (*convert)(uint16_t) = e.dtype == "BF16" ? bf16_to_f32 : f16_to_f32;
+  std::vector<uint16_t> staged(static_cast<std::size_t>(std::min<int64_t>(n, 1 << 16)));
+  for (int64_t done = 0; done < n;) {
+    const int64_t count = std::min<int64_t>(n - done, static_cast<int64_t>(staged.size()));
+    pread_exact(fd_, staged.data(), static_cast<uint64_t>(count) * 2, at + static_cast<uint64_t>(done) * 2, path_);
+    for (int64_t i = 0; i < count; ++i) dst[done + i] = convert(staged[static_cast<std::size_t>(i)]);
+    done += count;
+  }
+}
+
+void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  // ordered_json keeps insertion order: "__metadata__" first, then tensors in
+  // data order, each as {"dtype","shape","data_offsets"}, like the reference.
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) {
+    nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+    for (const auto& [key, value] : metadata) meta[key] = value;
+    header["__metadata__"] = std::move(meta);
+  }
+  uint64_t offset = 0;
+  for (const NamedTensor& t : tensors) {
+    HYMBA_CHECK(!t.name.empty(), path, ": cannot save a tensor with an empty name");
+    HYMBA_CHECK(t.name != "__metadata__", path, ": '__metadata__' is reserved and cannot name a tensor");
+    HYMBA_CHECK(!header.contains(t.name), path, ": tensor '", t.name, "' given twice");
+    nlohmann::ordered_json dims = nlohmann::ordered_json::array();
+    for (int i = 0; i < t.shape.rank; ++i) {
+      HYMBA_CHECK(t.shape[i] >= 0, path, ": tensor '", t.name, "' has negative dim in ", t.shape.str());
+      dims.push_back(t.shape[i]);
+    }
+    const auto bytes = static_cast<uint64_t>(t.shape.numel()) * sizeof(float);
+    HYMBA_CHECK(bytes == 0 || t.data != nullptr, path, ": tensor '", t.name, "' has no data");
+    nlohmann::ordered_json e = nlohmann::ordered_json::object();
+    e["dtype"] = "F32";
+    e["shape"] = std::move(dims);
+    e["data_offsets"] = nlohmann::ordered_json::array({offset, offset + bytes});
+    header[t.name] = std::move(e);
+    offset += bytes;
+  }
+
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception&) {
+    fail(path, ": tensor names and metadata must be valid UTF-8");
+  }
+  // Padding keeps the data buffer 8-byte aligned in the file.
+  text.append((8 - text.size() % 8) % 8, ' ');
+
+  write_file_atomic(path, [&](std::FILE* f) {
+    unsigned char len_bytes[8];
+    uint64_t n = text.size();
+    for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(n >> (8 * i));
+    write_bytes(f, len_bytes, 8, path);
+    write_bytes(f, text.data(), text.size(), path);
+    for (const NamedTensor& t : tensors)
+      write_bytes(f, t.data, static_cast<std::size_t>(t.shape.numel()) * sizeof(float), path);
+  });
+}
+
+void save_params(const std::string& path, const ParamTable& table, const std::map<std::string, std::string>& metadata) {
+  HYMBA_CHECK(table.values_block() != nullptr || table.rows().empty(), path,
+              ": cannot save parameters before they are allocated");
+  std::vector<NamedTensor> tensors;
+  tensors.reserve(table.rows().size());
+  table.for_each([&](const ParamInfo& info, const float* value) { tensors.push_back({info.name, info.shape, value}); });
+  save_safetensors(path, tensors, metadata);
+}
+
+void load_params(const std::string& path, ParamTable& table) {
+  HYMBA_CHECK(table.values_block() != nullptr || table.rows().empty(), path,
+              ": cannot load parameters before they are allocated");
+  SafetensorsFile file = SafetensorsFile::open(path);
+
+  // Everything is checked before the first value is overwritten, so a bad
+  // checkpoint leaves the table as it was.
+  for (const ParamInfo& p : table.rows()) {
+    const SafetensorsEntry* e = file.find(p.name);
+    HYMBA_CHECK(e != nullptr, path, ": tensor '", p.name, "' is missing");
+    HYMBA_CHECK(e->is_float(), path, ": tensor '", p.name, "' has dtype ", e->dtype, ", expected F32, BF16 or F16");
+    bool same = static_cast<int>(e->shape.size()) == p.shape.rank;
+    for (int i = 0; same && i < p.shape.rank; ++i) same = e->shape[static_cast<std::size_t>(i)] == p.shape[i];
+    HYMBA_CHECK(same, path, ": tensor '", p.name, "' has shape ", e->shape_str(), ", expected ", p.shape.str());
+  }
+  for (const SafetensorsEntry& e : file.entries())
+    HYMBA_CHECK(table.contains(e.name), path, ": unexpected tensor '", e.name, "' (not a parameter of this model)");
+
+  table.for_each([&](ParamSlot& slot) { file.read_into(slot.info.name, slot.value, slot.numel()); });
+}
+
+}  // namespace hymba

@@ -1,0 +1,99 @@
+// Checkpoints in the safetensors format (huggingface/safetensors), so files
+// move freely between this engine and PyTorch / transformers:
+//
+//   u64 little-endian N | N bytes of JSON header | data buffer
+//
+// The header maps each tensor name to {"dtype", "shape", "data_offsets":
+// [begin, end]} (byte offsets relative to the data buffer) plus an optional
+// "__metadata__" object of string -> string. We write F32 only, with the
+// header padded with spaces to a multiple of 8 as the reference writer does;
+// we read F32, BF16 and F16, converting to float32.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace hymba {
+
+class ParamTable;
+
+struct SafetensorsEntry {
+  std::string name;
+  std::string dtype;  // "F32", "BF16", "F16", "I64", ... (any safetensors dtype)
+  std::vector<int64_t> shape;
+  uint64_t begin = 0;  // byte offsets into the data buffer, end exclusive
+  uint64_t end = 0;
+
+  int64_t numel() const;
+  bool is_float() const { return dtype == "F32" || dtype == "BF16" || dtype == "F16"; }
+  std::string shape_str() const;  // "[8,16]", as Shape::str()
+};
+
+// An open, validated safetensors file. The header is parsed and checked on
+// open (every entry's dtype, shape and offsets against the real file size), so
+// later reads cannot go out of bounds; tensor data is read on demand with
+// pread, never the whole file at once. Reads are safe from several threads.
+class SafetensorsFile {
+ public:
+  static SafetensorsFile open(const std::string& path);
+
+  SafetensorsFile(SafetensorsFile&& other) noexcept;
+  SafetensorsFile& operator=(SafetensorsFile&& other) noexcept;
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+  ~SafetensorsFile();
+
+  const std::string& path() const { return path_; }
+  const std::vector<SafetensorsEntry>& entries() const { return entries_; }  // in data order
+  const SafetensorsEntry* find(const std::string& name) const;               // null if absent
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+  // Tensor as float32 (F32 as is, BF16/F16 converted). Throws hymba::Error
+  // naming the file and tensor when it is absent or not a float dtype.
+  std::vector<float> read_f32(const std::string& name) const;
+  // Same into caller memory; n must equal the tensor's element count.
+  void read_into(const std::string& name, float* dst, int64_t n) const;
+
+ private:
+  SafetensorsFile() = default;
+  const SafetensorsEntry& entry(const std::string& name) const;
+
+  std::string path_;
+  int fd_ = -1;
+  uint64_t data_start_ = 0;  // 8 + header length
+  std::vector<SafetensorsEntry> entries_;
+  std::unordered_map<std::string, std::size_t> index_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// A float32 tensor to write: a name, a shape and its contiguous data.
+struct NamedTensor {
+  std::string name;
+  Shape shape;
+  const float* data = nullptr;
+};
+
+// Writes the tensors (F32, in the order given) and metadata atomically.
+void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+// Writes every row of an allocated table under its name, in table order.
+void save_params(const std::string& path, const ParamTable& table,
+                 const std::map<std::string, std::string>& metadata = {});
+
+// Fills every row of an allocated table from the file. All names, dtypes and
+// shapes are checked before any value is written, and the file must hold no
+// tensor the table lacks; the first problem (in table order, then extras in
+// file order) is reported in one line naming the file and the tensor.
+void load_params(const std::string& path, ParamTable& table);
+
+// Element conversions used when reading half-precision checkpoints.
+float bf16_to_f32(uint16_t bits);
+float f16_to_f32(uint16_t bits);  // exact, including subnormals, inf and NaN
+
+}  // namespace hymba
