@@ -13,6 +13,9 @@ struct GlobalOptions {
 void register_info(CLI::App& app, const GlobalOptions& global);
 void register_presets(CLI::App& app, const GlobalOptions& global);
 void register_model_commands(CLI::App& app, const GlobalOptions& global);
+void register_train(CLI::App& app, const GlobalOptions& global);
+void register_eval(CLI::App& app, const GlobalOptions& global);
+void register_tokenizer(CLI::App& app, const GlobalOptions& global);
 
 // Applies the global options (thread count) before a subcommand runs.
 void apply_global_options(const GlobalOptions& global);

@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
   hymba::cli::register_info(app, global);
   hymba::cli::register_presets(app, global);
   hymba::cli::register_model_commands(app, global);
+  hymba::cli::register_train(app, global);
+  hymba::cli::register_eval(app, global);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,143 @@
+// `hymba train` and `hymba eval`.
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "core/error.h"
+#include "core/threading.h"
+#include "data/corpus.h"
+#include "eval/evaluate.h"
+#include "model/checkpoint.h"
+#include "train/run_state.h"
+#include "train/trainer.h"
+
+namespace hymba::cli {
+
+namespace fs = std::filesystem;
+
+void register_train(CLI::App& app, const GlobalOptions& global) {
+  struct Options {
+    ModelChoice model;
+    TrainOptions train;
+    bool json = false;
+  };
+  auto opts = std::make_shared<Options>();
+  TrainOptions& t = opts->train;
+  CLI::App* cmd = app.add_subcommand("train", "Train a model on text and write checkpoints, metrics and a summary");
+  add_model_options(cmd, opts->model);
+  cmd->add_option("--data", t.data, "Corpus: .txt file, directory of .txt, .jsonl with \"text\", or 'default'")
+      ->capture_default_str();
+  cmd->add_option("--out", t.out_dir, "Run directory (checkpoints, metrics.jsonl, summary.json)")->required();
+  cmd->add_flag("--resume", t.resume, "Continue the run in --out from its latest checkpoint");
+  cmd->add_option("--tokenizer", t.tokenizer_path, "Use this tokenizer file instead of building one");
+  cmd->add_option("--tokenizer-type", t.tokenizer_type, "byte, bpe or unigram")->capture_default_str();
+  cmd->add_option("--tokenizer-vocab", t.tokenizer_vocab, "Vocabulary of a trained tokenizer")
+      ->check(CLI::Range(16, 1 << 20))->capture_default_str();
+  cmd->add_option("--steps", t.steps, "Optimizer steps (default 200 unless --epochs)")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  cmd->add_option("--epochs", t.epochs, "Passes over the training tokens (instead of --steps)")->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--batch", t.batch, "Sequences per micro-batch")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("--seq-len", t.seq_len, "Tokens per sequence")->check(CLI::Range(1, 1 << 24))->capture_default_str();
+  cmd->add_option("--grad-accum", t.grad_accum, "Micro-batches per step")->check(CLI::Range(1, 1 << 16))->capture_default_str();
+  cmd->add_option("--lr", t.lr, "Peak learning rate")->check(CLI::Range(1e-12, 10.0))->capture_default_str();
+  cmd->add_option("--min-lr-ratio", t.min_lr_ratio, "Cosine floor as a fraction of --lr")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  cmd->add_option("--warmup", t.warmup, "Linear warmup steps")->check(CLI::Range(0, 1 << 30))->capture_default_str();
+  cmd->add_option("--weight-decay", t.adamw.weight_decay, "AdamW decoupled weight decay")->check(CLI::Range(0.0, 10.0))->capture_default_str();
+  cmd->add_option("--beta1", t.adamw.beta1, "AdamW beta1")->check(CLI::Range(0.0, 0.99999))->capture_default_str();
+  cmd->add_option("--beta2", t.adamw.beta2, "AdamW beta2")->check(CLI::Range(0.0, 0.99999))->capture_default_str();
+  cmd->add_option("--grad-clip", t.grad_clip, "Global gradient-norm clip (0 = off)")->check(CLI::Range(0.0, 1e6))->capture_default_str();
+  cmd->add_option("--label-smoothing", t.label_smoothing, "Label smoothing")->check(CLI::Range(0.0, 0.999))->capture_default_str();
+  cmd->add_option("--dropout", t.dropout, "Residual dropout (default: the model config's)")->check(CLI::Range(0.0, 0.999));
+  cmd->add_option("--log-interval", t.log_interval, "Steps between metric records")->check(CLI::Range(1, 1 << 30))->capture_default_str();
+  cmd->add_option("--eval-interval", t.eval_interval, "Steps between validations")->check(CLI::Range(1, 1 << 30))->capture_default_str();
+  cmd->add_option("--eval-windows", t.eval_windows, "Validation windows per evaluation (0 = all)")->check(CLI::Range(0, 1 << 30))->capture_default_str();
+  cmd->add_option("--save-interval", t.save_interval, "Steps between checkpoints")->check(CLI::Range(1, 1 << 30))->capture_default_str();
+  cmd->add_option("--val-fraction", t.val_fraction, "Share of the data held out")->check(CLI::Range(0.001, 0.9))->capture_default_str();
+  cmd->add_option("--seed", t.seed, "Seed for init, data order and dropout")->capture_default_str();
+  cmd->add_flag("--plain-progress", t.plain_progress, "Periodic lines instead of a live bar");
+  cmd->add_flag("--quiet", t.quiet, "No progress output");
+  cmd->add_flag("--json", opts->json, "Print the summary as JSON on stdout");
+  cmd->callback([opts, &global] {
+    apply_global_options(global);
+    opts->train.threads = global.threads;
+    const ModelConfig cfg = resolve_model(opts->model, opts->train.resume ? "hybrid-official" : "");
+    const TrainSummary s = train(cfg, opts->train);
+    if (opts->json) {
+      std::cout << s.to_json().dump(2) << "\n";
+      return;
+    }
+    std::printf("done: %lld steps, %.3fM params, final train loss %.4f, val loss %.4f (ppl %.2f, acc %.3f), best %.4f "
+                "at step %lld, %.0f train tok/s, %.1f s\n",
+                static_cast<long long>(s.steps), s.params / 1e6, s.final_train_loss, s.final_val_loss, s.final_val_ppl,
+                s.final_val_acc, s.best_val_loss, static_cast<long long>(s.best_step), s.train_tokens_per_s, s.wall_s);
+    std::printf("run: %s (latest checkpoint, best/, metrics.jsonl, summary.json)\n", opts->train.out_dir.c_str());
+  });
+}
+
+void register_eval(CLI::App& app, const GlobalOptions& global) {
+  struct Options {
+    std::string ckpt, data;
+    std::string split = "val";
+    int64_t seq_len = 0, batch = 8, windows = 0;
+    double val_fraction = 0.1;
+    uint64_t seed = 1234;
+    bool json = false;
+  };
+  auto opts = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("eval", "Loss, perplexity and token accuracy of a checkpoint on text");
+  cmd->add_option("--ckpt", opts->ckpt, "Checkpoint or run directory")->required();
+  cmd->add_option("--data", opts->data, "Corpus SPEC (default: the run's training data)");
+  cmd->add_option("--split", opts->split, "val: the held-out split (as in training); all: every token")
+      ->check(CLI::IsMember({"val", "all"}))->capture_default_str();
+  cmd->add_option("--seq-len", opts->seq_len, "Window length (default: the run's)")->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--batch", opts->batch, "Windows per forward")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("--max-windows", opts->windows, "Evaluate at most this many windows (0 = all)")->check(CLI::Range(0, 1 << 30));
+  cmd->add_flag("--json", opts->json, "Print JSON");
+  cmd->callback([opts, &global] {
+    apply_global_options(global);
+    const std::string ckpt = resolve_checkpoint(opts->ckpt);
+    auto model = load_model(ckpt, false);
+    auto tok = load_tokenizer((fs::path(ckpt) / kTokenizerFile).string());
+    // Defaults from the training run when this is one of its checkpoints.
+    std::string data = opts->data;
+    int64_t seq_len = opts->seq_len;
+    double val_fraction = opts->val_fraction;
+    uint64_t seed = opts->seed;
+    const fs::path state_path = fs::path(ckpt) / kTrainStateFile;
+    if (fs::exists(state_path)) {
+      const auto run = read_json_file(state_path.string()).at("run");
+      if (data.empty()) data = run.value("data", std::string());
+      if (seq_len == 0) seq_len = run.value("seq_len", int64_t{0});
+      val_fraction = run.value("val_fraction", val_fraction);
+      seed = run.value("seed", seed);
+    }
+    HYMBA_CHECK(!data.empty(), "--data: give the text to evaluate on (the checkpoint has no training run record)");
+    if (seq_len == 0) seq_len = 256;
+    DatasetOptions dopt;
+    dopt.val_fraction = val_fraction;
+    dopt.split_seed = seed;
+    const TokenDataset ds = TokenDataset::build(data, *tok, dopt);
+    std::vector<int32_t> all;
+    std::span<const int32_t> tokens = ds.val();
+    if (opts->split == "all") {
+      all.assign(ds.train().begin(), ds.train().end());
+      all.insert(all.end(), ds.val().begin(), ds.val().end());
+      tokens = all;
+    }
+    const EvalResult r = evaluate(*model, tokens, seq_len, opts->batch, opts->windows);
+    if (opts->json) {
+      std::cout << nlohmann::json{{"checkpoint", ckpt}, {"data", data},       {"split", opts->split},
+                                  {"loss", r.loss},      {"ppl", r.ppl},       {"accuracy", r.accuracy},
+                                  {"tokens", r.tokens},  {"windows", r.windows}, {"seq_len", seq_len}}
+                       .dump(2)
+                << "\n";
+    } else {
+      std::printf("%s on %s (%s split, %lld tokens): loss %.4f  ppl %.3f  accuracy %.4f\n", ckpt.c_str(),
+                  data.c_str(), opts->split.c_str(), static_cast<long long>(r.tokens), r.loss, r.ppl, r.accuracy);
+    }
+  });
+}
+
+}  // namespace hymba::cli

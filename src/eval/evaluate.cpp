@@ -1,0 +1,43 @@
+#include "eval/evaluate.h"
+
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "data/corpus.h"
+
+namespace hymba {
+
+EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
+                    int64_t max_windows) {
+  HYMBA_CHECK(seq_len >= 1 && batch >= 1, "evaluate: seq_len and batch must be >= 1");
+  int64_t windows = num_eval_windows(tokens, seq_len);
+  HYMBA_CHECK(windows > 0, "evaluate: ", tokens.size(), " tokens are fewer than one window of --seq-len ", seq_len,
+              " + 1");
+  if (max_windows > 0) windows = std::min(windows, max_windows);
+  EvalResult r;
+  r.windows = windows;
+  double loss_sum = 0.0;
+  int64_t correct = 0;
+  std::vector<int32_t> ids, targets;
+  for (int64_t w0 = 0; w0 < windows; w0 += batch) {
+    const int64_t b = std::min(batch, windows - w0);
+    ids.resize(static_cast<size_t>(b * seq_len));
+    targets.resize(ids.size());
+    for (int64_t i = 0; i < b; ++i) {
+      const int32_t* src = tokens.data() + (w0 + i) * seq_len;
+      std::copy(src, src + seq_len, ids.begin() + i * seq_len);
+      std::copy(src + 1, src + seq_len + 1, targets.begin() + i * seq_len);
+    }
+    const LossStats s = model.forward(ids.data(), targets.data(), b, seq_len);
+    loss_sum += s.loss_sum;
+    correct += s.correct;
+    r.tokens += s.scored;
+  }
+  r.loss = r.tokens > 0 ? loss_sum / static_cast<double>(r.tokens) : 0.0;
+  r.ppl = std::exp(r.loss);
+  r.accuracy = r.tokens > 0 ? static_cast<double>(correct) / static_cast<double>(r.tokens) : 0.0;
+  return r;
+}
+
+}  // namespace hymba

@@ -1,0 +1,24 @@
+// Loss, perplexity and next-token accuracy of a model over a token stream.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "model/model.h"
+
+namespace hymba {
+
+struct EvalResult {
+  double loss = 0.0;      // mean cross-entropy per scored token (nats)
+  double ppl = 0.0;       // exp(loss)
+  double accuracy = 0.0;  // argmax == target
+  int64_t tokens = 0;     // scored tokens
+  int64_t windows = 0;
+};
+
+// Runs non-overlapping windows of seq_len + 1 tokens (the first max_windows,
+// all when max_windows <= 0), batch at a time. No dropout, no gradients.
+EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
+                    int64_t max_windows);
+
+}  // namespace hymba

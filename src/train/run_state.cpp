@@ -1,0 +1,81 @@
+#include "train/run_state.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/safetensors.h"
+#include "model/checkpoint.h"
+
+namespace hymba {
+
+namespace fs = std::filesystem;
+
+std::string resolve_checkpoint(const std::string& path) {
+  HYMBA_CHECK(fs::exists(path), path, ": no such checkpoint or run directory");
+  const fs::path latest = fs::path(path) / kLatestFile;
+  if (fs::exists(latest)) {
+    std::string name = read_file(latest.string());
+    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+    const fs::path dir = fs::path(path) / name;
+    HYMBA_CHECK(!name.empty() && fs::is_directory(dir), latest.string(), ": points to missing checkpoint '", name, "'");
+    return dir.string();
+  }
+  return path;
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+  const std::string text = read_file(path);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    fail(path, ": not valid JSON (", e.what(), ")");
+  }
+}
+
+void save_inference_checkpoint(const std::string& dir, const Model& model, const Tokenizer& tok,
+                               const std::map<std::string, std::string>& metadata) {
+  save_model(dir, model, metadata);
+  tok.save((fs::path(dir) / kTokenizerFile).string());
+}
+
+void save_training_checkpoint(const std::string& out_dir, int64_t step, const Model& model, const Tokenizer& tok,
+                              const nlohmann::json& state) {
+  const std::string name = "ckpt-" + std::to_string(step);
+  const fs::path dir = fs::path(out_dir) / name;
+  save_inference_checkpoint(dir.string(), model, tok, {{"step", std::to_string(step)}});
+  // The AdamW moments, named after the parameters they belong to.
+  const ParamTable& t = model.params();
+  std::vector<NamedTensor> moments;
+  for (const ParamInfo& p : t.rows()) {
+    moments.push_back({"m." + p.name, p.shape, t.m_block() + p.offset});
+    moments.push_back({"v." + p.name, p.shape, t.v_block() + p.offset});
+  }
+  save_safetensors((dir / kOptimizerFile).string(), moments);
+  write_text_atomic((dir / kTrainStateFile).string(), state.dump(2) + "\n");
+  // Only now is the checkpoint complete: publish it, then drop older ones.
+  write_text_atomic((fs::path(out_dir) / kLatestFile).string(), name + "\n");
+  for (const auto& entry : fs::directory_iterator(out_dir)) {
+    const std::string n = entry.path().filename().string();
+    if (entry.is_directory() && n.rfind("ckpt-", 0) == 0 && n != name) fs::remove_all(entry.path());
+  }
+}
+
+void load_optimizer_state(const std::string& ckpt_dir, Model& model) {
+  const std::string path = (fs::path(ckpt_dir) / kOptimizerFile).string();
+  const SafetensorsFile f = SafetensorsFile::open(path);
+  ParamTable& t = model.params();
+  for (const ParamInfo& p : t.rows()) {
+    for (const char* kind : {"m.", "v."}) {
+      const std::string name = kind + p.name;
+      const SafetensorsEntry* e = f.find(name);
+      HYMBA_CHECK(e != nullptr, path, ": missing tensor '", name, "'");
+      HYMBA_CHECK(e->numel() == p.shape.numel(), path, ": tensor '", name, "' has ", e->numel(),
+                  " elements, expected ", p.shape.numel());
+      f.read_into(name, (kind[0] == 'm' ? t.m_block() : t.v_block()) + p.offset, p.shape.numel());
+    }
+  }
+}
+
+}  // namespace hymba

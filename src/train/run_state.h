@@ -1,0 +1,47 @@
+// A training run's directory:
+//   OUT/ckpt-<step>/   config.json, model.safetensors, tokenizer.model,
+//                      optimizer.safetensors (AdamW m and v), train_state.json
+//   OUT/latest         name of the newest complete checkpoint (atomic pointer)
+//   OUT/best/          model-only checkpoint with the best validation loss
+//   OUT/metrics.jsonl  one record per log / eval step
+//   OUT/summary.json   final figures
+// A checkpoint directory is complete before `latest` points to it, so a run
+// killed at any moment resumes from the previous checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "data/tokenizer.h"
+#include "model/model.h"
+
+namespace hymba {
+
+inline constexpr const char* kLatestFile = "latest";
+inline constexpr const char* kBestDir = "best";
+inline constexpr const char* kMetricsFile = "metrics.jsonl";
+inline constexpr const char* kSummaryFile = "summary.json";
+inline constexpr const char* kTrainStateFile = "train_state.json";
+inline constexpr const char* kOptimizerFile = "optimizer.safetensors";
+
+// Resolves a checkpoint argument: a run directory (follows `latest`) or a
+// checkpoint directory itself.
+std::string resolve_checkpoint(const std::string& path);
+
+// Writes OUT/ckpt-<step> completely, points `latest` at it, and removes
+// older ckpt-* directories.
+void save_training_checkpoint(const std::string& out_dir, int64_t step, const Model& model, const Tokenizer& tok,
+                              const nlohmann::json& state);
+
+// Writes a model-only checkpoint (config, weights, tokenizer) to dir.
+void save_inference_checkpoint(const std::string& dir, const Model& model, const Tokenizer& tok,
+                               const std::map<std::string, std::string>& metadata = {});
+
+// Loads AdamW moments saved by save_training_checkpoint into model.
+void load_optimizer_state(const std::string& ckpt_dir, Model& model);
+
+nlohmann::json read_json_file(const std::string& path);
+
+}  // namespace hymba

@@ -1,0 +1,65 @@
+// The training loop behind `hymba train`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "model/config.h"
+#include "train/optimizer.h"
+
+namespace hymba {
+
+struct TrainOptions {
+  std::string data = "default";  // corpus SPEC (see data/corpus.h)
+  std::string out_dir;
+  // Tokenizer: an existing file, or one to build (byte needs no training).
+  std::string tokenizer_path;
+  std::string tokenizer_type = "byte";
+  int32_t tokenizer_vocab = 4096;
+
+  int64_t steps = 0;    // total optimizer steps; 0: from epochs
+  double epochs = 0.0;  // passes over the training tokens (when steps == 0)
+  int64_t batch = 8;
+  int64_t seq_len = 128;
+  int64_t grad_accum = 1;
+
+  double lr = 3e-4;
+  double min_lr_ratio = 0.1;  // cosine floor as a fraction of lr
+  int64_t warmup = 20;
+  AdamWConfig adamw;
+  double grad_clip = 1.0;
+  double label_smoothing = 0.0;
+  double dropout = -1.0;  // < 0: the model config's value
+
+  int64_t log_interval = 10;
+  int64_t eval_interval = 50;
+  int64_t eval_windows = 64;  // validation windows per evaluation (0: all)
+  int64_t save_interval = 100;
+  double val_fraction = 0.1;
+  uint64_t seed = 1234;
+  int threads = 0;
+  bool resume = false;
+  bool quiet = false;       // no progress output
+  bool plain_progress = false;  // periodic lines even on a terminal
+};
+
+struct TrainSummary {
+  int64_t params = 0;
+  int64_t steps = 0;
+  int64_t tokens = 0;
+  double final_train_loss = 0.0;
+  double best_val_loss = 0.0, best_val_ppl = 0.0;
+  int64_t best_step = -1;
+  double final_val_loss = 0.0, final_val_ppl = 0.0, final_val_acc = 0.0;
+  double train_tokens_per_s = 0.0;
+  double wall_s = 0.0;
+  nlohmann::json to_json() const;
+};
+
+// Trains (or resumes) a run in opt.out_dir. Throws hymba::Error on bad input
+// and when the loss becomes NaN/Inf (the last good checkpoint is kept).
+TrainSummary train(const ModelConfig& cfg, const TrainOptions& opt);
+
+}  // namespace hymba
