@@ -1,0 +1,426 @@
+// The tokenised dataset (with its on-disk token cache), the train/validation
+// split, the random batch sampler and evaluation windows.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <numeric>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "data/corpus.h"
+
+namespace hymba {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kMagic[8] = {'H', 'Y', 'M', 'B', 'A', 'T', 'O', 'K'};
+// Bump when the file layout or the rules of read_documents change, so old
+// caches are rebuilt rather than trusted.
+constexpr uint32_t kCacheVersion = 1;
+
+struct CacheHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_bytes;
+  uint64_t source_hash;
+  uint64_t tokenizer_hash;
+  int64_t token_count;
+  int32_t vocab_size;
+  int32_t eos_id;
+  uint64_t reserved;
+  uint64_t checksum;  // of the 56 bytes above and the tokens
+};
+static_assert(sizeof(CacheHeader) == 64, "the cache header is 64 bytes on disk");
+constexpr size_t kChecksummedHeaderBytes = offsetof(CacheHeader, checksum);
+
+constexpr uint64_t kFnvBasis = 0xCBF29CE484222325ull;
+
+uint64_t fnv1a(std::string_view s, uint64_t h = kFnvBasis) {
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
+  // A terminator keeps ("ab", "c") and ("a", "bc") apart.
+  return (h ^ 0xFFu) * 0x100000001B3ull;
+}
+
+uint64_t fnv1a_u64(uint64_t v, uint64_t h) {
+  for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xFFu)) * 0x100000001B3ull;
+  return h;
+}
+
+uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+// Fast non-cryptographic hash for detecting corrupt cache files: four
+// independent multiply-rotate lanes over 8-byte words, so it runs near
+// memory speed on gigabytes of tokens.
+uint64_t hash_bytes(const void* data, size_t n) {
+  constexpr uint64_t P1 = 0x9E3779B185EBCA87ull, P2 = 0xC2B2AE3D27D4EB4Full, P3 = 0x165667B19E3779F9ull;
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t h[4] = {P1, P2, P3, P1 ^ P2};
+  auto round = [&](int k, uint64_t w) { h[k] = rotl(h[k] ^ (w * P1), 31) * P2; };
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    uint64_t w[4];
+    std::memcpy(w, p + i, 32);
+    for (int k = 0; k < 4; ++k) round(k, w[k]);
+  }
+  uint64_t tail[4] = {0, 0, 0, 0};
+  std::memcpy(tail, p + i, n - i);
+  for (int k = 0; k < 4; ++k) round(k, tail[k]);
+  uint64_t r = n * P3;
+  for (int k = 0; k < 4; ++k) r = rotl(r ^ h[k], 27) * P1 + P3;
+  r ^= r >> 33;
+  r *= P2;
+  return r ^ (r >> 29);
+}
+
+uint64_t cache_checksum(const CacheHeader& h, const int32_t* tokens, int64_t count) {
+  uint64_t a = hash_bytes(&h, kChecksummedHeaderBytes);
+  uint64_t b = hash_bytes(tokens, static_cast<size_t>(count) * sizeof(int32_t));
+  return a ^ rotl(b, 17) ^ (b * 0x9E3779B97F4A7C15ull);
+}
+
+std::string hex16(uint64_t v) {
+  static const char digits[] = "0123456789abcdef";
+  std::string s(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) s[static_cast<size_t>(i)] = digits[v & 0xF];
+  return s;
+}
+
+// What the cache remembers about where the tokens came from: the spec and
+// the path, size and modification time of every file, taken before the files
+// are read so a change while reading shows up on the next run.
+uint64_t source_hash(const std::string& spec_id, const std::vector<std::string>& files) {
+  uint64_t h = fnv1a(spec_id, fnv1a("hymba-corpus"));
+  for (const std::string& f : files) {
+    struct stat st {};
+    if (::stat(f.c_str(), &st) != 0) fail(f, ": cannot stat: ", std::strerror(errno));
+    h = fnv1a(fs::absolute(f).lexically_normal().string(), h);
+    h = fnv1a_u64(static_cast<uint64_t>(st.st_size), h);
+    h = fnv1a_u64(static_cast<uint64_t>(st.st_mtim.tv_sec), h);
+    h = fnv1a_u64(static_cast<uint64_t>(st.st_mtim.tv_nsec), h);
+  }
+  return h;
+}
+
+std::string user_cache_dir() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg != nullptr && xdg[0] == '/') return std::string(xdg) + "/hymba";  // XDG: relative values are ignored
+  const char* home = std::getenv("HOME");
+  HYMBA_CHECK(home != nullptr && home[0] != '\0',
+              "cannot find a directory for the token cache: set XDG_CACHE_HOME or HOME");
+  return std::string(home) + "/.cache/hymba";
+}
+
+std::string ensure_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail(dir, ": cannot create the token cache directory: ", ec.message());
+  return dir;
+}
+
+// Where the tokens of `spec_id` (an absolute data path, or "default") are
+// cached: next to the data when its directory is writable, otherwise (and
+// for "default") in the cache directory under a name that cannot collide.
+std::string cache_path_for(const std::string& spec_id, const std::string& cache_dir, uint64_t tok_hash) {
+  const std::string suffix = "." + hex16(tok_hash) + ".tokens";
+  fs::path data(spec_id);
+  bool is_default = spec_id == kDefaultCorpus;
+  if (cache_dir.empty() && !is_default && data.has_filename() &&
+      ::access(data.parent_path().c_str(), W_OK) == 0) {
+    return spec_id + suffix;
+  }
+  std::string dir = ensure_dir(cache_dir.empty() ? user_cache_dir() : cache_dir);
+  if (is_default) return (fs::path(dir) / (spec_id + suffix)).string();
+  std::string name = data.has_filename() ? data.filename().string() : "root";
+  return (fs::path(dir) / (name + "-" + hex16(fnv1a(spec_id)) + suffix)).string();
+}
+
+// A read-only memory map of a whole file.
+class MappedFile {
+ public:
+  MappedFile(void* addr, size_t size) : addr_(addr), size_(size) {}
+  MappedFile(MappedFile&& o) noexcept : addr_(std::exchange(o.addr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  MappedFile& operator=(MappedFile&& o) noexcept {
+    std::swap(addr_, o.addr_);
+    std::swap(size_, o.size_);
+    return *this;
+  }
+  ~MappedFile() {
+    if (addr_ != nullptr) ::munmap(addr_, size_);
+  }
+  const unsigned char* data() const { return static_cast<const unsigned char*>(addr_); }
+  size_t size() const { return size_; }
+
+  // nullopt when the file is missing, empty or cannot be mapped.
+  static std::optional<MappedFile> open(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+      ::close(fd);
+      return std::nullopt;
+    }
+    size_t size = static_cast<size_t>(st.st_size);
+    void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);  // the mapping keeps the file alive
+    if (addr == MAP_FAILED) return std::nullopt;
+    return MappedFile(addr, size);
+  }
+
+ private:
+  void* addr_;
+  size_t size_;
+};
+
+struct Expected {
+  uint64_t source_hash;
+  uint64_t tokenizer_hash;
+  int32_t vocab_size;
+  int32_t eos_id;
+};
+
+CacheHeader make_header(const Expected& e, int64_t count) {
+  CacheHeader h{};
+  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  h.version = kCacheVersion;
+  h.header_bytes = sizeof(CacheHeader);
+  h.source_hash = e.source_hash;
+  h.tokenizer_hash = e.tokenizer_hash;
+  h.token_count = count;
+  h.vocab_size = e.vocab_size;
+  h.eos_id = e.eos_id;
+  h.reserved = 0;
+  return h;
+}
+
+// The cached tokens when the file exists and matches the source and the
+// tokenizer in every respect; nullopt means "rebuild" (stale, truncated or
+// corrupt files included).
+std::optional<MappedFile> load_cache(const std::string& path, const Expected& e) {
+  std::optional<MappedFile> m = MappedFile::open(path);
+  if (!m || m->size() < sizeof(CacheHeader)) return std::nullopt;
+  CacheHeader h;
+  std::memcpy(&h, m->data(), sizeof h);
+  CacheHeader want = make_header(e, h.token_count);
+  if (std::memcmp(&h, &want, kChecksummedHeaderBytes) != 0) return std::nullopt;
+  if (h.token_count < 0 ||
+      static_cast<uint64_t>(h.token_count) != (m->size() - sizeof(CacheHeader)) / sizeof(int32_t) ||
+      (m->size() - sizeof(CacheHeader)) % sizeof(int32_t) != 0) {
+    return std::nullopt;
+  }
+  const auto* tokens = reinterpret_cast<const int32_t*>(m->data() + sizeof(CacheHeader));
+  if (cache_checksum(h, tokens, h.token_count) != h.checksum) return std::nullopt;
+  const int32_t vocab = e.vocab_size;
+  if (!std::all_of(tokens, tokens + h.token_count, [vocab](int32_t t) { return t >= 0 && t < vocab; })) {
+    return std::nullopt;
+  }
+  return m;
+}
+
+void write_cache(const std::string& path, const Expected& e, const std::vector<int32_t>& tokens) {
+  CacheHeader h = make_header(e, static_cast<int64_t>(tokens.size()));
+  h.checksum = cache_checksum(h, tokens.data(), h.token_count);
+  write_file_atomic(path, [&](std::FILE* f) {
+    write_bytes(f, &h, sizeof h, path);
+    write_bytes(f, tokens.data(), tokens.size() * sizeof(int32_t), path);
+  });
+}
+
+// Reads and tokenises the corpus. Documents (and pieces of about 64 KiB cut
+// after a newline from longer ones, so a one-file corpus still spreads over
+// the threads; sentencepiece is also faster on shorter inputs) are encoded in
+// parallel and joined in document order, with eos between documents: the
+// result does not depend on the thread count. Cuts follow a newline and
+// depend on the text alone; BPE ids come out as from one long encode call,
+// unigram may tokenise the characters at a cut differently (about one token
+// per 64 KiB).
+std::vector<int32_t> tokenize_corpus(const std::string& spec, const Tokenizer& tok) {
+  const std::vector<std::string> docs = read_documents(spec);
+  struct Piece {
+    size_t doc;
+    std::string_view text;
+  };
+  constexpr size_t kPieceBytes = size_t{1} << 16;
+  std::vector<Piece> pieces;
+  for (size_t d = 0; d < docs.size(); ++d) {
+    std::string_view rest = docs[d];
+    while (rest.size() > kPieceBytes) {
+      size_t nl = rest.find('\n', kPieceBytes);
+      if (nl == std::string_view::npos || nl + 1 == rest.size()) break;
+      pieces.push_back({d, rest.substr(0, nl + 1)});
+      rest.remove_prefix(nl + 1);
+    }
+    pieces.push_back({d, rest});
+  }
+
+  const int64_t np = static_cast<int64_t>(pieces.size());
+  std::vector<std::vector<int32_t>> encoded(pieces.size());
+  std::vector<std::exception_ptr> errors(pieces.size());
+#pragma omp parallel for schedule(dynamic, 4)
+  for (int64_t i = 0; i < np; ++i) {
+    try {
+      encoded[static_cast<size_t>(i)] = tok.encode(pieces[static_cast<size_t>(i)].text);
+    } catch (...) {
+      errors[static_cast<size_t>(i)] = std::current_exception();  // exceptions must not leave the region
+    }
+  }
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+
+  const int32_t eos = tok.eos_id();
+  size_t total = docs.size() - 1;
+  for (const auto& v : encoded) total += v.size();
+  std::vector<int32_t> out;
+  out.reserve(total);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    out.insert(out.end(), encoded[i].begin(), encoded[i].end());
+    std::vector<int32_t>().swap(encoded[i]);
+    bool last_of_doc = i + 1 == pieces.size() || pieces[i + 1].doc != pieces[i].doc;
+    if (last_of_doc && i + 1 < pieces.size() && eos >= 0) out.push_back(eos);
+  }
+  const int32_t vocab = tok.vocab_size();
+  for (int32_t t : out) HYMBA_CHECK(t >= 0 && t < vocab, "tokenizer produced id ", t, " outside its vocabulary of ", vocab);
+  return out;
+}
+
+}  // namespace
+
+struct TokenDataset::Impl {
+  std::optional<MappedFile> map;   // the cache file, while the tokens are read from it
+  std::vector<int32_t> stream;     // freshly built tokens, while not split
+  std::vector<int32_t> train_buf;  // copies of the blocks of each split
+  std::vector<int32_t> val_buf;
+  std::span<const int32_t> train;
+  std::span<const int32_t> val;
+  std::string cache_path;
+  bool from_cache = false;
+};
+
+TokenDataset::TokenDataset() : impl_(std::make_unique<Impl>()) {}
+TokenDataset::~TokenDataset() = default;
+TokenDataset::TokenDataset(TokenDataset&&) noexcept = default;
+TokenDataset& TokenDataset::operator=(TokenDataset&&) noexcept = default;
+
+std::span<const int32_t> TokenDataset::train() const { return impl_->train; }
+std::span<const int32_t> TokenDataset::val() const { return impl_->val; }
+const std::string& TokenDataset::cache_path() const { return impl_->cache_path; }
+bool TokenDataset::loaded_from_cache() const { return impl_->from_cache; }
+
+TokenDataset TokenDataset::build(const std::string& spec, const Tokenizer& tok, const DatasetOptions& opt) {
+  HYMBA_CHECK(std::isfinite(opt.val_fraction) && opt.val_fraction >= 0.0 && opt.val_fraction < 1.0,
+              "val_fraction must be in [0, 1), got ", opt.val_fraction);
+  HYMBA_CHECK(opt.block_tokens > 0, "block_tokens must be positive, got ", opt.block_tokens);
+
+  const std::vector<std::string> files = corpus_files(spec);
+  std::string spec_id = spec;
+  if (spec != kDefaultCorpus) {
+    fs::path p = fs::absolute(spec).lexically_normal();
+    if (!p.has_filename() && p.has_parent_path()) p = p.parent_path();  // "data/" -> "data"
+    spec_id = p.string();
+  }
+  const Expected expect{source_hash(spec_id, files), fnv1a(tok.fingerprint()), tok.vocab_size(), tok.eos_id()};
+
+  TokenDataset ds;
+  Impl& im = *ds.impl_;
+  im.cache_path = cache_path_for(spec_id, opt.cache_dir, expect.tokenizer_hash);
+  std::span<const int32_t> all;
+  if ((im.map = load_cache(im.cache_path, expect))) {
+    im.from_cache = true;
+    const auto* base = reinterpret_cast<const int32_t*>(im.map->data() + sizeof(CacheHeader));
+    all = {base, (im.map->size() - sizeof(CacheHeader)) / sizeof(int32_t)};
+  } else {
+    im.stream = tokenize_corpus(spec, tok);
+    write_cache(im.cache_path, expect, im.stream);
+    all = im.stream;
+  }
+
+  // The split: blocks of block_tokens (the last may be shorter), a seeded
+  // partial Fisher-Yates shuffle picks the validation blocks.
+  const int64_t n = static_cast<int64_t>(all.size());
+  const int64_t B = opt.block_tokens;
+  const int64_t blocks = (n + B - 1) / B;
+  if (opt.val_fraction == 0.0) {
+    im.train = all;
+    return ds;
+  }
+  HYMBA_CHECK(blocks >= 2, spec, ": too few tokens to hold out validation data: ", n, " tokens make ", blocks,
+              " block(s) of block_tokens=", B, ", need at least 2");
+  int64_t n_val = std::max<int64_t>(1, std::llround(opt.val_fraction * static_cast<double>(blocks)));
+  HYMBA_CHECK(n_val < blocks, spec, ": val_fraction=", opt.val_fraction, " holds out all ", blocks,
+              " blocks of block_tokens=", B, ", leaving no training data");
+  std::vector<int64_t> order(static_cast<size_t>(blocks));
+  std::iota(order.begin(), order.end(), 0);
+  Rng rng = Rng(opt.split_seed).split(hash_name("val-split"));
+  std::vector<char> is_val(static_cast<size_t>(blocks), 0);
+  for (int64_t i = 0; i < n_val; ++i) {
+    int64_t j = i + static_cast<int64_t>(rng.below(static_cast<uint64_t>(blocks - i)));
+    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
+    is_val[static_cast<size_t>(order[static_cast<size_t>(i)])] = 1;
+  }
+  const int64_t val_len = (n_val - is_val.back()) * B + (is_val.back() ? n - (blocks - 1) * B : 0);
+  im.val_buf.reserve(static_cast<size_t>(val_len));
+  im.train_buf.reserve(static_cast<size_t>(n - val_len));
+  for (int64_t b = 0; b < blocks; ++b) {
+    auto block = all.subspan(static_cast<size_t>(b * B), static_cast<size_t>(std::min(B, n - b * B)));
+    auto& dst = is_val[static_cast<size_t>(b)] ? im.val_buf : im.train_buf;
+    dst.insert(dst.end(), block.begin(), block.end());
+  }
+  // The copies are all that is needed now.
+  im.map.reset();
+  std::vector<int32_t>().swap(im.stream);
+  im.train = im.train_buf;
+  im.val = im.val_buf;
+  return ds;
+}
+
+BatchSampler::BatchSampler(std::span<const int32_t> tokens, int64_t batch, int64_t seq_len, uint64_t seed)
+    : tokens_(tokens), batch_(batch), seq_len_(seq_len), rng_(seed) {
+  HYMBA_CHECK(batch > 0, "batch must be positive, got ", batch);
+  HYMBA_CHECK(seq_len > 0, "seq_len must be positive, got ", seq_len);
+  HYMBA_CHECK(static_cast<int64_t>(tokens.size()) >= seq_len + 1, "seq_len=", seq_len, " needs at least ",
+              seq_len + 1, " training tokens, but there are only ", tokens.size(),
+              " (use a shorter seq_len or more data)");
+}
+
+void BatchSampler::batch_at(int64_t step, std::vector<int32_t>& ids, std::vector<int32_t>& targets) const {
+  HYMBA_CHECK(step >= 0, "step must be non-negative, got ", step);
+  const size_t T = static_cast<size_t>(seq_len_);
+  ids.resize(static_cast<size_t>(batch_) * T);
+  targets.resize(ids.size());
+  const Rng step_rng = rng_.split(static_cast<uint64_t>(step));
+  const uint64_t starts = tokens_.size() - T;  // offsets 0 .. n-T-1 leave room for the last target
+  for (int64_t b = 0; b < batch_; ++b) {
+    Rng row = step_rng.split(static_cast<uint64_t>(b));
+    const int32_t* src = tokens_.data() + row.below(starts);
+    std::copy(src, src + T, ids.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(b) * T));
+    std::copy(src + 1, src + T + 1, targets.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(b) * T));
+  }
+}
+
+int64_t BatchSampler::steps_per_epoch() const {
+  return std::max<int64_t>(1, static_cast<int64_t>(tokens_.size()) / (batch_ * seq_len_));
+}
+
+int64_t num_eval_windows(std::span<const int32_t> tokens, int64_t seq_len) {
+  HYMBA_CHECK(seq_len > 0, "seq_len must be positive, got ", seq_len);
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  return n >= seq_len + 1 ? (n - 1) / seq_len : 0;
+}
+
+}  // namespace hymba
