@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   hymba::cli::register_model_commands(app, global);
   hymba::cli::register_train(app, global);
   hymba::cli::register_eval(app, global);
+  hymba::cli::register_tokenizer(app, global);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,236 @@
+// `hymba tokenizer train|encode|decode`: train a byte, BPE or Unigram
+// tokenizer on a corpus and write its file; encode text to ids and back.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "data/corpus.h"
+#include "data/tokenizer.h"
+
+namespace hymba::cli {
+
+namespace {
+
+constexpr size_t kSampleChars = 60;
+
+struct TrainCmdOptions {
+  std::string type = "bpe";
+  int32_t vocab_size = 4096;
+  std::string data;
+  std::string out;
+  uint64_t seed = 0;
+};
+
+struct EncodeCmdOptions {
+  std::string tokenizer;
+  std::string text;
+};
+
+struct DecodeCmdOptions {
+  std::string tokenizer;
+  std::string ids;
+};
+
+double mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+// Bytes of a UTF-8 sequence whose lead byte is `c` (1 for anything else).
+size_t utf8_seq_len(unsigned char c) {
+  if (c >= 0xF0 && c <= 0xF4) return 4;
+  if (c >= 0xE0) return c <= 0xEF ? 3 : 1;
+  if (c >= 0xC2) return 2;
+  return 1;
+}
+
+// The first `chars` characters of `s` (UTF-8 aware, so no character is cut).
+std::string_view first_chars(std::string_view s, size_t chars) {
+  size_t i = 0;
+  for (size_t n = 0; n < chars && i < s.size(); ++n) i += utf8_seq_len(static_cast<unsigned char>(s[i]));
+  return s.substr(0, std::min(i, s.size()));
+}
+
+// A terminal-safe, quoted rendering: control characters and bytes that are
+// not part of a complete UTF-8 character are escaped.
+std::string printable(std::string_view s) {
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c >= 0x20 && c < 0x7F) {
+      out += static_cast<char>(c);
+    } else {
+      size_t len = c >= 0x80 ? utf8_seq_len(c) : 0;
+      bool whole = len > 1 && i + len <= s.size();
+      for (size_t k = 1; whole && k < len; ++k) whole = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
+      if (whole) {
+        out.append(s.substr(i, len));
+        i += len;
+        continue;
+      }
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02X", c);
+      out += hex;
+    }
+    ++i;
+  }
+  return out + "\"";
+}
+
+std::string join_ids(const std::vector<int32_t>& ids) {
+  std::string out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(ids[i]);
+  }
+  return out;
+}
+
+// "1,2,3", "1 2 3" or a mix; errors name --ids.
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] == ',' || text[i] == ' ' || text[i] == '\t' || text[i] == '\n') {
+      ++i;
+      continue;
+    }
+    size_t end = text.find_first_of(", \t\n", i);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(i, end - i);
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    HYMBA_CHECK(used == item.size() && v >= INT32_MIN && v <= INT32_MAX, "--ids: '", item, "' is not a token id");
+    ids.push_back(static_cast<int32_t>(v));
+    i = end;
+  }
+  return ids;
+}
+
+// The first document's opening, its ids and pieces, and the compression on
+// the whole first document.
+void print_sample(const Tokenizer& tok, const std::string& doc) {
+  const std::string_view head = first_chars(doc, kSampleChars);
+  const std::vector<int32_t> ids = tok.encode(head);
+  std::printf("sample: %s\n", printable(head).c_str());
+  std::printf("  %zu tokens: %s\n", ids.size(), join_ids(ids).c_str());
+  std::string pieces;
+  for (int32_t id : ids) pieces += (pieces.empty() ? "" : " ") + printable(tok.decode({id}));
+  std::printf("  pieces: %s\n", pieces.c_str());
+  const size_t n = tok.encode(doc).size();
+  if (n > 0) {
+    std::printf("  first document: %zu bytes -> %zu tokens (%.2f bytes/token)\n", doc.size(), n,
+                static_cast<double>(doc.size()) / static_cast<double>(n));
+  }
+}
+
+void run_train(const TrainCmdOptions& o) {
+  TokenizerTrainOptions t;
+  t.kind = parse_tokenizer_kind(o.type);
+  t.vocab_size = o.vocab_size;
+  t.seed = o.seed;
+  HYMBA_CHECK(t.kind == TokenizerKind::kByte || !o.data.empty(), "--data is required for --type ", o.type);
+
+  std::vector<std::string> docs;
+  if (!o.data.empty()) {
+    std::printf("reading %s ...\n", o.data.c_str());
+    std::fflush(stdout);
+    docs = read_documents(o.data);
+    int64_t bytes = 0;
+    for (const std::string& d : docs) bytes += static_cast<int64_t>(d.size());
+    std::printf("  %zu documents, %lld bytes (%.2f MiB)\n", docs.size(), static_cast<long long>(bytes), mib(bytes));
+    if (t.kind != TokenizerKind::kByte && bytes > t.max_train_bytes) {
+      std::printf("  training on a sample of about %.0f MiB (seed %llu)\n", mib(t.max_train_bytes),
+                  static_cast<unsigned long long>(t.seed));
+    }
+  }
+
+  std::unique_ptr<Tokenizer> tok;
+  if (t.kind == TokenizerKind::kByte) {
+    std::printf("byte tokenizer: needs no training, vocab is always 259 (--vocab-size is not used)\n");
+    tok = make_byte_tokenizer();
+  } else {
+    std::printf("training a %s tokenizer, vocab %d ...\n", to_string(t.kind), t.vocab_size);
+    std::fflush(stdout);
+    const auto start = std::chrono::steady_clock::now();
+    tok = train_tokenizer(docs, t);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("  done in %.2f s\n", secs);
+  }
+  std::printf("vocab %d (pad %d, unk %d, bos %d, eos %d), fingerprint %s\n", tok->vocab_size(), tok->pad_id(),
+              tok->unk_id(), tok->bos_id(), tok->eos_id(), tok->fingerprint().c_str());
+  tok->save(o.out);
+  std::printf("wrote %s\n", o.out.c_str());
+  if (!docs.empty()) print_sample(*tok, docs.front());
+}
+
+}  // namespace
+
+void register_tokenizer(CLI::App& app, const GlobalOptions& global) {
+  CLI::App* cmd = app.add_subcommand("tokenizer", "Train a tokenizer, or encode and decode text with one");
+  cmd->require_subcommand(1);
+
+  auto train = std::make_shared<TrainCmdOptions>();
+  CLI::App* t = cmd->add_subcommand(
+      "train",
+      "Train a tokenizer on a corpus and write its file (sentencepiece BPE or Unigram, or the byte tokenizer)");
+  t->add_option("--type", train->type, "Tokenizer type: bpe, unigram or byte")
+      ->check(CLI::IsMember({"bpe", "unigram", "byte"}))
+      ->capture_default_str();
+  t->add_option("--vocab-size", train->vocab_size,
+                "Vocabulary size, including 4 special and 256 byte-fallback pieces (bpe, unigram)")
+      ->check(CLI::Range(int32_t{1}, int32_t{1} << 24))
+      ->capture_default_str();
+  t->add_option("--data", train->data,
+                "Corpus: a .txt file, a directory of .txt files, a .jsonl file with a \"text\" field, or 'default'");
+  t->add_option("--out", train->out, "Tokenizer file to write (e.g. tokenizer.model)")->required();
+  t->add_option("--seed", train->seed, "Seed for sampling documents from corpora too large to train on whole")
+      ->capture_default_str();
+  t->callback([train, &global] {
+    apply_global_options(global);
+    run_train(*train);
+  });
+
+  auto enc = std::make_shared<EncodeCmdOptions>();
+  CLI::App* e = cmd->add_subcommand("encode", "Print the token ids of a text");
+  e->add_option("--tokenizer", enc->tokenizer, "Tokenizer file")->required();
+  e->add_option("--text", enc->text, "Text to encode")->required();
+  e->callback([enc, &global] {
+    apply_global_options(global);
+    const auto tok = load_tokenizer(enc->tokenizer);
+    std::printf("%s\n", join_ids(tok->encode(enc->text)).c_str());
+  });
+
+  auto dec = std::make_shared<DecodeCmdOptions>();
+  CLI::App* d = cmd->add_subcommand("decode", "Print the text of token ids");
+  d->add_option("--tokenizer", dec->tokenizer, "Tokenizer file")->required();
+  d->add_option("--ids", dec->ids, "Token ids, separated by commas or spaces, e.g. \"72,105\"")->required();
+  d->callback([dec, &global] {
+    apply_global_options(global);
+    const auto tok = load_tokenizer(dec->tokenizer);
+    const std::string text = tok->decode(parse_ids(dec->ids));
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::printf("\n");
+  });
+}
+
+}  // namespace hymba::cli

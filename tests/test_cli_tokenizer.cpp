@@ -1,0 +1,68 @@
+// `hymba tokenizer train|encode|decode` and a run trained with a BPE tokenizer.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+
+namespace hymba {
+namespace {
+
+namespace fs = std::filesystem;
+using test::run_cli;
+
+class CliTokenizer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("hymba_cli_tok_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    std::ofstream out(path("text.txt"));
+    for (int i = 0; i < 400; ++i)
+      out << "line " << i << ": the quick brown fox jumps over the lazy dog " << (i % 7) << " times\n";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& n) const { return (dir_ / n).string(); }
+  fs::path dir_;
+};
+
+TEST_F(CliTokenizer, TrainEncodeDecodeRoundTrip) {
+  auto tr = run_cli("tokenizer train --type bpe --vocab-size 300 --data " + path("text.txt") + " --out " + path("t.model"));
+  ASSERT_EQ(tr.exit_code, 0) << tr.output;
+  ASSERT_TRUE(fs::exists(path("t.model")));
+  auto enc = run_cli("tokenizer encode --tokenizer " + path("t.model") + " --text \"the lazy dog jumps\"");
+  ASSERT_EQ(enc.exit_code, 0) << enc.output;
+  std::string ids = enc.output;
+  while (!ids.empty() && (ids.back() == '\n' || ids.back() == ' ')) ids.pop_back();
+  ASSERT_FALSE(ids.empty());
+  auto dec = run_cli("tokenizer decode --tokenizer " + path("t.model") + " --ids \"" + ids + "\"");
+  ASSERT_EQ(dec.exit_code, 0) << dec.output;
+  EXPECT_NE(dec.output.find("the lazy dog jumps"), std::string::npos) << dec.output;
+}
+
+TEST_F(CliTokenizer, ErrorsNameTheFlag) {
+  auto type = run_cli("tokenizer train --type wordpiece --vocab-size 300 --data " + path("text.txt") + " --out " + path("x"));
+  EXPECT_NE(type.exit_code, 0);
+  EXPECT_NE(type.output.find("wordpiece"), std::string::npos) << type.output;
+  auto small = run_cli("tokenizer train --type bpe --vocab-size 20 --data " + path("text.txt") + " --out " + path("x"));
+  EXPECT_NE(small.exit_code, 0);
+  EXPECT_NE(small.output.find("--vocab-size"), std::string::npos) << small.output;
+  auto ids = run_cli("tokenizer decode --tokenizer " + path("nothere.model") + " --ids 1,2");
+  EXPECT_NE(ids.exit_code, 0);
+  EXPECT_NE(ids.output.find("nothere.model"), std::string::npos) << ids.output;
+}
+
+TEST_F(CliTokenizer, TrainingWithABpeTokenizerStoresIt) {
+  auto r = run_cli("train --preset transformer-global --scale tiny --data " + path("text.txt") + " --out " + path("run") +
+                   " --tokenizer-type bpe --tokenizer-vocab 300 --steps 3 --batch 2 --seq-len 16 --quiet --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(path("run/best/tokenizer.model")));
+  auto cfg = nlohmann::json::parse(std::ifstream(path("run/best/config.json")));
+  EXPECT_EQ(cfg["vocab_size"], 300);
+}
+
+}  // namespace
+}  // namespace hymba
