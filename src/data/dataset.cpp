@@ -132,6 +132,14 @@ std::string ensure_dir(const std::string& dir) {
   return dir;
 }
 
+// A directory we may add files to. access() alone says yes to root even for a
+// read-only (mode 555) data folder, which we must not litter.
+bool writable_dir(const fs::path& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+  return (st.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) != 0 && ::access(dir.c_str(), W_OK) == 0;
+}
+
 // Where the tokens of `spec_id` (an absolute data path, or "default") are
 // cached: next to the data when its directory is writable, otherwise (and
 // for "default") in the cache directory under a name that cannot collide.
@@ -139,8 +147,7 @@ std::string cache_path_for(const std::string& spec_id, const std::string& cache_
   const std::string suffix = "." + hex16(tok_hash) + ".tokens";
   fs::path data(spec_id);
   bool is_default = spec_id == kDefaultCorpus;
-  if (cache_dir.empty() && !is_default && data.has_filename() &&
-      ::access(data.parent_path().c_str(), W_OK) == 0) {
+  if (cache_dir.empty() && !is_default && data.has_filename() && writable_dir(data.parent_path())) {
     return spec_id + suffix;
   }
   std::string dir = ensure_dir(cache_dir.empty() ? user_cache_dir() : cache_dir);
