@@ -56,7 +56,7 @@ TEST_F(CliTokenizer, ErrorsNameTheFlag) {
 }
 
 TEST_F(CliTokenizer, TrainingWithABpeTokenizerStoresIt) {
-  auto r = run_cli("train --preset transformer-global --scale tiny --data " + path("text.txt") + " --out " + path("run") +
+  auto r = run_cli("--threads 1 train --preset transformer-global --scale tiny --data " + path("text.txt") + " --out " + path("run") +
                    " --tokenizer-type bpe --tokenizer-vocab 300 --steps 3 --batch 2 --seq-len 16 --quiet --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(fs::exists(path("run/best/tokenizer.model")));

@@ -59,7 +59,8 @@ class Train : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
   std::string path(const std::string& n) const { return (dir_ / n).string(); }
   std::string train_args(const std::string& out, int steps, const std::string& data = "") const {
-    return "train --config " + kFixtureConfig + " --data " + (data.empty() ? path("toy.txt") : data) + " --out " + out +
+    // One thread: these runs are tiny, and ctest runs suites side by side.
+    return "--threads 1 train --config " + kFixtureConfig + " --data " + (data.empty() ? path("toy.txt") : data) + " --out " + out +
            " --steps " +
            std::to_string(steps) + " --batch 4 --seq-len 32 --lr 3e-3 --warmup 5 --log-interval 1 --eval-interval 50" +
            " --eval-windows 8 --save-interval 10 --dropout 0.1 --quiet";
@@ -78,6 +79,7 @@ TEST_F(Train, ValidationLossFallsWellBelowUnigramEntropy) {
   o.warmup = 10;
   o.eval_interval = 50;
   o.quiet = true;
+  o.threads = 1;
   const TrainSummary s = train(load_config_file(kFixtureConfig), o);
 
   // Unigram entropy of the validation bytes: the loss of the best model that
@@ -109,7 +111,7 @@ TEST_F(Train, ValidationLossFallsWellBelowUnigramEntropy) {
   EXPECT_EQ(logs, 15);
 
   // `hymba eval` on the run reproduces the validation figures.
-  auto ev = run_cli("eval --ckpt " + path("run") + " --max-windows 64 --json");
+  auto ev = run_cli("--threads 1 eval --ckpt " + path("run") + " --max-windows 64 --json");
   ASSERT_EQ(ev.exit_code, 0) << ev.output;
   EXPECT_NEAR(json::parse(ev.output)["loss"].get<double>(), s.final_val_loss, 1e-6);
 }
@@ -187,7 +189,7 @@ TEST_F(Train, CorruptCheckpointIsReportedByName) {
   auto r = run_cli(train_args(path("r"), 20) + " --resume");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("model.safetensors"), std::string::npos) << r.output;
-  auto ev = run_cli("eval --ckpt " + path("r"));
+  auto ev = run_cli("--threads 1 eval --ckpt " + path("r"));
   EXPECT_NE(ev.exit_code, 0);
   EXPECT_NE(ev.output.find("model.safetensors"), std::string::npos) << ev.output;
 }

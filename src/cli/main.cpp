@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   CLI::App app{"hymba: build, train, ablate, evaluate and serve hybrid attention + Mamba language models"};
   app.set_version_flag("--version", std::string("hymba ") + HYMBA_VERSION);
   hymba::cli::GlobalOptions global;
-  app.add_option("-t,--threads", global.threads, "CPU threads for kernels (0 = all cores)")
+  app.add_option("-t,--threads", global.threads, "CPU threads for kernels (0 = OMP_NUM_THREADS or all cores)")
       ->check(CLI::Range(0, 4096));
   // One-line errors that name the flag, like every other error we print.
   app.failure_message([](const CLI::App*, const CLI::Error& e) {

@@ -6,10 +6,13 @@
 
 namespace hymba {
 
-void set_num_threads(int n) {
-  if (n <= 0) n = max_hardware_threads();
-  omp_set_num_threads(n);
-}
+namespace {
+// OpenMP's own default (OMP_NUM_THREADS, else all cores), read before any
+// set_num_threads() call can change it.
+const int kDefaultThreads = omp_get_max_threads();
+}  // namespace
+
+void set_num_threads(int n) { omp_set_num_threads(n > 0 ? n : kDefaultThreads); }
 
 int num_threads() { return omp_get_max_threads(); }
 

@@ -5,7 +5,8 @@
 
 namespace hymba {
 
-// Sets the thread count for all later kernels; n <= 0 means "all cores".
+// Sets the thread count for all later kernels; n <= 0 means OpenMP's default
+// (OMP_NUM_THREADS when set, else all cores).
 void set_num_threads(int n);
 int num_threads();
 int max_hardware_threads();
