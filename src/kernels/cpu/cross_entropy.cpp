@@ -5,46 +5,16 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/fast_math.h"
 
 namespace hymba::cpu {
+
+using fast::exp_nonpositive;
 
 namespace {
 
 // Below this many elements a parallel region costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 14;
-
-// exp(x) for x <= 0, written so the softmax loops vectorise without
-// -ffast-math (std::exp does not). Same Cephes expf as in activations.cpp:
-// within 1.02 ulp on [-87, 0], exactly 0 below -87 and for -inf, NaN stays
-// NaN. The clamp acts on the bits (for x <= 0 a larger uint32 pattern is a
-// more negative float), as a float select would be turned into a branch and
-// block vectorisation.
-inline float exp_nonpositive(float x) {
-  constexpr uint32_t kMinBits = 0xC2AE0000u;  // -87.0f
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
-  constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to an integer
-  constexpr uint32_t kSignBit = 0x80000000u;
-  // Setting the sign bit reads x as -|x|: inputs outside the domain (and NaN)
-  // still give an n in [-126, 0] for the integer conversion below.
-  const uint32_t bits = std::bit_cast<uint32_t>(x) | kSignBit;
-  const float xc = std::bit_cast<float>(bits < kMinBits ? bits : kMinBits);
-  const float n = (xc * kLog2e + kRoundMagic) - kRoundMagic;
-  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const int32_t scale_bits = (static_cast<int32_t>(n) + 127) << 23;
-  // Below -87 the result is 0, except for NaN (bits above -inf's), which
-  // stays NaN so that it propagates.
-  constexpr uint32_t kNegInfBits = 0xFF800000u, kNaNBits = 0x7FC00000u;
-  const uint32_t tail_bits = bits > kNegInfBits ? kNaNBits : 0u;
-  return p * std::bit_cast<float>(bits > kMinBits ? tail_bits : static_cast<uint32_t>(scale_bits));
-}
 
 // Row reductions use kLanes interleaved partial results combined in a fixed
 // order, so they vectorise and give the same bits on every call.
