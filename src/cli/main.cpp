@@ -33,6 +33,8 @@ int main(int argc, char** argv) {
   hymba::cli::register_train(app, global);
   hymba::cli::register_eval(app, global);
   hymba::cli::register_tokenizer(app, global);
+  hymba::cli::register_generate(app, global);
+  hymba::cli::register_bench_infer(app, global);
 
   try {
     app.parse(argc, argv);

@@ -1,6 +1,8 @@
 #include "model/forward.h"
 
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "core/error.h"
 
@@ -54,47 +56,27 @@ ScanParams<T> layer_scan_params(const ModelPlan& plan, const LayerPlan& lp, cons
 namespace {
 
 template <typename T>
-void mamba_forward(const ModelPlan& plan, const LayerPlan& lp, const T* P, BasicArena<T>& arena, LayerActs<T>& a,
-                   int64_t B, int64_t S) {
+void mamba_forward(const ModelPlan& plan, const LayerPlan& lp, const T* P, const ForwardOptions& opt,
+                   BasicArena<T>& arena, LayerActs<T>& a, int64_t B, int64_t S) {
   using O = Ops<T>;
   const ModelConfig& c = plan.cfg;
-  const int64_t R = B * S, di = lp.dims.d_inner, N = c.mamba_d_state, Rdt = c.dt_rank(), W = lp.proj_width;
+  const int64_t R = B * S, di = lp.dims.d_inner, N = c.mamba_d_state, W = lp.proj_width;
   a.xc = arena.alloc(R * di);
   O::conv1d(a.xc, a.proj + lp.x_col, W, P + lp.conv_w, lp.conv_b >= 0 ? P + lp.conv_b : nullptr, B, S, di,
             c.mamba_d_conv);
   a.u = arena.alloc(R * di);
   O::silu(a.u, a.xc, R * di);
-  const int64_t xw = lp.dims.x_proj_out;
-  a.xdbl = arena.alloc(R * xw);
-  O::matmul(a.xdbl, xw, a.u, di, P + lp.x_proj, R, di, xw);
-
-  const T* dt_in;
-  if (lp.dt_norm >= 0) {
-    // Official inner RMSNorms on dt, B and C (rows are slices of xdbl).
-    T* raw = arena.alloc(R * std::max(Rdt, N));
-    a.dtn = arena.alloc(R * Rdt);
-    a.rstd_dt = arena.alloc(R);
-    copy_cols(raw, Rdt, a.xdbl, xw, R, Rdt);
-    O::rmsnorm(a.dtn, a.rstd_dt, raw, P + lp.dt_norm, R, Rdt, c.rms_norm_eps);
-    a.bn = arena.alloc(R * N);
-    a.rstd_b = arena.alloc(R);
-    copy_cols(raw, N, a.xdbl + Rdt, xw, R, N);
-    O::rmsnorm(a.bn, a.rstd_b, raw, P + lp.b_norm, R, N, c.rms_norm_eps);
-    a.cn = arena.alloc(R * N);
-    a.rstd_c = arena.alloc(R);
-    copy_cols(raw, N, a.xdbl + Rdt + N, xw, R, N);
-    O::rmsnorm(a.cn, a.rstd_c, raw, P + lp.c_norm, R, N, c.rms_norm_eps);
-    dt_in = a.dtn;
-  } else {
-    a.dtn = arena.alloc(R * Rdt);
-    copy_cols(a.dtn, Rdt, a.xdbl, xw, R, Rdt);
-    dt_in = a.dtn;
-  }
-  a.delta = arena.alloc(R * di);
-  O::matmul(a.delta, di, dt_in, Rdt, P + lp.dt_w, R, Rdt, di);
+  layer_mamba_projections(plan, lp, P, arena, a, R);
   const ScanParams<T> sp = layer_scan_params(plan, lp, P, a, B, S);
   a.y = arena.alloc(R * di);
   a.chunk_states = arena.alloc(B * cpu::scan_num_chunks(S) * di * N);
+  if constexpr (std::is_same_v<T, float>) {
+    if (opt.keep_final_ssm_state) {
+      a.h_last = arena.alloc(B * di * N);
+      cpu::selective_scan_forward(a.y, a.chunk_states, a.h_last, O::scan_args(sp));
+      return;
+    }
+  }
   O::scan(a.y, a.chunk_states, sp);
 }
 
@@ -130,17 +112,98 @@ void attention_forward(const ModelPlan& plan, const LayerPlan& lp, const Activat
   Ops<T>::attention(a.attn, lp.dims.attn_out, a.lse, ap);
 }
 
+template <typename T>
+void layer_forward(const ModelPlan& plan, const LayerPlan& lp, const T* P, const ForwardOptions& opt,
+                   BasicArena<T>& arena, Activations<T>& acts, T* x_in) {
+  const int64_t R = acts.R;
+  LayerActs<T>& a = acts.layers[static_cast<size_t>(lp.index)];
+  a.x_in = x_in;
+  layer_input_projection(plan, lp, P, arena, a, R);
+  if (lp.attn) attention_forward(plan, lp, acts, arena, a);
+  if (lp.mamba) mamba_forward(plan, lp, P, opt, arena, a, acts.B, acts.S);
+  layer_mixer_output(plan, lp, P, arena, a, R);
+  layer_residual_ffn(plan, lp, P, opt, arena, a, R);
+}
+
+}  // namespace
+
+template <typename T>
+void layer_input_projection(const ModelPlan& plan, const LayerPlan& lp, const T* P, BasicArena<T>& arena,
+                            LayerActs<T>& a, int64_t R, LinearFn<T> linear) {
+  using O = Ops<T>;
+  const LinearFn<T> mm = linear != nullptr ? linear : &O::matmul;
+  const ModelConfig& c = plan.cfg;
+  const int64_t d = c.hidden_size;
+  a.h = arena.alloc(R * d);
+  a.rstd_in = arena.alloc(R);
+  O::rmsnorm(a.h, a.rstd_in, a.x_in, P + lp.input_norm, R, d, c.rms_norm_eps);
+
+  // Projections into one buffer [Q | K | V | x | z].
+  const int64_t W = lp.proj_width;
+  a.proj = arena.alloc(R * W);
+  if (lp.fused) {
+    mm(a.proj, W, a.h, d, P + lp.in_proj, R, d, W);
+  } else {
+    if (lp.attn) {
+      mm(a.proj + lp.q_col, W, a.h, d, P + lp.q_proj, R, d, lp.dims.q_width);
+      if (lp.producer) {
+        mm(a.proj + lp.k_col, W, a.h, d, P + lp.k_proj, R, d, lp.dims.k_width);
+        mm(a.proj + lp.v_col, W, a.h, d, P + lp.v_proj, R, d, lp.dims.v_width);
+      }
+    }
+    if (lp.mamba) mm(a.proj + lp.x_col, W, a.h, d, P + lp.mamba_in_proj, R, d, 2 * lp.dims.d_inner);
+  }
+}
+
+template <typename T>
+void layer_mamba_projections(const ModelPlan& plan, const LayerPlan& lp, const T* P, BasicArena<T>& arena,
+                             LayerActs<T>& a, int64_t R, LinearFn<T> linear) {
+  using O = Ops<T>;
+  const LinearFn<T> mm = linear != nullptr ? linear : &O::matmul;
+  const ModelConfig& c = plan.cfg;
+  const int64_t di = lp.dims.d_inner, N = c.mamba_d_state, Rdt = c.dt_rank();
+  const int64_t xw = lp.dims.x_proj_out;
+  a.xdbl = arena.alloc(R * xw);
+  mm(a.xdbl, xw, a.u, di, P + lp.x_proj, R, di, xw);
+
+  const T* dt_in;
+  if (lp.dt_norm >= 0) {
+    // Official inner RMSNorms on dt, B and C (rows are slices of xdbl).
+    T* raw = arena.alloc(R * std::max(Rdt, N));
+    a.dtn = arena.alloc(R * Rdt);
+    a.rstd_dt = arena.alloc(R);
+    copy_cols(raw, Rdt, a.xdbl, xw, R, Rdt);
+    O::rmsnorm(a.dtn, a.rstd_dt, raw, P + lp.dt_norm, R, Rdt, c.rms_norm_eps);
+    a.bn = arena.alloc(R * N);
+    a.rstd_b = arena.alloc(R);
+    copy_cols(raw, N, a.xdbl + Rdt, xw, R, N);
+    O::rmsnorm(a.bn, a.rstd_b, raw, P + lp.b_norm, R, N, c.rms_norm_eps);
+    a.cn = arena.alloc(R * N);
+    a.rstd_c = arena.alloc(R);
+    copy_cols(raw, N, a.xdbl + Rdt + N, xw, R, N);
+    O::rmsnorm(a.cn, a.rstd_c, raw, P + lp.c_norm, R, N, c.rms_norm_eps);
+    dt_in = a.dtn;
+  } else {
+    a.dtn = arena.alloc(R * Rdt);
+    copy_cols(a.dtn, Rdt, a.xdbl, xw, R, Rdt);
+    dt_in = a.dtn;
+  }
+  a.delta = arena.alloc(R * di);
+  mm(a.delta, di, dt_in, Rdt, P + lp.dt_w, R, Rdt, di);
+}
+
 // Combines the branch outputs into a.o [R, d].
 template <typename T>
-void mixer_output(const ModelPlan& plan, const LayerPlan& lp, const T* P, BasicArena<T>& arena, LayerActs<T>& a,
-                  int64_t R) {
+void layer_mixer_output(const ModelPlan& plan, const LayerPlan& lp, const T* P, BasicArena<T>& arena,
+                        LayerActs<T>& a, int64_t R, LinearFn<T> linear) {
   using O = Ops<T>;
+  const LinearFn<T> mm = linear != nullptr ? linear : &O::matmul;
   const ModelConfig& c = plan.cfg;
   const int64_t d = c.hidden_size, Wa = lp.dims.attn_out, di = lp.dims.d_inner;
   a.o = arena.alloc(R * d);
   if (!lp.hybrid) {
-    if (lp.attn) O::matmul(a.o, d, a.attn, Wa, P + lp.o_proj, R, Wa, d);
-    else O::matmul(a.o, d, a.y, di, P + lp.mamba_out_proj, R, di, d);
+    if (lp.attn) mm(a.o, d, a.attn, Wa, P + lp.o_proj, R, Wa, d);
+    else mm(a.o, d, a.y, di, P + lp.mamba_out_proj, R, di, d);
     return;
   }
   switch (c.fusion) {
@@ -153,22 +216,22 @@ void mixer_output(const ModelPlan& plan, const LayerPlan& lp, const T* P, BasicA
       O::rmsnorm(a.nm, a.rstd_nm, a.y, P + lp.mamba_fnorm, R, di, c.rms_norm_eps);
       a.mix = arena.alloc(R * di);
       for (int64_t i = 0; i < R * di; ++i) a.mix[i] = (a.na[i] + a.nm[i]) * T(0.5);
-      O::matmul(a.o, d, a.mix, di, P + lp.fused_out, R, di, d);
+      mm(a.o, d, a.mix, di, P + lp.fused_out, R, di, d);
       break;
     }
     case Fusion::kConcat: {
       a.cat = arena.alloc(R * (Wa + di));
       copy_cols(a.cat, Wa + di, a.attn, Wa, R, Wa);
       copy_cols(a.cat + Wa, Wa + di, a.y, di, R, di);
-      O::matmul(a.o, d, a.cat, Wa + di, P + lp.fused_out, R, Wa + di, d);
+      mm(a.o, d, a.cat, Wa + di, P + lp.fused_out, R, Wa + di, d);
       break;
     }
     case Fusion::kMean:
     case Fusion::kLearnedBeta: {
       a.ao = arena.alloc(R * d);
       a.mo = arena.alloc(R * d);
-      O::matmul(a.ao, d, a.attn, Wa, P + lp.o_proj, R, Wa, d);
-      O::matmul(a.mo, d, a.y, di, P + lp.mamba_out_proj, R, di, d);
+      mm(a.ao, d, a.attn, Wa, P + lp.o_proj, R, Wa, d);
+      mm(a.mo, d, a.y, di, P + lp.mamba_out_proj, R, di, d);
       if (c.fusion == Fusion::kMean) {
         for (int64_t i = 0; i < R * d; ++i) a.o[i] = (a.ao[i] + a.mo[i]) * T(0.5);
       } else {
@@ -186,43 +249,19 @@ void mixer_output(const ModelPlan& plan, const LayerPlan& lp, const T* P, BasicA
 }
 
 template <typename T>
-void layer_forward(const ModelPlan& plan, const LayerPlan& lp, const T* P, const ForwardOptions& opt,
-                   BasicArena<T>& arena, Activations<T>& acts, T* x_in) {
+void layer_residual_ffn(const ModelPlan& plan, const LayerPlan& lp, const T* P, const ForwardOptions& opt,
+                        BasicArena<T>& arena, LayerActs<T>& a, int64_t R, LinearFn<T> linear) {
   using O = Ops<T>;
+  const LinearFn<T> mm = linear != nullptr ? linear : &O::matmul;
   const ModelConfig& c = plan.cfg;
-  const int64_t R = acts.R, d = c.hidden_size;
-  LayerActs<T>& a = acts.layers[static_cast<size_t>(lp.index)];
-  a.x_in = x_in;
-  a.h = arena.alloc(R * d);
-  a.rstd_in = arena.alloc(R);
-  O::rmsnorm(a.h, a.rstd_in, x_in, P + lp.input_norm, R, d, c.rms_norm_eps);
-
-  // Projections into one buffer [Q | K | V | x | z].
-  const int64_t W = lp.proj_width;
-  a.proj = arena.alloc(R * W);
-  if (lp.fused) {
-    O::matmul(a.proj, W, a.h, d, P + lp.in_proj, R, d, W);
-  } else {
-    if (lp.attn) {
-      O::matmul(a.proj + lp.q_col, W, a.h, d, P + lp.q_proj, R, d, lp.dims.q_width);
-      if (lp.producer) {
-        O::matmul(a.proj + lp.k_col, W, a.h, d, P + lp.k_proj, R, d, lp.dims.k_width);
-        O::matmul(a.proj + lp.v_col, W, a.h, d, P + lp.v_proj, R, d, lp.dims.v_width);
-      }
-    }
-    if (lp.mamba) O::matmul(a.proj + lp.x_col, W, a.h, d, P + lp.mamba_in_proj, R, d, 2 * lp.dims.d_inner);
-  }
-  if (lp.attn) attention_forward(plan, lp, acts, arena, a);
-  if (lp.mamba) mamba_forward(plan, lp, P, arena, a, acts.B, acts.S);
-  mixer_output(plan, lp, P, arena, a, R);
-
+  const int64_t d = c.hidden_size;
   const bool dropout = opt.dropout_rng != nullptr && c.dropout > 0;
   if (dropout) {
     a.mask1 = make_dropout_mask(arena, *opt.dropout_rng, lp.index, 0, R * d, c.dropout);
     for (int64_t i = 0; i < R * d; ++i) a.o[i] *= a.mask1[i];
   }
   a.x_mid = arena.alloc(R * d);
-  for (int64_t i = 0; i < R * d; ++i) a.x_mid[i] = x_in[i] + a.o[i];
+  for (int64_t i = 0; i < R * d; ++i) a.x_mid[i] = a.x_in[i] + a.o[i];
 
   if (lp.ffn_norm < 0) {
     a.x_out = a.x_mid;
@@ -233,12 +272,12 @@ void layer_forward(const ModelPlan& plan, const LayerPlan& lp, const T* P, const
   a.rstd2 = arena.alloc(R);
   O::rmsnorm(a.h2, a.rstd2, a.x_mid, P + lp.ffn_norm, R, d, c.rms_norm_eps);
   a.gu = arena.alloc(R * 2 * I);
-  O::matmul(a.gu, 2 * I, a.h2, d, P + lp.ffn_gate, R, d, I);
-  O::matmul(a.gu + I, 2 * I, a.h2, d, P + lp.ffn_up, R, d, I);
+  mm(a.gu, 2 * I, a.h2, d, P + lp.ffn_gate, R, d, I);
+  mm(a.gu + I, 2 * I, a.h2, d, P + lp.ffn_up, R, d, I);
   a.act = arena.alloc(R * I);
   O::swiglu(a.act, a.gu, a.gu + I, R, I, 2 * I);
   a.f = arena.alloc(R * d);
-  O::matmul(a.f, d, a.act, I, P + lp.ffn_down, R, I, d);
+  mm(a.f, d, a.act, I, P + lp.ffn_down, R, I, d);
   if (dropout) {
     a.mask2 = make_dropout_mask(arena, *opt.dropout_rng, lp.index, 1, R * d, c.dropout);
     for (int64_t i = 0; i < R * d; ++i) a.f[i] *= a.mask2[i];
@@ -246,8 +285,6 @@ void layer_forward(const ModelPlan& plan, const LayerPlan& lp, const T* P, const
   a.x_out = arena.alloc(R * d);
   for (int64_t i = 0; i < R * d; ++i) a.x_out[i] = a.x_mid[i] + a.f[i];
 }
-
-}  // namespace
 
 template <typename T>
 LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, const int32_t* targets, int64_t B,
@@ -299,5 +336,18 @@ template LossStats model_forward<float>(const ModelPlan&, const float*, const in
                                         int64_t, const ForwardOptions&, BasicArena<float>&, Activations<float>&);
 template LossStats model_forward<double>(const ModelPlan&, const double*, const int32_t*, const int32_t*, int64_t,
                                          int64_t, const ForwardOptions&, BasicArena<double>&, Activations<double>&);
+
+#define HYMBA_INSTANTIATE_LAYER_PIECES(T)                                                                       \
+  template void layer_input_projection<T>(const ModelPlan&, const LayerPlan&, const T*, BasicArena<T>&,            \
+                                          LayerActs<T>&, int64_t, LinearFn<T>);                                  \
+  template void layer_mamba_projections<T>(const ModelPlan&, const LayerPlan&, const T*, BasicArena<T>&,           \
+                                           LayerActs<T>&, int64_t, LinearFn<T>);                                 \
+  template void layer_mixer_output<T>(const ModelPlan&, const LayerPlan&, const T*, BasicArena<T>&, LayerActs<T>&, \
+                                      int64_t, LinearFn<T>);                                                     \
+  template void layer_residual_ffn<T>(const ModelPlan&, const LayerPlan&, const T*, const ForwardOptions&,         \
+                                      BasicArena<T>&, LayerActs<T>&, int64_t, LinearFn<T>);
+HYMBA_INSTANTIATE_LAYER_PIECES(float)
+HYMBA_INSTANTIATE_LAYER_PIECES(double)
+#undef HYMBA_INSTANTIATE_LAYER_PIECES
 
 }  // namespace hymba

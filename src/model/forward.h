@@ -33,6 +33,7 @@ struct LayerActs {
   T* delta = nullptr;    // [R, di] dt_proj output before bias/softplus
   T* y = nullptr;        // [R, di] scan output (gated)
   T* chunk_states = nullptr;
+  T* h_last = nullptr;   // [B, di, N] SSM state after the last row (ForwardOptions::keep_final_ssm_state)
   // fusion
   T* na = nullptr, *rstd_na = nullptr, *nm = nullptr, *rstd_nm = nullptr, *mix = nullptr;  // norm_mean
   T* cat = nullptr;                                                                         // concat
@@ -63,7 +64,37 @@ struct Activations {
 struct ForwardOptions {
   double label_smoothing = 0.0;
   const Rng* dropout_rng = nullptr;  // non-null: training with dropout (cfg.dropout > 0)
+  // Also keep each Mamba layer's final SSM state in LayerActs::h_last (float
+  // only): the decoder's prefill starts generation from it.
+  bool keep_final_ssm_state = false;
 };
+
+// out[rows, OC] = in[rows, C] @ w[OC, C]^T with row strides. The layer pieces
+// below take one so the decoder can run them with a matrix-vector product for
+// single rows; null means Ops<T>::matmul.
+template <typename T>
+using LinearFn = void (*)(T* out, int64_t ld_out, const T* in, int64_t ld_in, const T* w, int64_t rows, int64_t C,
+                          int64_t OC);
+
+// One layer's row-wise pieces over R rows, as model_forward runs them; the
+// decoder runs them on one row per sequence. Sequence mixing (attention, conv,
+// scan) sits between them and is the caller's.
+// input_layernorm(a.x_in) and the projections into a.proj [Q | K | V | x | z] (RoPE not applied).
+template <typename T>
+void layer_input_projection(const ModelPlan& plan, const LayerPlan& lp, const T* params, BasicArena<T>& arena,
+                            LayerActs<T>& a, int64_t R, LinearFn<T> linear = nullptr);
+// From a.u: x_proj, the inner norms and dt_proj (a.xdbl, a.dtn, a.bn, a.cn, a.delta).
+template <typename T>
+void layer_mamba_projections(const ModelPlan& plan, const LayerPlan& lp, const T* params, BasicArena<T>& arena,
+                             LayerActs<T>& a, int64_t R, LinearFn<T> linear = nullptr);
+// The branch outputs (a.attn, a.y) fused into a.o [R, d].
+template <typename T>
+void layer_mixer_output(const ModelPlan& plan, const LayerPlan& lp, const T* params, BasicArena<T>& arena,
+                        LayerActs<T>& a, int64_t R, LinearFn<T> linear = nullptr);
+// Residual add (with dropout when opt asks), then the FFN: a.x_mid, a.x_out.
+template <typename T>
+void layer_residual_ffn(const ModelPlan& plan, const LayerPlan& lp, const T* params, const ForwardOptions& opt,
+                        BasicArena<T>& arena, LayerActs<T>& a, int64_t R, LinearFn<T> linear = nullptr);
 
 // The selective-scan inputs of a layer, as the forward built them.
 template <typename T>

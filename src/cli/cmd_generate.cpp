@@ -1,0 +1,225 @@
+// `hymba generate`: text from a checkpoint with the cached decoder.
+// `hymba bench infer`: prefill/decode throughput, cache and activation memory.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "core/error.h"
+#include "data/tokenizer.h"
+#include "infer/bench.h"
+#include "infer/generate.h"
+#include "model/checkpoint.h"
+#include "train/run_state.h"
+
+namespace hymba::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// One prompt per non-blank line (a trailing '\r' is dropped).
+std::vector<std::string> read_prompt_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  HYMBA_CHECK(in.good(), "--prompt-file ", path, ": cannot read the file");
+  std::vector<std::string> prompts;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) prompts.push_back(line);
+  }
+  HYMBA_CHECK(!prompts.empty(), "--prompt-file ", path, ": no prompts (the file has no non-blank line)");
+  return prompts;
+}
+
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+void write_now(std::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void register_generate(CLI::App& app, const GlobalOptions& global) {
+  struct Options {
+    std::string ckpt, prompt, prompt_file;
+    int64_t batch = 1;
+    infer::GenerateOptions gen;
+  };
+  auto opts = std::make_shared<Options>();
+  infer::GenerateOptions& g = opts->gen;
+  CLI::App* cmd = app.add_subcommand("generate", "Continue text with a checkpoint (cached decoding)");
+  cmd->add_option("--ckpt", opts->ckpt, "Checkpoint directory (with tokenizer.model) or training run directory")
+      ->required();
+  auto* prompt = cmd->add_option("--prompt", opts->prompt, "Text to continue");
+  auto* prompt_file = cmd->add_option("--prompt-file", opts->prompt_file, "File with one prompt per line");
+  prompt->excludes(prompt_file);
+  cmd->add_option("--batch", opts->batch, "Sequences per prompt, each with its own sampling stream")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
+  cmd->add_option("--max-new-tokens", g.max_new_tokens, "Tokens to generate at most per sequence")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
+  cmd->add_option("--temperature", g.sampling.temperature, "Softmax temperature (0 = greedy)")
+      ->check(CLI::Range(0.0, 1e6))->capture_default_str();
+  cmd->add_option("--top-k", g.sampling.top_k, "Sample among the k most likely tokens (0 = all)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))->capture_default_str();
+  cmd->add_option("--top-p", g.sampling.top_p, "Nucleus: the most likely tokens holding this probability (1 = all)")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  cmd->add_option("--seed", g.sampling.seed, "Sampling seed (sequence i draws from stream i)")->capture_default_str();
+  cmd->add_option("--stop", g.stop, "Stop a sequence when its text contains STR (repeatable)")
+      ->allow_extra_args(false);
+  cmd->callback([opts, prompt, &global] {
+    apply_global_options(global);
+    infer::validate(opts->gen);
+    std::vector<std::string> texts;
+    if (!opts->prompt_file.empty()) {
+      texts = read_prompt_file(opts->prompt_file);
+    } else {
+      HYMBA_CHECK(prompt->count() > 0, "--prompt: give the text to continue (or --prompt-file FILE)");
+      HYMBA_CHECK(!opts->prompt.empty(), "--prompt: the prompt is empty");
+      texts.push_back(opts->prompt);
+    }
+    const std::string ckpt = resolve_checkpoint(opts->ckpt);
+    const fs::path tok_path = fs::path(ckpt) / kTokenizerFile;
+    HYMBA_CHECK(fs::exists(tok_path), tok_path.string(), ": no tokenizer next to the checkpoint");
+    auto model = load_model(ckpt, false);
+    auto tokenizer = load_tokenizer(tok_path.string());
+
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<size_t> source;  // which text each sequence continues
+    for (size_t i = 0; i < texts.size(); ++i) {
+      std::vector<int32_t> ids = tokenizer->encode(texts[i]);
+      HYMBA_CHECK(!ids.empty(), "--prompt: prompt ", i + 1, " encodes to no tokens");
+      for (int64_t k = 0; k < opts->batch; ++k) {
+        prompts.push_back(ids);
+        source.push_back(i);
+      }
+    }
+
+    // One sequence streams as it goes; several print when all are done.
+    // One sequence streams as it goes, its prompt echoed with the first text
+    // so errors found before any token print alone; several sequences print
+    // each as it finishes.
+    const bool stream = prompts.size() == 1;
+    bool echoed = false;
+    infer::TextCallback on_text;
+    infer::DoneCallback on_done;
+    if (stream) {
+      on_text = [&](int64_t, std::string_view text) {
+        if (!echoed) write_now(texts.front());
+        echoed = true;
+        write_now(text);
+      };
+    } else {
+      on_done = [&](int64_t i, const infer::Generation& done) {
+        const size_t from = source[static_cast<size_t>(i)];
+        std::printf("=== sequence %lld/%zu (prompt %zu, %zu tokens, finished: %s) ===\n",
+                    static_cast<long long>(i + 1), prompts.size(), from + 1, done.tokens.size(),
+                    infer::to_string(done.finish));
+        write_now(texts[from]);
+        write_now(done.text);
+        write_now("\n");
+      };
+    }
+    infer::Decoder decoder(*model);
+    infer::GenerateStats stats;
+    const std::vector<infer::Generation> out =
+        infer::generate(decoder, *tokenizer, prompts, opts->gen, on_text, &stats, on_done);
+    if (stream) {
+      if (!echoed) write_now(texts.front());
+      write_now("\n");
+    }
+    std::fprintf(stderr,
+                 "%lld new tokens in %.2f s: %.1f tok/s (prefill %lld prompt tokens at %.0f tok/s, decode %.1f tok/s "
+                 "with %zu sequence%s); cache %s\n",
+                 static_cast<long long>(stats.new_tokens), stats.prefill_seconds + stats.decode_seconds,
+                 stats.tokens_per_second(), static_cast<long long>(stats.prompt_tokens),
+                 stats.prefill_tokens_per_second(), stats.decode_tokens_per_second(), out.size(),
+                 out.size() == 1 ? "" : "s",
+                 mib(stats.kv_cache_bytes + stats.mamba_state_bytes).c_str());
+  });
+}
+
+void register_bench_infer(CLI::App& app, const GlobalOptions& global) {
+  struct Options {
+    ModelChoice model;
+    std::string ckpt;
+    uint64_t init_seed = 1234;
+    infer::InferBenchOptions bench;
+    bool json = false;
+  };
+  auto opts = std::make_shared<Options>();
+  // `bench` may already hold other benchmarks.
+  CLI::App* bench = nullptr;
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    if (sub->get_name() == "bench") bench = sub;
+  if (bench == nullptr) {
+    bench = app.add_subcommand("bench", "Benchmarks of whole-model workloads");
+    bench->require_subcommand(1);
+  }
+  CLI::App* cmd =
+      bench->add_subcommand("infer", "Prefill/decode speed, cache and activation memory of cached decoding");
+  add_model_options(cmd, opts->model);
+  auto* ckpt = cmd->add_option("--ckpt", opts->ckpt, "Checkpoint or run directory (instead of --preset/--config)");
+  ckpt->excludes("--preset")->excludes("--config");
+  infer::InferBenchOptions& b = opts->bench;
+  cmd->add_option("--prompt-len", b.prompt_len, "Prompt tokens per sequence")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
+  cmd->add_option("--new-tokens", b.new_tokens, "Decode steps timed")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
+  cmd->add_option("--batch", b.batch, "Sequences decoded together")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
+  cmd->add_option("--contexts", b.contexts, "Contexts for the per-token decode time, e.g. 256,1024,4096")
+      ->delimiter(',')->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
+  cmd->add_option("--seed", opts->init_seed, "Initialisation seed for --preset/--config")->capture_default_str();
+  cmd->add_flag("--json", opts->json, "Print JSON");
+  cmd->callback([opts, &global] {
+    apply_global_options(global);
+    std::unique_ptr<Model> model;
+    std::string what;
+    if (!opts->ckpt.empty()) {
+      what = resolve_checkpoint(opts->ckpt);
+      model = load_model(what, false);
+    } else {
+      model = std::make_unique<Model>(resolve_model(opts->model), false);
+      model->init(opts->init_seed);
+      what = describe(opts->model);
+    }
+    const infer::InferBenchResult r = infer::run_infer_bench(*model, opts->bench);
+    if (opts->json) {
+      nlohmann::json j = r.to_json();
+      j["model"] = what;
+      std::cout << j.dump(2) << "\n";
+      return;
+    }
+    const infer::InferBenchOptions& o = r.options;
+    std::printf("model: %s, %.3fM params, %d threads\n", what.c_str(), static_cast<double>(r.params) / 1e6,
+                r.threads);
+    std::printf("prefill: %.0f tok/s (prompts of %lld tokens, one at a time)\n", r.prefill_tokens_per_second,
+                static_cast<long long>(o.prompt_len));
+    std::printf("decode: batch 1 %.1f tok/s (%.2f ms/token); batch %lld %.1f tok/s (%.2f ms/step)\n",
+                r.decode_tokens_per_second_batch1, r.decode_ms_per_step_batch1, static_cast<long long>(o.batch),
+                r.decode_tokens_per_second_batch, r.decode_ms_per_step_batch);
+    std::printf("cache: KV %s + Mamba state %s for %lld sequences of %lld tokens (formula %s)\n",
+                mib(r.kv_cache_bytes).c_str(), mib(r.mamba_state_bytes).c_str(), static_cast<long long>(o.batch),
+                static_cast<long long>(o.prompt_len + o.new_tokens + 1), mib(r.formula_cache_bytes).c_str());
+    std::printf("activations: prefill peak %s, decode step peak %s\n", mib(r.prefill_activation_bytes).c_str(),
+                mib(r.decode_activation_bytes).c_str());
+    std::printf("%9s %11s %17s %12s\n", "context", "prefill s", "decode ms/token", "cache");
+    for (const infer::ContextTiming& c : r.contexts)
+      std::printf("%9lld %11.3f %17.3f %12s\n", static_cast<long long>(c.context), c.prefill_seconds,
+                  c.decode_ms_per_token, mib(c.cache_bytes).c_str());
+  });
+}
+
+}  // namespace hymba::cli

@@ -1,0 +1,151 @@
+#include "infer/bench.h"
+
+#include <chrono>
+#include <span>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "core/threading.h"
+#include "infer/decoder.h"
+#include "infer/sampler.h"
+
+namespace hymba::infer {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::vector<int32_t> random_prompt(Rng& rng, int64_t n, int64_t vocab) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int32_t& id : ids) id = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab)));
+  return ids;
+}
+
+// Greedy decoding of `steps` tokens for every cache at once, after one
+// untimed warm-up step (which sizes the step arena). Returns seconds.
+double timed_decode(Decoder& dec, std::span<SequenceCache* const> caches, std::vector<int32_t> next, int64_t steps) {
+  const int64_t V = dec.vocab_size();
+  std::vector<float> logits(caches.size() * static_cast<size_t>(V));
+  auto one_step = [&] {
+    dec.step(caches, next, logits.data());
+    for (size_t b = 0; b < caches.size(); ++b) next[b] = argmax(logits.data() + b * V, V);
+  };
+  one_step();
+  const auto t0 = Clock::now();
+  for (int64_t s = 0; s < steps; ++s) one_step();
+  return seconds_since(t0);
+}
+
+}  // namespace
+
+InferBenchResult run_infer_bench(Model& model, const InferBenchOptions& opt) {
+  HYMBA_CHECK(opt.prompt_len >= 1, "--prompt-len must be >= 1, got ", opt.prompt_len);
+  HYMBA_CHECK(opt.new_tokens >= 1, "--new-tokens must be >= 1, got ", opt.new_tokens);
+  HYMBA_CHECK(opt.batch >= 1, "--batch must be >= 1, got ", opt.batch);
+  for (int64_t c : opt.contexts) HYMBA_CHECK(c >= 1, "--contexts: every context must be >= 1, got ", c);
+  const ModelConfig& cfg = model.config();
+  Decoder dec(model);
+  Rng rng(opt.seed);
+  const int64_t V = cfg.vocab_size;
+  // Room for the prompt, the warm-up step and the timed steps.
+  const int64_t capacity = opt.prompt_len + opt.new_tokens + 1;
+
+  InferBenchResult r;
+  r.options = opt;
+  r.threads = num_threads();
+  r.params = model.params().num_params();
+  double prefill_seconds = 0.0;
+  int64_t prefill_tokens = 0;
+
+  // Batch 1.
+  {
+    SequenceCache cache = dec.new_cache(capacity);
+    const std::vector<int32_t> prompt = random_prompt(rng, opt.prompt_len, V);
+    const auto t0 = Clock::now();
+    const std::vector<float> logits = dec.prefill(cache, prompt);
+    prefill_seconds += seconds_since(t0);
+    prefill_tokens += opt.prompt_len;
+    SequenceCache* one[] = {&cache};
+    const double s = timed_decode(dec, one, {argmax(logits.data(), V)}, opt.new_tokens);
+    r.decode_tokens_per_second_batch1 = static_cast<double>(opt.new_tokens) / s;
+    r.decode_ms_per_step_batch1 = 1e3 * s / static_cast<double>(opt.new_tokens);
+  }
+
+  // opt.batch sequences decoded together.
+  {
+    std::vector<SequenceCache> caches;
+    caches.reserve(static_cast<size_t>(opt.batch));
+    std::vector<SequenceCache*> ptrs;
+    std::vector<int32_t> next;
+    for (int64_t b = 0; b < opt.batch; ++b) {
+      caches.push_back(dec.new_cache(capacity));
+      const std::vector<int32_t> prompt = random_prompt(rng, opt.prompt_len, V);
+      const auto t0 = Clock::now();
+      const std::vector<float> logits = dec.prefill(caches.back(), prompt);
+      prefill_seconds += seconds_since(t0);
+      prefill_tokens += opt.prompt_len;
+      next.push_back(argmax(logits.data(), V));
+    }
+    for (SequenceCache& c : caches) ptrs.push_back(&c);
+    const double s = timed_decode(dec, ptrs, next, opt.new_tokens);
+    r.decode_tokens_per_second_batch = static_cast<double>(opt.batch * opt.new_tokens) / s;
+    r.decode_ms_per_step_batch = 1e3 * s / static_cast<double>(opt.new_tokens);
+    for (const SequenceCache& c : caches) {
+      r.kv_cache_bytes += static_cast<int64_t>(c.kv_bytes());
+      r.mamba_state_bytes += static_cast<int64_t>(c.mamba_bytes());
+    }
+    r.formula_cache_bytes = opt.batch * expected_cache_bytes(cfg, capacity);
+  }
+  r.prefill_tokens_per_second = static_cast<double>(prefill_tokens) / prefill_seconds;
+  r.prefill_activation_bytes = static_cast<int64_t>(dec.prefill_activation_bytes());
+  r.decode_activation_bytes = static_cast<int64_t>(dec.step_activation_bytes());
+
+  // Per-token decode time as the context grows (batch 1).
+  for (int64_t context : opt.contexts) {
+    ContextTiming ct;
+    ct.context = context;
+    SequenceCache cache = dec.new_cache(context + opt.new_tokens + 1);
+    const std::vector<int32_t> prompt = random_prompt(rng, context, V);
+    const auto t0 = Clock::now();
+    const std::vector<float> logits = dec.prefill(cache, prompt);
+    ct.prefill_seconds = seconds_since(t0);
+    SequenceCache* one[] = {&cache};
+    ct.decode_ms_per_token =
+        1e3 * timed_decode(dec, one, {argmax(logits.data(), V)}, opt.new_tokens) / static_cast<double>(opt.new_tokens);
+    ct.cache_bytes = static_cast<int64_t>(cache.bytes());
+    r.contexts.push_back(ct);
+  }
+  return r;
+}
+
+nlohmann::json InferBenchResult::to_json() const {
+  nlohmann::json by_context = nlohmann::json::array();
+  for (const ContextTiming& c : contexts)
+    by_context.push_back({{"context", c.context},
+                          {"decode_ms_per_token", c.decode_ms_per_token},
+                          {"prefill_s", c.prefill_seconds},
+                          {"cache_bytes", c.cache_bytes}});
+  return {{"threads", threads},
+          {"params", params},
+          {"prompt_len", options.prompt_len},
+          {"new_tokens", options.new_tokens},
+          {"batch", options.batch},
+          {"prefill_tokens_per_s", prefill_tokens_per_second},
+          {"decode_tokens_per_s_batch1", decode_tokens_per_second_batch1},
+          {"decode_tokens_per_s_batch", decode_tokens_per_second_batch},
+          {"decode_ms_per_step_batch1", decode_ms_per_step_batch1},
+          {"decode_ms_per_step_batch", decode_ms_per_step_batch},
+          {"cache_bytes",
+           {{"kv", kv_cache_bytes},
+            {"mamba", mamba_state_bytes},
+            {"total", kv_cache_bytes + mamba_state_bytes},
+            {"formula", formula_cache_bytes},
+            {"sequences", options.batch},
+            {"tokens_per_sequence", options.prompt_len + options.new_tokens + 1}}},
+          {"activation_bytes", {{"prefill", prefill_activation_bytes}, {"decode", decode_activation_bytes}}},
+          {"contexts", by_context}};
+}
+
+}  // namespace hymba::infer

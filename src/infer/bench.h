@@ -1,0 +1,50 @@
+// `hymba bench infer`: prefill and decode throughput of the cached decoder,
+// cache and activation memory, and the per-token decode time as the context
+// grows (flat for sliding-window and Mamba layers, linear for global ones).
+// Prompts are random token ids; decoding is greedy so runs are repeatable.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/model.h"
+
+namespace hymba::infer {
+
+struct InferBenchOptions {
+  int64_t prompt_len = 256;
+  int64_t new_tokens = 64;
+  int64_t batch = 16;
+  std::vector<int64_t> contexts = {256, 1024, 4096};
+  uint64_t seed = 1234;  // prompt ids
+};
+
+struct ContextTiming {
+  int64_t context = 0;
+  double prefill_seconds = 0.0;
+  double decode_ms_per_token = 0.0;  // batch 1, averaged over new_tokens steps
+  int64_t cache_bytes = 0;           // this sequence's cache (sized for context + new_tokens)
+};
+
+struct InferBenchResult {
+  InferBenchOptions options;
+  int threads = 0;
+  int64_t params = 0;
+  double prefill_tokens_per_second = 0.0;        // one prompt at a time (how generation prefills)
+  double decode_tokens_per_second_batch1 = 0.0;
+  double decode_tokens_per_second_batch = 0.0;   // options.batch sequences per step
+  double decode_ms_per_step_batch1 = 0.0, decode_ms_per_step_batch = 0.0;
+  int64_t kv_cache_bytes = 0;      // measured: allocated by the batch run's caches
+  int64_t mamba_state_bytes = 0;
+  int64_t formula_cache_bytes = 0; // summary.h's formula for the same caches
+  int64_t prefill_activation_bytes = 0, decode_activation_bytes = 0;
+  std::vector<ContextTiming> contexts;
+
+  nlohmann::json to_json() const;
+};
+
+InferBenchResult run_infer_bench(Model& model, const InferBenchOptions& opt);
+
+}  // namespace hymba::infer

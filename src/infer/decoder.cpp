@@ -1,0 +1,209 @@
+#include "infer/decoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "core/error.h"
+#include "infer/step_kernels.h"
+#include "kernels/cpu/activations.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+
+namespace hymba::infer {
+
+Decoder::Decoder(Model& model) : model_(model) {
+  const ModelPlan& plan = model_.plan();
+  const float* P = model_.params().values_block();
+  neg_exp_a_.resize(plan.layers.size());
+  for (const LayerPlan& lp : plan.layers) {
+    if (!lp.mamba) continue;
+    const int64_t n = lp.dims.d_inner * plan.cfg.mamba_d_state;
+    std::vector<float>& A = neg_exp_a_[static_cast<size_t>(lp.index)];
+    A.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) A[i] = -std::exp(P[lp.a_log + i]);
+  }
+}
+
+std::vector<float> Decoder::prefill(SequenceCache& cache, std::span<const int32_t> prompt,
+                                    std::vector<float>* all_logits) {
+  const auto T = static_cast<int64_t>(prompt.size());
+  HYMBA_CHECK(T >= 1, "prefill: the prompt is empty");
+  HYMBA_CHECK(T <= cache.max_tokens(), "prefill: a prompt of ", T, " tokens does not fit a cache sized for ",
+              cache.max_tokens());
+  ForwardOptions fo;
+  fo.keep_final_ssm_state = true;
+  model_.forward(prompt.data(), nullptr, 1, T, fo);
+  fill_cache(cache, T);
+  const int64_t V = vocab_size();
+  const float* logits = model_.logits();
+  if (all_logits != nullptr) all_logits->assign(logits, logits + T * V);
+  return std::vector<float>(logits + (T - 1) * V, logits + T * V);
+}
+
+// Copies what the next tokens need from the forward's activations: producers'
+// rotated K and V rows, the last d_conv - 1 conv inputs and the final SSM
+// state. Rows include the meta prefix (meta tokens pass through every layer).
+void Decoder::fill_cache(SequenceCache& cache, int64_t T) {
+  const ModelPlan& plan = model_.plan();
+  const Activations<float>& acts = model_.activations();
+  const int64_t M = acts.M, S = acts.S, K = plan.cfg.mamba_d_conv;
+  cache.clear();
+  for (const LayerPlan& lp : plan.layers) {
+    const LayerActs<float>& a = acts.layers[static_cast<size_t>(lp.index)];
+    const int64_t W = lp.proj_width;
+    if (lp.attn && lp.producer) {
+      KvLayerCache& kv = cache.kv(lp.index);
+      auto store = [&](int64_t row, int64_t slot) {
+        std::memcpy(kv.k_row(slot), a.proj + row * W + lp.k_col, sizeof(float) * kv.k_width());
+        std::memcpy(kv.v_row(slot), a.proj + row * W + lp.v_col, sizeof(float) * kv.v_width());
+      };
+      for (int64_t m = 0; m < M; ++m) store(m, m);
+      // Tokens older than the slots hold (window - 1 for local layers) are not needed again.
+      const int64_t kept = kv.rows(T) - M;
+      for (int64_t t = T - kept; t < T; ++t) store(M + t, kv.slot_of_token(t));
+    }
+    if (lp.mamba) {
+      MambaLayerCache& mc = cache.mamba(lp.index);
+      const int64_t di = lp.dims.d_inner;
+      // conv state [di, K-1]: inputs of rows S-(K-1) .. S-1, zero before row 0.
+      for (int64_t k = 0; k < K - 1; ++k) {
+        const int64_t row = S - (K - 1) + k;
+        for (int64_t c = 0; c < di; ++c)
+          mc.conv[static_cast<size_t>(c * (K - 1) + k)] = row >= 0 ? a.proj[row * W + lp.x_col + c] : 0.0f;
+      }
+      HYMBA_CHECK(a.h_last != nullptr, "prefill: the forward kept no final SSM state");
+      std::copy(a.h_last, a.h_last + mc.ssm.size(), mc.ssm.begin());
+    }
+  }
+  cache.set_tokens(T);
+}
+
+void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32_t> tokens, float* logits) {
+  const ModelPlan& plan = model_.plan();
+  const ModelConfig& c = plan.cfg;
+  const float* P = model_.params().values_block();
+  const auto R = static_cast<int64_t>(caches.size());
+  HYMBA_CHECK(R >= 1 && tokens.size() == caches.size(), "step: ", tokens.size(), " tokens for ", R, " sequences");
+  std::set<const SequenceCache*> distinct(caches.begin(), caches.end());
+  HYMBA_CHECK(static_cast<int64_t>(distinct.size()) == R, "step: a sequence appears twice in one step");
+  const size_t n = caches.size();
+  positions_.resize(n);
+  for (size_t b = 0; b < n; ++b) {
+    const SequenceCache& sc = *caches[b];
+    HYMBA_CHECK(sc.tokens() >= 1, "step: sequence ", b, " has not been prefilled");
+    HYMBA_CHECK(sc.tokens() < sc.max_tokens(), "step: sequence ", b, " is full (", sc.max_tokens(), " tokens)");
+    positions_[b] = sc.next_position();
+  }
+
+  arena_.reset();
+  const int64_t d = c.hidden_size, V = c.vocab_size, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  float* x = arena_.alloc(static_cast<size_t>(R * d));
+  cpu::embedding_forward(x, tokens.data(), P + plan.embed, R, V, d);
+  acts_.assign(plan.layers.size(), LayerActs<float>{});
+  k_ptrs_.resize(n);
+  v_ptrs_.resize(n);
+  n_cached_.resize(n);
+  state_ptrs_.resize(n);
+
+  for (const LayerPlan& lp : plan.layers) {
+    LayerActs<float>& a = acts_[static_cast<size_t>(lp.index)];
+    a.x_in = x;
+    layer_input_projection(plan, lp, P, arena_, a, R, &linear);
+    const int64_t W = lp.proj_width;
+    if (lp.attn) {
+      cpu::rope_forward(a.proj + lp.q_col, W, R, 1, Hq, c.qk_head_dim, positions_.data(),
+                        static_cast<float>(c.rope_theta));
+      if (lp.producer)
+        cpu::rope_forward(a.proj + lp.k_col, W, R, 1, Hkv, c.qk_head_dim, positions_.data(),
+                          static_cast<float>(c.rope_theta));
+      // Keys and values: the producer's cache (as it was before this step)
+      // plus the producer's row for the current token.
+      const LayerPlan& pp = plan.layers[static_cast<size_t>(lp.producer_layer)];
+      const float* pproj = acts_[static_cast<size_t>(lp.producer_layer)].proj;
+      for (size_t b = 0; b < n; ++b) {
+        const KvLayerCache& kv = caches[b]->kv(lp.producer_layer);
+        k_ptrs_[b] = kv.k();
+        v_ptrs_[b] = kv.v();
+        n_cached_[b] = kv.rows(caches[b]->tokens());
+      }
+      AttnStepArgs args;
+      args.B = R;
+      args.Hq = Hq;
+      args.Hkv = Hkv;
+      args.Dqk = c.qk_head_dim;
+      args.Dv = c.v_head_dim;
+      args.q = a.proj + lp.q_col;
+      args.ld_q = W;
+      args.k_new = pproj + pp.k_col;
+      args.ld_k_new = pp.proj_width;
+      args.v_new = pproj + pp.v_col;
+      args.ld_v_new = pp.proj_width;
+      args.k_cache = k_ptrs_.data();
+      args.v_cache = v_ptrs_.data();
+      args.n_cached = n_cached_.data();
+      a.attn = arena_.alloc(static_cast<size_t>(R * lp.dims.attn_out));
+      attention_step(a.attn, lp.dims.attn_out, args);
+    }
+    if (lp.mamba) {
+      const int64_t di = lp.dims.d_inner;
+      for (size_t b = 0; b < n; ++b) state_ptrs_[b] = caches[b]->mamba(lp.index).conv.data();
+      a.xc = arena_.alloc(static_cast<size_t>(R * di));
+      conv_step(a.xc, a.proj + lp.x_col, W, state_ptrs_.data(), P + lp.conv_w,
+                lp.conv_b >= 0 ? P + lp.conv_b : nullptr, R, di, c.mamba_d_conv);
+      a.u = arena_.alloc(static_cast<size_t>(R * di));
+      cpu::silu_forward(a.u, a.xc, R * di);
+      layer_mamba_projections(plan, lp, P, arena_, a, R, &linear);
+      // The scan's operands exactly as the full forward wires them.
+      const ScanParams<float> sp = layer_scan_params(plan, lp, P, a, R, 1);
+      SsmStepArgs args;
+      args.B = R;
+      args.D = di;
+      args.N = c.mamba_d_state;
+      args.u = sp.u;
+      args.delta = sp.delta;
+      args.delta_bias = sp.delta_bias;
+      args.A = neg_exp_a_[static_cast<size_t>(lp.index)].data();
+      args.Bm = sp.Bm;
+      args.ld_B = sp.ld_B;
+      args.Cm = sp.Cm;
+      args.ld_C = sp.ld_C;
+      args.Dskip = sp.Dskip;
+      args.z = sp.z;
+      args.ld_z = sp.ld_z;
+      for (size_t b = 0; b < n; ++b) state_ptrs_[b] = caches[b]->mamba(lp.index).ssm.data();
+      a.y = arena_.alloc(static_cast<size_t>(R * di));
+      ssm_step(a.y, state_ptrs_.data(), args);
+    }
+    layer_mixer_output(plan, lp, P, arena_, a, R, &linear);
+    layer_residual_ffn(plan, lp, P, ForwardOptions{}, arena_, a, R, &linear);
+    x = a.x_out;
+  }
+
+  float* hf = arena_.alloc(static_cast<size_t>(R * d));
+  cpu::rmsnorm_forward(hf, nullptr, x, P + plan.final_norm, R, d, static_cast<float>(c.rms_norm_eps));
+  linear(logits, V, hf, d, P + plan.lm_head, R, d, V);
+  // Only now do producers store the new token: their consumers ran against
+  // the cache as it was, plus the current row, like the producer itself.
+  commit_kv(caches);
+  for (SequenceCache* sc : caches) sc->advance();
+}
+
+void Decoder::commit_kv(std::span<SequenceCache* const> caches) {
+  for (const LayerPlan& lp : model_.plan().layers) {
+    if (!lp.attn || !lp.producer) continue;
+    const float* proj = acts_[static_cast<size_t>(lp.index)].proj;
+    for (size_t b = 0; b < caches.size(); ++b) {
+      KvLayerCache& kv = caches[b]->kv(lp.index);
+      const int64_t slot = kv.slot_of_token(caches[b]->tokens());
+      if (slot < 0) continue;
+      const float* row = proj + static_cast<int64_t>(b) * lp.proj_width;
+      std::memcpy(kv.k_row(slot), row + lp.k_col, sizeof(float) * kv.k_width());
+      std::memcpy(kv.v_row(slot), row + lp.v_col, sizeof(float) * kv.v_width());
+    }
+  }
+}
+
+}  // namespace hymba::infer

@@ -1,0 +1,70 @@
+// Text generation over the cached decoder: prefill every prompt on its own,
+// then decode all unfinished sequences together, one token each per step,
+// until each hits EOS, a stop string or the token limit.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/tokenizer.h"
+#include "infer/decoder.h"
+#include "infer/sampler.h"
+
+namespace hymba::infer {
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 128;
+  SamplingOptions sampling;          // sequence i samples from stream i
+  std::vector<std::string> stop;     // stop strings, matched on the decoded text
+  bool stop_at_eos = true;           // the tokenizer's eos ends a sequence
+};
+
+enum class FinishReason { kLength, kEos, kStop };
+const char* to_string(FinishReason r);
+
+struct Generation {
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> tokens;  // generated ids (an ending EOS is not included)
+  std::string text;             // decoded tokens, cut where a stop string begins
+  FinishReason finish = FinishReason::kLength;
+};
+
+struct GenerateStats {
+  int64_t sequences = 0;
+  int64_t prompt_tokens = 0;
+  int64_t new_tokens = 0;        // generated tokens, all sequences
+  int64_t decode_tokens = 0;     // tokens fed through decode steps
+  int64_t decode_steps = 0;
+  double prefill_seconds = 0.0;  // prefills and their first sampled token
+  double decode_seconds = 0.0;   // decode steps and sampling
+  int64_t kv_cache_bytes = 0, mamba_state_bytes = 0;  // allocated, all sequences
+  double prefill_tokens_per_second() const { return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0.0; }
+  double decode_tokens_per_second() const { return decode_seconds > 0 ? decode_tokens / decode_seconds : 0.0; }
+  // Generated tokens per second of the whole run (prefill included).
+  double tokens_per_second() const {
+    const double s = prefill_seconds + decode_seconds;
+    return s > 0 ? new_tokens / s : 0.0;
+  }
+};
+
+// Receives text as soon as it is final: a tail that may still become a stop
+// string, or an incomplete UTF-8 character, is held back until it cannot.
+using TextCallback = std::function<void(int64_t sequence, std::string_view text)>;
+// Receives each sequence once, as soon as it has finished.
+using DoneCallback = std::function<void(int64_t sequence, const Generation& generation)>;
+
+// Checks the options (generate() does too); errors name the flag.
+void validate(const GenerateOptions& opt);
+
+// Generates a continuation of every prompt (token ids, each non-empty).
+// Sampling is limited to ids the tokenizer can decode (the model's vocabulary
+// may be larger than the tokenizer's).
+std::vector<Generation> generate(Decoder& decoder, const Tokenizer& tokenizer,
+                                 const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& opt,
+                                 const TextCallback& on_text = {}, GenerateStats* stats = nullptr,
+                                 const DoneCallback& on_done = {});
+
+}  // namespace hymba::infer

@@ -1,0 +1,594 @@
+// Cached decoding: prefill + step-by-step decoding must reproduce the full
+// forward's logits for every model family; batches must not mix sequences;
+// caches must be the size summary.h predicts; sampling must do what it says.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "data/tokenizer.h"
+#include "infer/cache.h"
+#include "infer/decoder.h"
+#include "infer/generate.h"
+#include "infer/sampler.h"
+#include "infer/step_kernels.h"
+#include "kernels/cpu/activations.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/conv1d.h"
+#include "kernels/cpu/selective_scan.h"
+#include "model/layout.h"
+#include "model/model.h"
+#include "model/summary.h"
+
+namespace hymba {
+namespace {
+
+using nlohmann::json;
+using infer::Decoder;
+using infer::SequenceCache;
+
+// float32 decode vs float32 full forward: the same math in a different order
+// (matrix-vector products, one-token kernels, a polynomial exp), so logits
+// agree to rounding, relative to the largest logit of the sequence.
+constexpr double kDecodeRelTol = 1e-4;
+// The single-token kernels against the full-sequence kernels on one layer.
+constexpr double kStepRelTol = 2e-5;
+
+json tiny(const json& over) {
+  json j = {{"vocab_size", 29},          {"hidden_size", 16},        {"num_hidden_layers", 4},
+            {"layer_types", "hybrid"},   {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+            {"mamba_d_state", 4},        {"intermediate_size", 24},  {"initializer_range", 0.2}};
+  for (auto it = over.begin(); it != over.end(); ++it) j[it.key()] = it.value();
+  return j;
+}
+
+struct Family {
+  const char* name;
+  json over;
+};
+
+// Every family the decoder must reproduce. Windows are short so prompts and
+// generation run well past them (the ring buffers wrap several times).
+std::vector<Family> families() {
+  return {
+      {"global_attention", {{"layer_types", "attention"}, {"sliding_window", 0}}},
+      {"sliding_window", {{"layer_types", "attention"}, {"sliding_window", 3}, {"global_attn_idx", {0}}}},
+      {"window_of_one", {{"layer_types", "attention"}, {"sliding_window", 1}, {"global_attn_idx", {2}}}},
+      {"meta_tokens",
+       {{"num_memory_tokens", 3}, {"sliding_window", 4}, {"global_attn_idx", {0}}, {"mamba_conv_bias", false}}},
+      {"kv_sharing",
+       {{"num_hidden_layers", 5}, {"sliding_window", 4}, {"global_attn_idx", {0, 4}},
+        {"kv_reuse_group", {{1, 2, 3}}}}},
+      {"pure_mamba_hf", {{"layer_types", "mamba"}, {"intermediate_size", 0}, {"mamba_d_conv", 3}}},
+      {"hybrid_norm_mean_everything",
+       {{"proj_style", "fused"}, {"fusion", "norm_mean"}, {"mamba_inner_layernorms", true},
+        {"num_memory_tokens", 2}, {"sliding_window", 3}, {"global_attn_idx", {0, 3}}, {"kv_reuse_group", "auto"}}},
+      {"hybrid_separate_learned_beta",
+       {{"proj_style", "separate"}, {"fusion", "learned_beta"}, {"num_memory_tokens", 2}, {"sliding_window", 3},
+        {"global_attn_idx", {0}}, {"kv_reuse_group", "auto"}}},
+      {"hybrid_separate_mean_ratio",
+       {{"proj_style", "separate"}, {"fusion", "mean"}, {"attn_mamba_ratio", {1, 1}}, {"sliding_window", 5},
+        {"global_attn_idx", {3}}}},
+      {"hybrid_concat",
+       {{"proj_style", "fused"}, {"fusion", "concat"}, {"num_memory_tokens", 1}, {"sliding_window", 5},
+        {"global_attn_idx", {1}}, {"mamba_d_conv", 2}}},
+  };
+}
+
+std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint64_t seed) {
+  Rng r(seed);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (auto& x : ids) x = static_cast<int32_t>(r.below(static_cast<uint64_t>(vocab)));
+  return ids;
+}
+
+std::vector<float> full_logits(Model& m, const std::vector<int32_t>& ids) {
+  m.forward(ids.data(), nullptr, 1, static_cast<int64_t>(ids.size()));
+  return std::vector<float>(m.logits(), m.logits() + ids.size() * m.config().vocab_size);
+}
+
+// max |a - b| over max |b|.
+double rel_error(const float* a, const float* b, int64_t n, double scale) {
+  double err = 0.0;
+  for (int64_t i = 0; i < n; ++i) err = std::max(err, std::abs(static_cast<double>(a[i]) - b[i]));
+  return err / scale;
+}
+
+double max_abs(const std::vector<float>& v) {
+  double m = 1e-6;
+  for (float x : v) m = std::max(m, static_cast<double>(std::abs(x)));
+  return m;
+}
+
+TEST(Decode, PrefillPlusStepsEqualFullForwardForEveryFamily) {
+  const int64_t total = 18;
+  for (const Family& f : families()) {
+    SCOPED_TRACE(f.name);
+    const ModelConfig c = ModelConfig::from_json(tiny(f.over));
+    EXPECT_EQ(uses_hf_mamba_names(c), std::string(f.name) == "pure_mamba_hf");
+    Model m(c, false);
+    m.init(7);
+    const int64_t V = c.vocab_size;
+    const std::vector<int32_t> ids = random_ids(total, V, 11);
+    const std::vector<float> want = full_logits(m, ids);
+    const double scale = max_abs(want);
+    Decoder dec(m);
+    for (int64_t prompt_len : {1, 2, 7}) {
+      SCOPED_TRACE("prompt of " + std::to_string(prompt_len));
+      SequenceCache cache = dec.new_cache(total);
+      std::vector<float> prompt_logits;
+      const std::vector<int32_t> prompt(ids.begin(), ids.begin() + prompt_len);
+      const std::vector<float> last = dec.prefill(cache, prompt, &prompt_logits);
+      ASSERT_EQ(static_cast<int64_t>(prompt_logits.size()), prompt_len * V);
+      EXPECT_LE(rel_error(prompt_logits.data(), want.data(), prompt_len * V, scale), kDecodeRelTol);
+      EXPECT_EQ(last, std::vector<float>(prompt_logits.end() - V, prompt_logits.end()));
+      std::vector<float> logits(static_cast<size_t>(V));
+      for (int64_t t = prompt_len; t < total; ++t) {
+        SequenceCache* one[] = {&cache};
+        const int32_t token[] = {ids[static_cast<size_t>(t)]};
+        dec.step(one, token, logits.data());
+        ASSERT_LE(rel_error(logits.data(), want.data() + t * V, V, scale), kDecodeRelTol) << "position " << t;
+      }
+      EXPECT_EQ(cache.tokens(), total);
+    }
+  }
+}
+
+TEST(Decode, BatchOfDifferentLengthsMatchesEachSequenceAlone) {
+  const ModelConfig c = ModelConfig::from_json(tiny(families()[6].over));  // hybrid with everything
+  Model m(c, false);
+  m.init(3);
+  const int64_t V = c.vocab_size, total = 16;
+  const std::vector<int64_t> prompt_lens = {1, 9, 4};
+  std::vector<std::vector<int32_t>> seqs;
+  std::vector<std::vector<float>> want;
+  for (size_t b = 0; b < prompt_lens.size(); ++b) {
+    seqs.push_back(random_ids(total, V, 100 + b));
+    want.push_back(full_logits(m, seqs.back()));
+  }
+  Decoder dec(m);
+  std::vector<SequenceCache> caches;
+  for (size_t b = 0; b < prompt_lens.size(); ++b) {
+    caches.push_back(dec.new_cache(total));
+    dec.prefill(caches[b], std::vector<int32_t>(seqs[b].begin(), seqs[b].begin() + prompt_lens[b]));
+  }
+  // Each step feeds every unfinished sequence its own next token at its own position.
+  std::vector<float> logits;
+  for (;;) {
+    std::vector<SequenceCache*> batch;
+    std::vector<int32_t> feed;
+    std::vector<size_t> which;
+    for (size_t b = 0; b < caches.size(); ++b) {
+      if (caches[b].tokens() == total) continue;
+      batch.push_back(&caches[b]);
+      feed.push_back(seqs[b][static_cast<size_t>(caches[b].tokens())]);
+      which.push_back(b);
+    }
+    if (batch.empty()) break;
+    const std::vector<int64_t> positions = [&] {
+      std::vector<int64_t> p;
+      for (SequenceCache* sc : batch) p.push_back(sc->tokens());
+      return p;
+    }();
+    logits.resize(batch.size() * V);
+    dec.step(batch, feed, logits.data());
+    for (size_t j = 0; j < batch.size(); ++j) {
+      const size_t b = which[j];
+      ASSERT_LE(rel_error(logits.data() + j * V, want[b].data() + positions[j] * V, V, max_abs(want[b])),
+                kDecodeRelTol)
+          << "sequence " << b << " position " << positions[j];
+    }
+  }
+}
+
+TEST(Decode, BatchGivesTheSameGreedyTokensAsEachPromptAlone) {
+  const ModelConfig c = ModelConfig::from_json(tiny(json{{"vocab_size", 259}, {"num_memory_tokens", 2},
+                                                          {"sliding_window", 3}, {"global_attn_idx", {0}},
+                                                          {"kv_reuse_group", "auto"}, {"initializer_range", 0.3}}));
+  Model m(c, false);
+  m.init(5);
+  const auto tok = make_byte_tokenizer();
+  Decoder dec(m);
+  infer::GenerateOptions opt;
+  opt.max_new_tokens = 12;
+  opt.sampling.temperature = 0.0;
+  const std::vector<std::vector<int32_t>> prompts = {tok->encode("a"), tok->encode("Hello there"),
+                                                     tok->encode("xyz")};
+  const auto together = infer::generate(dec, *tok, prompts, opt);
+  ASSERT_EQ(together.size(), prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto alone = infer::generate(dec, *tok, {prompts[i]}, opt);
+    EXPECT_EQ(alone[0].tokens, together[i].tokens) << "prompt " << i;
+    EXPECT_EQ(alone[0].finish, together[i].finish);
+  }
+}
+
+TEST(Decode, MisuseIsAnError) {
+  const ModelConfig c = ModelConfig::from_json(tiny(json::object()));
+  Model m(c, false);
+  m.init(1);
+  Decoder dec(m);
+  SequenceCache cache = dec.new_cache(3);
+  std::vector<float> logits(static_cast<size_t>(c.vocab_size));
+  SequenceCache* one[] = {&cache};
+  const int32_t token[] = {1};
+  EXPECT_THROW(dec.step(one, token, logits.data()), Error);  // not prefilled
+  EXPECT_THROW(dec.prefill(cache, std::vector<int32_t>{1, 2, 3, 4}), Error);  // does not fit
+  dec.prefill(cache, std::vector<int32_t>{1, 2});
+  dec.step(one, token, logits.data());
+  EXPECT_THROW(dec.step(one, token, logits.data()), Error);  // full
+  SequenceCache other = dec.new_cache(4);
+  dec.prefill(other, std::vector<int32_t>{1});
+  SequenceCache* twice[] = {&other, &other};
+  const int32_t tokens[] = {1, 2};
+  std::vector<float> two(2 * logits.size());
+  EXPECT_THROW(dec.step(twice, tokens, two.data()), Error);
+}
+
+TEST(Cache, BytesEqualTheSummaryFormula) {
+  for (const Family& f : families()) {
+    SCOPED_TRACE(f.name);
+    const ModelConfig c = ModelConfig::from_json(tiny(f.over));
+    for (int64_t n : {1, 2, 3, 5, 40}) {
+      const ModelSummary s = summarize(c, n);
+      const SequenceCache cache(c, n);
+      EXPECT_EQ(static_cast<int64_t>(cache.kv_bytes()), s.kv_cache_bytes(4)) << n << " tokens";
+      EXPECT_EQ(static_cast<int64_t>(cache.mamba_bytes()), s.mamba_state_bytes(4)) << n << " tokens";
+      EXPECT_EQ(static_cast<int64_t>(cache.bytes()), infer::expected_cache_bytes(c, n));
+    }
+  }
+}
+
+TEST(Cache, GenerationAllocatesExactlyTheFormulaAndNeverGrows) {
+  const ModelConfig c = ModelConfig::from_json(tiny(json{{"vocab_size", 259}, {"num_memory_tokens", 2},
+                                                          {"sliding_window", 4}, {"global_attn_idx", {0}}}));
+  Model m(c, false);
+  m.init(2);
+  Decoder dec(m);
+  SequenceCache cache = dec.new_cache(30);
+  const size_t before = cache.bytes();
+  dec.prefill(cache, random_ids(11, 259, 1));
+  std::vector<float> logits(259);
+  SequenceCache* one[] = {&cache};
+  for (int i = 0; i < 19; ++i) {
+    const int32_t token[] = {static_cast<int32_t>(i)};
+    dec.step(one, token, logits.data());
+  }
+  EXPECT_EQ(cache.bytes(), before);
+  EXPECT_EQ(static_cast<int64_t>(before), infer::expected_cache_bytes(c, 30));
+
+  const auto tok = make_byte_tokenizer();
+  infer::GenerateOptions opt;
+  opt.max_new_tokens = 5;
+  infer::GenerateStats st;
+  const std::vector<std::vector<int32_t>> prompts = {tok->encode("ab"), tok->encode("abcdefg")};
+  infer::generate(dec, *tok, prompts, opt, {}, &st);
+  EXPECT_EQ(st.kv_cache_bytes + st.mamba_state_bytes,
+            infer::expected_cache_bytes(c, 2 + 5) + infer::expected_cache_bytes(c, 7 + 5));
+  EXPECT_GT(dec.step_activation_bytes(), 0u);
+}
+
+// --- single-token kernels against the full-sequence kernels
+
+std::vector<float> random_vec(size_t n, Rng& rng, float lo = -1.0f, float hi = 1.0f) {
+  std::vector<float> v(n);
+  for (float& x : v) x = lo + (hi - lo) * rng.uniform();
+  return v;
+}
+
+TEST(StepKernels, ConvAndSsmStepsFollowTheFullScan) {
+  const int64_t B = 2, T = 9, D = 21, N = 5, K = 4;
+  Rng rng(42);
+  const auto x = random_vec(B * T * D, rng), w = random_vec(D * K, rng), bias = random_vec(D, rng);
+  const auto delta = random_vec(B * T * D, rng, -3.0f, 1.0f), delta_bias = random_vec(D, rng, -1.0f, 0.5f);
+  const auto A_log = random_vec(D * N, rng, -1.0f, 2.0f), Bm = random_vec(B * T * N, rng),
+             Cm = random_vec(B * T * N, rng), Dskip = random_vec(D, rng), z = random_vec(B * T * D, rng);
+  std::vector<float> xc(B * T * D), u(B * T * D), y(B * T * D), h_last(B * D * N);
+  cpu::conv1d_causal_forward(xc.data(), x.data(), D, w.data(), bias.data(), B, T, D, K);
+  cpu::silu_forward(u.data(), xc.data(), B * T * D);
+  cpu::ScanArgs sa;
+  sa.B = B;
+  sa.T = T;
+  sa.D = D;
+  sa.N = N;
+  sa.u = u.data();
+  sa.ld_u = D;
+  sa.delta = delta.data();
+  sa.ld_delta = D;
+  sa.delta_bias = delta_bias.data();
+  sa.A_log = A_log.data();
+  sa.Bm = Bm.data();
+  sa.ld_B = N;
+  sa.Cm = Cm.data();
+  sa.ld_C = N;
+  sa.Dskip = Dskip.data();
+  sa.z = z.data();
+  sa.ld_z = D;
+  cpu::selective_scan_forward(y.data(), nullptr, h_last.data(), sa);
+
+  std::vector<float> A(D * N);
+  for (int64_t i = 0; i < D * N; ++i) A[i] = -std::exp(A_log[i]);
+  std::vector<std::vector<float>> conv_state(B, std::vector<float>(D * (K - 1)));
+  std::vector<std::vector<float>> ssm_state(B, std::vector<float>(D * N));
+  float* conv_ptrs[] = {conv_state[0].data(), conv_state[1].data()};
+  float* ssm_ptrs[] = {ssm_state[0].data(), ssm_state[1].data()};
+  std::vector<float> xc_t(B * D), u_t(B * D), delta_t(B * D), y_t(B * D);
+  const double y_scale = max_abs(y), xc_scale = max_abs(xc);
+  for (int64_t t = 0; t < T; ++t) {
+    // Rows b of token t: strided views into the [B, T, *] inputs.
+    infer::conv_step(xc_t.data(), x.data() + t * D, T * D, conv_ptrs, w.data(), bias.data(), B, D, K);
+    cpu::silu_forward(u_t.data(), xc_t.data(), B * D);
+    for (int64_t b = 0; b < B; ++b)
+      std::copy_n(delta.begin() + (b * T + t) * D, D, delta_t.begin() + b * D);
+    infer::SsmStepArgs a;
+    a.B = B;
+    a.D = D;
+    a.N = N;
+    a.u = u_t.data();
+    a.delta = delta_t.data();
+    a.delta_bias = delta_bias.data();
+    a.A = A.data();
+    a.Bm = Bm.data() + t * N;
+    a.ld_B = T * N;
+    a.Cm = Cm.data() + t * N;
+    a.ld_C = T * N;
+    a.Dskip = Dskip.data();
+    a.z = z.data() + t * D;
+    a.ld_z = T * D;
+    infer::ssm_step(y_t.data(), ssm_ptrs, a);
+    for (int64_t b = 0; b < B; ++b) {
+      ASSERT_LE(rel_error(xc_t.data() + b * D, xc.data() + (b * T + t) * D, D, xc_scale), kStepRelTol) << t;
+      ASSERT_LE(rel_error(y_t.data() + b * D, y.data() + (b * T + t) * D, D, y_scale), kStepRelTol) << t;
+    }
+  }
+  for (int64_t b = 0; b < B; ++b)
+    EXPECT_LE(rel_error(ssm_state[b].data(), h_last.data() + b * D * N, D * N, max_abs(h_last)), kStepRelTol);
+}
+
+TEST(StepKernels, AttentionStepOverARingEqualsMaskedAttention) {
+  const int64_t S = 13, Hq = 4, Hkv = 2, Dqk = 6, Dv = 5, M = 2;
+  Rng rng(9);
+  const auto q = random_vec(S * Hq * Dqk, rng), k = random_vec(S * Hkv * Dqk, rng), v = random_vec(S * Hkv * Dv, rng);
+  for (int64_t window : {0, 1, 4}) {
+    SCOPED_TRACE("window " + std::to_string(window));
+    cpu::AttnArgs fa;
+    fa.B = 1;
+    fa.Tq = fa.Tk = S;
+    fa.Hq = Hq;
+    fa.Hkv = Hkv;
+    fa.Dqk = Dqk;
+    fa.Dv = Dv;
+    fa.q = q.data();
+    fa.ld_q = Hq * Dqk;
+    fa.k = k.data();
+    fa.ld_k = Hkv * Dqk;
+    fa.v = v.data();
+    fa.ld_v = Hkv * Dv;
+    fa.window = window;
+    fa.num_meta = M;
+    std::vector<float> full(S * Hq * Dv);
+    cpu::attention_forward(full.data(), Hq * Dv, nullptr, fa);
+    // The last query's visible keys, in a scrambled (ring-like) order, minus the current one.
+    const int64_t i = S - 1;
+    std::vector<int64_t> rows;
+    for (int64_t j = 0; j < i; ++j)
+      if (j < M || window == 0 || i - j < window) rows.push_back(j);
+    std::rotate(rows.begin() + std::min<int64_t>(M, rows.size()), rows.begin() + std::min<int64_t>(M + 2, rows.size()),
+                rows.end());
+    std::vector<float> kc, vc;
+    for (int64_t j : rows) {
+      kc.insert(kc.end(), k.begin() + j * Hkv * Dqk, k.begin() + (j + 1) * Hkv * Dqk);
+      vc.insert(vc.end(), v.begin() + j * Hkv * Dv, v.begin() + (j + 1) * Hkv * Dv);
+    }
+    const float* kp[] = {kc.data()};
+    const float* vp[] = {vc.data()};
+    const int64_t n[] = {static_cast<int64_t>(rows.size())};
+    infer::AttnStepArgs a;
+    a.B = 1;
+    a.Hq = Hq;
+    a.Hkv = Hkv;
+    a.Dqk = Dqk;
+    a.Dv = Dv;
+    a.q = q.data() + i * Hq * Dqk;
+    a.ld_q = Hq * Dqk;
+    a.k_new = k.data() + i * Hkv * Dqk;
+    a.ld_k_new = Hkv * Dqk;
+    a.v_new = v.data() + i * Hkv * Dv;
+    a.ld_v_new = Hkv * Dv;
+    a.k_cache = kp;
+    a.v_cache = vp;
+    a.n_cached = n;
+    std::vector<float> out(Hq * Dv);
+    infer::attention_step(out.data(), Hq * Dv, a);
+    EXPECT_LE(rel_error(out.data(), full.data() + i * Hq * Dv, Hq * Dv, 1.0), kStepRelTol);
+  }
+}
+
+// --- sampling
+
+TEST(Sampling, GreedyAndTopKOneAreArgmax) {
+  Rng rng(3);
+  infer::SamplingOptions greedy;
+  greedy.temperature = 0.0;
+  infer::SamplingOptions top1;
+  top1.temperature = 1.0;
+  top1.top_k = 1;
+  top1.top_p = 1.0;
+  infer::Sampler a(greedy, 0), b(top1, 0);
+  for (int trial = 0; trial < 20; ++trial) {
+    const auto logits = random_vec(50, rng, -3.0f, 3.0f);
+    const int32_t best = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    EXPECT_EQ(infer::argmax(logits.data(), 50), best);
+    EXPECT_EQ(a.sample(logits.data(), 50), best);
+    EXPECT_EQ(b.sample(logits.data(), 50), best);
+  }
+}
+
+TEST(Sampling, TemperatureTowardZeroIsGreedy) {
+  Rng rng(4);
+  infer::SamplingOptions cold;
+  cold.temperature = 1e-6;
+  cold.top_p = 1.0;
+  infer::Sampler s(cold, 0);
+  for (int trial = 0; trial < 20; ++trial) {
+    const auto logits = random_vec(40, rng, -3.0f, 3.0f);
+    EXPECT_EQ(s.sample(logits.data(), 40), infer::argmax(logits.data(), 40));
+    EXPECT_NEAR(s.distribution(logits.data(), 40).front().second, 1.0, 1e-9);
+  }
+}
+
+TEST(Sampling, FixedSeedIsReproducibleAndStreamsDiffer) {
+  Rng rng(5);
+  const auto logits = random_vec(30, rng, -1.0f, 1.0f);
+  infer::SamplingOptions o;
+  o.temperature = 1.0;
+  o.top_p = 1.0;
+  o.seed = 77;
+  auto draws = [&](uint64_t stream) {
+    infer::Sampler s(o, stream);
+    std::vector<int32_t> out;
+    for (int i = 0; i < 64; ++i) out.push_back(s.sample(logits.data(), 30));
+    return out;
+  };
+  EXPECT_EQ(draws(0), draws(0));
+  EXPECT_NE(draws(0), draws(1));
+}
+
+TEST(Sampling, TopPKeepsTheNucleusAndTopKTheKBest) {
+  // Probabilities 0.5, 0.3, 0.15, 0.05 at temperature 1, shuffled ids.
+  const std::vector<float> logits = {std::log(0.15f), std::log(0.5f), std::log(0.05f), std::log(0.3f)};
+  infer::SamplingOptions o;
+  o.temperature = 1.0;
+  o.top_p = 0.8;  // 0.5 + 0.3 reach it: {1, 3}
+  infer::Sampler nucleus(o, 0);
+  auto d = nucleus.distribution(logits.data(), 4);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].first, 1);
+  EXPECT_EQ(d[1].first, 3);
+  EXPECT_NEAR(d[0].second, 0.5 / 0.8, 1e-6);
+  EXPECT_NEAR(d[1].second, 0.3 / 0.8, 1e-6);
+  std::map<int32_t, int> seen;
+  for (int i = 0; i < 4000; ++i) ++seen[nucleus.sample(logits.data(), 4)];
+  EXPECT_EQ(seen.size(), 2u);
+  EXPECT_NEAR(seen[1] / 4000.0, 0.625, 0.03);
+
+  o.top_p = 0.85;  // needs the third token too
+  EXPECT_EQ(infer::Sampler(o, 0).distribution(logits.data(), 4).size(), 3u);
+  o.top_p = 1.0;
+  o.top_k = 2;
+  d = infer::Sampler(o, 0).distribution(logits.data(), 4);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].first, 1);
+  EXPECT_EQ(d[1].first, 3);
+  o.top_k = 0;
+  o.temperature = 2.0;  // flattens: p ~ sqrt(q)
+  d = infer::Sampler(o, 0).distribution(logits.data(), 4);
+  ASSERT_EQ(d.size(), 4u);
+  EXPECT_NEAR(d[0].second, std::sqrt(0.5) / (std::sqrt(0.5) + std::sqrt(0.3) + std::sqrt(0.15) + std::sqrt(0.05)),
+              1e-6);
+}
+
+TEST(Sampling, BadOptionsNameTheFlag) {
+  infer::SamplingOptions o;
+  o.temperature = -1.0;
+  try {
+    infer::Sampler s(o, 0);
+    FAIL() << "accepted a negative temperature";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--temperature"), std::string::npos);
+  }
+  o.temperature = 1.0;
+  o.top_p = 0.0;
+  EXPECT_THROW(infer::Sampler(o, 0), Error);
+}
+
+// --- stopping
+
+// The byte tokenizer with a chosen eos id, to make a greedy run stop on EOS.
+class EosTokenizer : public Tokenizer {
+ public:
+  explicit EosTokenizer(int32_t eos) : base_(make_byte_tokenizer()), eos_(eos) {}
+  TokenizerKind kind() const override { return base_->kind(); }
+  int32_t vocab_size() const override { return base_->vocab_size(); }
+  std::vector<int32_t> encode(std::string_view t) const override { return base_->encode(t); }
+  std::string decode(const std::vector<int32_t>& ids) const override { return base_->decode(ids); }
+  int32_t bos_id() const override { return base_->bos_id(); }
+  int32_t eos_id() const override { return eos_; }
+  int32_t pad_id() const override { return base_->pad_id(); }
+  int32_t unk_id() const override { return -1; }
+  std::string fingerprint() const override { return "test"; }
+  void save(const std::string&) const override {}
+
+ private:
+  std::unique_ptr<Tokenizer> base_;
+  int32_t eos_;
+};
+
+class Stopping : public ::testing::Test {
+ protected:
+  Stopping()
+      : model_(ModelConfig::from_json(tiny(json{{"vocab_size", 259}, {"initializer_range", 0.3},
+                                                {"sliding_window", 4}, {"global_attn_idx", {0}}})),
+               false) {
+    model_.init(21);
+  }
+  std::vector<infer::Generation> run(const Tokenizer& tok, const infer::GenerateOptions& opt, std::string* streamed) {
+    Decoder dec(model_);
+    return infer::generate(dec, tok, {tok.encode("The cat")}, opt,
+                           [streamed](int64_t, std::string_view s) { streamed->append(s); });
+  }
+  Model model_;
+};
+
+TEST_F(Stopping, StopStringCutsTheTextAndIsNeverStreamed) {
+  const auto tok = make_byte_tokenizer();
+  infer::GenerateOptions opt;
+  opt.max_new_tokens = 24;
+  opt.sampling.temperature = 0.0;
+  opt.stop_at_eos = false;
+  std::string streamed;
+  const auto free_run = run(*tok, opt, &streamed);
+  EXPECT_EQ(streamed, free_run[0].text);
+  EXPECT_EQ(free_run[0].finish, infer::FinishReason::kLength);
+  EXPECT_EQ(free_run[0].tokens.size(), 24u);
+  const std::string& text = free_run[0].text;
+  ASSERT_GE(text.size(), 6u);
+  const std::string stop = text.substr(4, 2);
+  opt.stop = {"\x01never\x02", stop};
+  streamed.clear();
+  const auto stopped = run(*tok, opt, &streamed);
+  EXPECT_EQ(stopped[0].finish, infer::FinishReason::kStop);
+  EXPECT_EQ(stopped[0].text, text.substr(0, text.find(stop)));
+  EXPECT_EQ(streamed, stopped[0].text);
+}
+
+TEST_F(Stopping, EosEndsTheSequenceAndIsNotIncluded) {
+  const auto tok = make_byte_tokenizer();
+  infer::GenerateOptions opt;
+  opt.max_new_tokens = 16;
+  opt.sampling.temperature = 0.0;
+  opt.stop_at_eos = false;
+  std::string streamed;
+  const std::vector<int32_t> greedy = run(*tok, opt, &streamed)[0].tokens;
+  // The first token that did not occur before it becomes the eos.
+  size_t k = 0;
+  for (size_t i = 1; i < greedy.size() && k == 0; ++i)
+    if (std::find(greedy.begin(), greedy.begin() + static_cast<std::ptrdiff_t>(i), greedy[i]) ==
+        greedy.begin() + static_cast<std::ptrdiff_t>(i))
+      k = i;
+  const EosTokenizer eos_tok(greedy[k]);
+  opt.stop_at_eos = true;
+  streamed.clear();
+  const auto out = run(eos_tok, opt, &streamed);
+  EXPECT_EQ(out[0].finish, infer::FinishReason::kEos);
+  EXPECT_EQ(out[0].tokens, std::vector<int32_t>(greedy.begin(), greedy.begin() + static_cast<std::ptrdiff_t>(k)));
+}
+
+}  // namespace
+}  // namespace hymba
