@@ -20,7 +20,8 @@ struct BuildInfo {
 BuildInfo build_info();
 nlohmann::json to_json(const BuildInfo& info);
 
-// Implemented by src/kernels/cuda when built with HYMBA_CUDA, else by a stub.
+// Implemented by src/kernels/cuda when built with HYMBA_CUDA; otherwise it
+// reports that CUDA is not built.
 std::string cuda_device_summary();
 
 }  // namespace hymba
