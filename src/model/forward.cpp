@@ -166,30 +166,27 @@ void layer_mamba_projections(const ModelPlan& plan, const LayerPlan& lp, const T
   a.xdbl = arena.alloc(R * xw);
   mm(a.xdbl, xw, a.u, di, P + lp.x_proj, R, di, xw);
 
-  const T* dt_in;
   if (lp.dt_norm >= 0) {
     // Official inner RMSNorms on dt, B and C (rows are slices of xdbl).
     T* raw = arena.alloc(R * std::max(Rdt, N));
-    a.dtn = arena.alloc(R * Rdt);
-    a.rstd_dt = arena.alloc(R);
-    copy_cols(raw, Rdt, a.xdbl, xw, R, Rdt);
-    O::rmsnorm(a.dtn, a.rstd_dt, raw, P + lp.dt_norm, R, Rdt, c.rms_norm_eps);
-    a.bn = arena.alloc(R * N);
-    a.rstd_b = arena.alloc(R);
-    copy_cols(raw, N, a.xdbl + Rdt, xw, R, N);
-    O::rmsnorm(a.bn, a.rstd_b, raw, P + lp.b_norm, R, N, c.rms_norm_eps);
-    a.cn = arena.alloc(R * N);
-    a.rstd_c = arena.alloc(R);
-    copy_cols(raw, N, a.xdbl + Rdt + N, xw, R, N);
-    O::rmsnorm(a.cn, a.rstd_c, raw, P + lp.c_norm, R, N, c.rms_norm_eps);
-    dt_in = a.dtn;
+    struct Slice {
+      int64_t col, width, norm;
+      T** normed;
+      T** rstd;
+    };
+    for (const Slice& s : {Slice{0, Rdt, lp.dt_norm, &a.dtn, &a.rstd_dt}, Slice{Rdt, N, lp.b_norm, &a.bn, &a.rstd_b},
+                           Slice{Rdt + N, N, lp.c_norm, &a.cn, &a.rstd_c}}) {
+      *s.normed = arena.alloc(R * s.width);
+      *s.rstd = arena.alloc(R);
+      copy_cols(raw, s.width, a.xdbl + s.col, xw, R, s.width);
+      O::rmsnorm(*s.normed, *s.rstd, raw, P + s.norm, R, s.width, c.rms_norm_eps);
+    }
   } else {
     a.dtn = arena.alloc(R * Rdt);
     copy_cols(a.dtn, Rdt, a.xdbl, xw, R, Rdt);
-    dt_in = a.dtn;
   }
   a.delta = arena.alloc(R * di);
-  mm(a.delta, di, dt_in, Rdt, P + lp.dt_w, R, Rdt, di);
+  mm(a.delta, di, a.dtn, Rdt, P + lp.dt_w, R, Rdt, di);
 }
 
 // Combines the branch outputs into a.o [R, d].
