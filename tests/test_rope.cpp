@@ -92,6 +92,22 @@ TEST_P(RopeTest, BackwardInvertsForward) {
   for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], x[i], kInverseTol) << "element " << i;
 }
 
+TEST_P(RopeTest, TableMatchesDirectBitForBit) {
+  auto [B, T, H, D, pad] = GetParam();
+  const int64_t ld = H * D + pad;
+  Rng rng(8);
+  const auto x = random_floats(B * T * ld, rng);
+  std::vector<float> cos_t(T * D / 2), sin_t(T * D / 2);
+  cpu::rope_table(cos_t.data(), sin_t.data(), T, D, kTheta);
+  auto direct = x, table = x;
+  cpu::rope_forward(direct.data(), ld, B, T, H, D, nullptr, kTheta);
+  cpu::rope_forward_table(table.data(), ld, B, T, H, D, cos_t.data(), sin_t.data());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(table[i], direct[i]) << "forward, element " << i;
+  cpu::rope_backward(direct.data(), ld, B, T, H, D, nullptr, kTheta);
+  cpu::rope_backward_table(table.data(), ld, B, T, H, D, cos_t.data(), sin_t.data());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(table[i], direct[i]) << "backward, element " << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, RopeTest,
                          ::testing::Values(RopeShape{1, 1, 1, 2, 0}, RopeShape{2, 3, 2, 8, 0},
                                            RopeShape{3, 5, 3, 34, 5}, RopeShape{1, 17, 1, 66, 0},
