@@ -223,6 +223,14 @@ TEST_P(SwigluTest, BackwardMatchesFiniteDifferences) {
   cpu::swiglu_backward(acc.data(), nullptr, dout.data(), gu.data(), gu.data() + I, N, I, ld_in);
   cpu::swiglu_backward(nullptr, acc.data() + I, dout.data(), gu.data(), gu.data() + I, N, I, ld_in);
   test::expect_close(acc, expected, kAccumulateTol, "swiglu backward accumulates");
+
+  // accumulate = false overwrites whatever was there (NaN included) with
+  // exactly the values accumulating into zeros gives.
+  std::vector<float> over(N * ld_in, std::numeric_limits<float>::quiet_NaN());
+  cpu::swiglu_backward(over.data(), over.data() + I, dout.data(), gu.data(), gu.data() + I, N, I, ld_in, false);
+  std::vector<float> zeroed(N * ld_in, 0.0f);
+  cpu::swiglu_backward(zeroed.data(), zeroed.data() + I, dout.data(), gu.data(), gu.data() + I, N, I, ld_in);
+  for (size_t i = 0; i < over.size(); ++i) ASSERT_EQ(over[i], zeroed[i]) << "overwrite, element " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, SwigluTest,

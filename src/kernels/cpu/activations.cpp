@@ -42,27 +42,50 @@ void swiglu_forward(float* out, const float* gate, const float* up, int64_t N, i
   }
 }
 
+namespace {
+
+// One row of the SwiGLU backward: d/dgate = dout * up * s * (1 + g (1 - s)),
+// d/dup = dout * g * s, with s = sigmoid(g) computed once for both.
+template <bool kGate, bool kUp, bool kAccumulate>
+void swiglu_backward_row(float* __restrict dg, float* __restrict du, const float* __restrict d,
+                         const float* __restrict g, const float* __restrict u, int64_t I) {
+  for (int64_t i = 0; i < I; ++i) {
+    const float s = sigmoid(g[i]);
+    if constexpr (kGate) {
+      const float v = d[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
+      dg[i] = kAccumulate ? dg[i] + v : v;
+    }
+    if constexpr (kUp) {
+      const float v = d[i] * g[i] * s;
+      du[i] = kAccumulate ? du[i] + v : v;
+    }
+  }
+}
+
+template <bool kGate, bool kUp, bool kAccumulate>
+void swiglu_backward_rows(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t N,
+                          int64_t I, int64_t ld_in) {
+#pragma omp parallel for schedule(static) if (N * I >= kParallelMin)
+  for (int64_t r = 0; r < N; ++r)
+    swiglu_backward_row<kGate, kUp, kAccumulate>(kGate ? dgate + r * ld_in : nullptr, kUp ? dup + r * ld_in : nullptr,
+                                                 dout + r * I, gate + r * ld_in, up + r * ld_in, I);
+}
+
+}  // namespace
+
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t N,
-                     int64_t I, int64_t ld_in) {
-  if (dgate == nullptr && dup == nullptr) return;
+                     int64_t I, int64_t ld_in, bool accumulate) {
   // dgate and dup may be column slices of one fused buffer, so rows of each
   // are ld_in apart too.
-#pragma omp parallel for schedule(static) if (N * I >= kParallelMin)
-  for (int64_t r = 0; r < N; ++r) {
-    const float* __restrict g = gate + r * ld_in;
-    const float* __restrict u = up + r * ld_in;
-    const float* __restrict d = dout + r * I;
-    if (dgate != nullptr) {
-      float* __restrict dg = dgate + r * ld_in;
-      for (int64_t i = 0; i < I; ++i) {
-        const float s = sigmoid(g[i]);
-        dg[i] += d[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
-      }
-    }
-    if (dup != nullptr) {
-      float* __restrict du = dup + r * ld_in;
-      for (int64_t i = 0; i < I; ++i) du[i] += d[i] * g[i] * sigmoid(g[i]);
-    }
+  if (dgate != nullptr && dup != nullptr) {
+    if (accumulate) swiglu_backward_rows<true, true, true>(dgate, dup, dout, gate, up, N, I, ld_in);
+    else swiglu_backward_rows<true, true, false>(dgate, dup, dout, gate, up, N, I, ld_in);
+  } else if (dgate != nullptr) {
+    if (accumulate) swiglu_backward_rows<true, false, true>(dgate, dup, dout, gate, up, N, I, ld_in);
+    else swiglu_backward_rows<true, false, false>(dgate, dup, dout, gate, up, N, I, ld_in);
+  } else if (dup != nullptr) {
+    if (accumulate) swiglu_backward_rows<false, true, true>(dgate, dup, dout, gate, up, N, I, ld_in);
+    else swiglu_backward_rows<false, true, false>(dgate, dup, dout, gate, up, N, I, ld_in);
   }
 }
 

@@ -14,10 +14,11 @@ void silu_backward(float* dx, const float* dout, const float* x, int64_t n);
 // 2I when gate|up come from one fused projection). out is contiguous [N, I].
 // Backward: dout is contiguous [N, I]; dgate and dup share the ld_in row
 // stride of gate and up (so they can be the halves of one fused gradient
-// buffer) and either may be null.
+// buffer) and either may be null. accumulate = false overwrites dgate / dup
+// instead (never reading them), which spares zeroing a fresh buffer.
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t N, int64_t I, int64_t ld_in);
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t N,
-                     int64_t I, int64_t ld_in);
+                     int64_t I, int64_t ld_in, bool accumulate = true);
 
 // softplus(x) = log(1 + exp(x)), linear above 20 as in PyTorch.
 void softplus_forward(float* out, const float* x, int64_t n);
