@@ -90,6 +90,27 @@ TEST(Arena, AllocatesAlignedZeroedAndReusesAfterReset) {
   EXPECT_NE(a2.data, b2.data);
 }
 
+TEST(Arena, UninitSkipsZeroingAndPoisonsWhenAsked) {
+  Arena arena(64);
+  float* a = arena.alloc_uninit(40);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % kAlignment, 0u);
+  for (int i = 0; i < 40; ++i) a[i] = 7.0f;
+  arena.reset();
+  arena.set_poison(false);
+  float* b = arena.alloc_uninit(40);
+  ASSERT_EQ(b, a);
+  EXPECT_EQ(b[0], 7.0f) << "alloc_uninit must not clear";
+  arena.reset();
+  arena.set_poison(true);
+  float* c = arena.alloc_uninit(40);
+  for (int i = 0; i < 40; ++i) EXPECT_TRUE(std::isnan(c[i]));
+  arena.reset();
+  float* z = arena.alloc(40);
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(z[i], 0.0f) << "alloc still zero-fills";
+  BasicArena<double> ref;
+  EXPECT_TRUE(ref.poison()) << "the float64 reference arena always poisons";
+}
+
 TEST(ParamTable, OneBlockPerKindWithAlignedRows) {
   ParamTable t;
   t.add("embed", {10, 4}, InitRule::normal(0.02f));

@@ -1,5 +1,10 @@
 // Bump allocator for activations: one block reused across training steps.
 // reset() rewinds without freeing, so steady-state steps allocate nothing.
+// alloc() zero-fills (backward passes accumulate into their buffers);
+// alloc_uninit() skips the fill for buffers the caller overwrites whole, which
+// spares a memory pass over most activations. With poisoning on (debug builds,
+// the float64 reference arena, or set_poison), alloc_uninit() fills NaN so a
+// read of an element nobody wrote shows up in the result.
 // Templated on the element type so the float64 reference model (used for
 // gradient checks) runs the same graph code.
 #pragma once
@@ -8,8 +13,10 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <new>
+#include <type_traits>
 #include <vector>
 
 #include "core/aligned.h"
@@ -26,17 +33,21 @@ class BasicArena {
 
   // n elements, zero-filled, 64-byte aligned.
   T* alloc(std::size_t n) {
-    const std::size_t need = round_up(std::max<std::size_t>(n, 1));
-    if (blocks_.empty() || blocks_.back().used + need > blocks_.back().size)
-      add_block(std::max(need, blocks_.empty() ? need : blocks_.back().size));
-    Block& b = blocks_.back();
-    T* p = b.data.get() + b.used;
-    b.used += need;
-    used_total_ += need;
-    peak_ = std::max(peak_, used_total_);
+    T* p = take(n);
     std::memset(static_cast<void*>(p), 0, n * sizeof(T));
     return p;
   }
+
+  // n elements, 64-byte aligned, contents unspecified (NaN when poisoning):
+  // only for buffers that are fully written before they are read.
+  T* alloc_uninit(std::size_t n) {
+    T* p = take(n);
+    if (poison_) std::fill(p, p + n, std::numeric_limits<T>::quiet_NaN());
+    return p;
+  }
+
+  void set_poison(bool on) { poison_ = on; }
+  bool poison() const { return poison_; }
 
   // Rewinds every allocation. If the last cycle overflowed into extra blocks,
   // the arena regrows to one block big enough for the whole cycle.
@@ -59,6 +70,24 @@ class BasicArena {
   }
 
  private:
+#ifdef NDEBUG
+  static constexpr bool kPoisonByDefault = std::is_same_v<T, double>;
+#else
+  static constexpr bool kPoisonByDefault = true;
+#endif
+
+  T* take(std::size_t n) {
+    const std::size_t need = round_up(std::max<std::size_t>(n, 1));
+    if (blocks_.empty() || blocks_.back().used + need > blocks_.back().size)
+      add_block(std::max(need, blocks_.empty() ? need : blocks_.back().size));
+    Block& b = blocks_.back();
+    T* p = b.data.get() + b.used;
+    b.used += need;
+    used_total_ += need;
+    peak_ = std::max(peak_, used_total_);
+    return p;
+  }
+
   struct Free {
     void operator()(T* p) const noexcept { std::free(p); }
   };
@@ -80,6 +109,7 @@ class BasicArena {
   std::vector<Block> blocks_;
   std::size_t used_total_ = 0;
   std::size_t peak_ = 0;
+  bool poison_ = kPoisonByDefault;
 };
 
 // The float arena with Tensor-shaped allocation.

@@ -43,6 +43,9 @@ class Model {
   int64_t seq_len() const { return acts_.T_; }
   // Arena high-water mark in bytes (activations + backward scratch).
   size_t activation_bytes() const { return arena_.peak() * sizeof(float); }
+  // Fill activation buffers that skip zeroing with NaN (tests: a read of an
+  // element nobody wrote then shows up in the loss or the gradients).
+  void set_activation_poison(bool on) { arena_.set_poison(on); }
 
  private:
   ParamTable params_;
