@@ -38,6 +38,10 @@ json base(json over) {
 std::vector<Family> families() {
   return {
       {"attention_global", base({{"layer_types", "attention"}, {"tie_word_embeddings", false}}), 2, 6, 0.0},
+      // Weight rows of 6 * 6 and 13 * 6 floats are not whole 64-byte lines, so
+      // q/k/v and gate/up are not back to back: the separate-GEMM path.
+      {"attention_unstacked", base({{"layer_types", "attention"}, {"hidden_size", 6}, {"num_attention_heads", 1},
+                                    {"intermediate_size", 13}}), 2, 5, 0.0},
       {"attention_swa_meta", base({{"layer_types", "attention"}, {"num_hidden_layers", 3}, {"sliding_window", 3},
                                    {"global_attn_idx", {0}}, {"num_memory_tokens", 2}}), 2, 7, 0.1},
       {"mamba_hf", base({{"layer_types", "mamba"}, {"intermediate_size", 0}}), 2, 7, 0.0},
@@ -64,6 +68,7 @@ TEST_P(ModelGradTest, BackwardMatchesFloat64FiniteDifferences) {
   const Family& fam = GetParam();
   const ModelConfig cfg = ModelConfig::from_json(fam.config, fam.name);
   Model model(cfg, /*training=*/true);
+  model.set_activation_poison(true);
   model.init(7);
   // Perturb every parameter so norms, betas and D are not at their
   // symmetric initial values (random, never all-equal or zero).
@@ -122,6 +127,18 @@ TEST_P(ModelGradTest, BackwardMatchesFloat64FiniteDifferences) {
     }
     EXPECT_LE(max_err / max_num, kGradTol) << fam.name << ": " << info.name << " max |analytic - numeric| = "
                                            << max_err << " vs max |numeric| = " << max_num;
+  }
+}
+
+TEST(ModelPlan, StacksBackToBackProjections) {
+  for (const Family& fam : families()) {
+    if (fam.name != std::string("attention_global") && fam.name != std::string("attention_unstacked")) continue;
+    const Model model(ModelConfig::from_json(fam.config, fam.name), /*training=*/false);
+    const bool stacked = fam.name == std::string("attention_global");
+    for (const LayerPlan& lp : model.plan().layers) {
+      EXPECT_EQ(lp.qkv_stacked, stacked) << fam.name;
+      EXPECT_EQ(lp.gate_up_stacked, stacked) << fam.name;
+    }
   }
 }
 

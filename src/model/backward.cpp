@@ -31,10 +31,13 @@ void copy_cols(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int
     for (int64_t c = 0; c < cols; ++c) dst[r * ld_dst + c] = src[r * ld_src + c];
 }
 
-// Gradient of y = x * mask (mask null: identity), into a fresh buffer.
-float* through_mask(Arena& arena, const float* dy, const float* mask, int64_t n) {
-  float* out = arena.alloc(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) out[i] = mask ? dy[i] * mask[i] : dy[i];
+// Gradient of y = x * mask: dy itself when there is no mask (no copy; the
+// callers only read it before dy changes), else a fresh buffer.
+const float* through_mask(Arena& arena, const float* dy, const float* mask, int64_t n) {
+  if (mask == nullptr) return dy;
+  float* out = arena.alloc_uninit(static_cast<size_t>(n));
+#pragma omp parallel for schedule(static) if (n > 16384)
+  for (int64_t i = 0; i < n; ++i) out[i] = dy[i] * mask[i];
   return out;
 }
 
@@ -98,7 +101,10 @@ class Backward {
     if (lp.fused) {
       cpu::matmul_backward(dh, d, G_ + lp.in_proj, nullptr, dp, W, a.h, d, P_ + lp.in_proj, R, d, W);
     } else {
-      if (lp.attn) {
+      if (lp.qkv_stacked) {
+        cpu::matmul_backward(dh, d, G_ + lp.q_proj, nullptr, dp + lp.q_col, W, a.h, d, P_ + lp.q_proj, R, d,
+                             lp.dims.q_width + lp.dims.k_width + lp.dims.v_width);
+      } else if (lp.attn) {
         cpu::matmul_backward(dh, d, G_ + lp.q_proj, nullptr, dp + lp.q_col, W, a.h, d, P_ + lp.q_proj, R, d,
                              lp.dims.q_width);
         if (lp.producer) {
@@ -120,11 +126,15 @@ class Backward {
     const float* df = through_mask(arena_, dx, a.mask2, R * d);
     float* dact = arena_.alloc(R * I);
     cpu::matmul_backward(dact, I, G_ + lp.ffn_down, nullptr, df, d, a.act, I, P_ + lp.ffn_down, R, I, d);
-    float* dgu = arena_.alloc(R * 2 * I);
-    cpu::swiglu_backward(dgu, dgu + I, dact, a.gu, a.gu + I, R, I, 2 * I);
+    float* dgu = arena_.alloc_uninit(R * 2 * I);
+    cpu::swiglu_backward(dgu, dgu + I, dact, a.gu, a.gu + I, R, I, 2 * I, /*accumulate=*/false);
     float* dh2 = arena_.alloc(R * d);
-    cpu::matmul_backward(dh2, d, G_ + lp.ffn_gate, nullptr, dgu, 2 * I, a.h2, d, P_ + lp.ffn_gate, R, d, I);
-    cpu::matmul_backward(dh2, d, G_ + lp.ffn_up, nullptr, dgu + I, 2 * I, a.h2, d, P_ + lp.ffn_up, R, d, I);
+    if (lp.gate_up_stacked) {
+      cpu::matmul_backward(dh2, d, G_ + lp.ffn_gate, nullptr, dgu, 2 * I, a.h2, d, P_ + lp.ffn_gate, R, d, 2 * I);
+    } else {
+      cpu::matmul_backward(dh2, d, G_ + lp.ffn_gate, nullptr, dgu, 2 * I, a.h2, d, P_ + lp.ffn_gate, R, d, I);
+      cpu::matmul_backward(dh2, d, G_ + lp.ffn_up, nullptr, dgu + I, 2 * I, a.h2, d, P_ + lp.ffn_up, R, d, I);
+    }
     cpu::rmsnorm_backward(dx, G_ + lp.ffn_norm, dh2, a.x_mid, P_ + lp.ffn_norm, a.rstd2, R, d);
   }
 
@@ -194,11 +204,11 @@ class Backward {
     args.num_meta = acts_.M;
     cpu::attention_backward(dp + lp.q_col, W, dkv + pp.k_col, pp.proj_width, dkv + pp.v_col, pp.proj_width, dattn, Wa,
                             a.attn, Wa, a.lse, args);
-    cpu::rope_backward(dp + lp.q_col, W, acts_.B, acts_.S, Hq, dqk, nullptr, static_cast<float>(c_.rope_theta));
+    cpu::rope_backward_table(dp + lp.q_col, W, acts_.B, acts_.S, Hq, dqk, acts_.rope_cos, acts_.rope_sin);
     // Consumers come later in the stack, so by now they have all added into
     // this producer's dK: un-rotate it once.
     if (lp.producer)
-      cpu::rope_backward(dp + lp.k_col, W, acts_.B, acts_.S, Hkv, dqk, nullptr, static_cast<float>(c_.rope_theta));
+      cpu::rope_backward_table(dp + lp.k_col, W, acts_.B, acts_.S, Hkv, dqk, acts_.rope_cos, acts_.rope_sin);
   }
 
   void mamba(const LayerPlan& lp, const LActs& a, const float* dy, float* dp) {

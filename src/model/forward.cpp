@@ -20,7 +20,7 @@ void copy_cols(T* dst, int64_t ld_dst, const T* src, int64_t ld_src, int64_t row
 // Dropout multipliers (0 or 1/(1-p)) from a stream unique to (layer, site).
 template <typename T>
 T* make_dropout_mask(BasicArena<T>& arena, const Rng& rng, int64_t layer, int site, int64_t n, double p) {
-  T* mask = arena.alloc(static_cast<size_t>(n));
+  T* mask = arena.alloc_uninit(static_cast<size_t>(n));
   Rng r = rng.split(static_cast<uint64_t>(layer * 4 + site));
   const T keep = static_cast<T>(1.0 / (1.0 - p));
   for (int64_t i = 0; i < n; ++i) mask[i] = r.uniform() >= p ? keep : T(0);
@@ -61,14 +61,14 @@ void mamba_forward(const ModelPlan& plan, const LayerPlan& lp, const T* P, const
   using O = Ops<T>;
   const ModelConfig& c = plan.cfg;
   const int64_t R = B * S, di = lp.dims.d_inner, N = c.mamba_d_state, W = lp.proj_width;
-  a.xc = arena.alloc(R * di);
+  a.xc = arena.alloc_uninit(R * di);
   O::conv1d(a.xc, a.proj + lp.x_col, W, P + lp.conv_w, lp.conv_b >= 0 ? P + lp.conv_b : nullptr, B, S, di,
             c.mamba_d_conv);
-  a.u = arena.alloc(R * di);
+  a.u = arena.alloc_uninit(R * di);
   O::silu(a.u, a.xc, R * di);
   layer_mamba_projections(plan, lp, P, arena, a, R);
   const ScanParams<T> sp = layer_scan_params(plan, lp, P, a, B, S);
-  a.y = arena.alloc(R * di);
+  a.y = arena.alloc_uninit(R * di);
   a.chunk_states = arena.alloc(B * cpu::scan_num_chunks(S) * di * N);
   if constexpr (std::is_same_v<T, float>) {
     if (opt.keep_final_ssm_state) {
@@ -87,8 +87,14 @@ void attention_forward(const ModelPlan& plan, const LayerPlan& lp, const Activat
   const int64_t R = acts.R, W = lp.proj_width, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   const int64_t dqk = c.qk_head_dim, dv = c.v_head_dim;
   // RoPE rotates Q here and K in the producer (consumers reuse rotated K).
-  Ops<T>::rope(a.proj + lp.q_col, W, acts.B, acts.S, Hq, dqk, c.rope_theta);
-  if (lp.producer) Ops<T>::rope(a.proj + lp.k_col, W, acts.B, acts.S, Hkv, dqk, c.rope_theta);
+  auto rope = [&](T* x, int64_t H) {
+    if constexpr (std::is_same_v<T, float>)
+      cpu::rope_forward_table(x, W, acts.B, acts.S, H, dqk, acts.rope_cos, acts.rope_sin);
+    else
+      Ops<T>::rope(x, W, acts.B, acts.S, H, dqk, c.rope_theta);
+  };
+  rope(a.proj + lp.q_col, Hq);
+  if (lp.producer) rope(a.proj + lp.k_col, Hkv);
   const LayerPlan& pp = plan.layers[static_cast<size_t>(lp.producer_layer)];
   const T* kv_proj = acts.layers[static_cast<size_t>(lp.producer_layer)].proj;
 
@@ -107,8 +113,8 @@ void attention_forward(const ModelPlan& plan, const LayerPlan& lp, const Activat
   ap.ld_k = pp.proj_width;
   ap.v = kv_proj + pp.v_col;
   ap.ld_v = pp.proj_width;
-  a.attn = arena.alloc(R * lp.dims.attn_out);
-  a.lse = arena.alloc(acts.B * Hq * acts.S);
+  a.attn = arena.alloc_uninit(R * lp.dims.attn_out);
+  a.lse = arena.alloc_uninit(acts.B * Hq * acts.S);
   Ops<T>::attention(a.attn, lp.dims.attn_out, a.lse, ap);
 }
 
@@ -134,17 +140,19 @@ void layer_input_projection(const ModelPlan& plan, const LayerPlan& lp, const T*
   const LinearFn<T> mm = linear != nullptr ? linear : &O::matmul;
   const ModelConfig& c = plan.cfg;
   const int64_t d = c.hidden_size;
-  a.h = arena.alloc(R * d);
-  a.rstd_in = arena.alloc(R);
+  a.h = arena.alloc_uninit(R * d);
+  a.rstd_in = arena.alloc_uninit(R);
   O::rmsnorm(a.h, a.rstd_in, a.x_in, P + lp.input_norm, R, d, c.rms_norm_eps);
 
   // Projections into one buffer [Q | K | V | x | z].
   const int64_t W = lp.proj_width;
-  a.proj = arena.alloc(R * W);
+  a.proj = arena.alloc_uninit(R * W);
   if (lp.fused) {
     mm(a.proj, W, a.h, d, P + lp.in_proj, R, d, W);
   } else {
-    if (lp.attn) {
+    if (lp.qkv_stacked) {
+      mm(a.proj + lp.q_col, W, a.h, d, P + lp.q_proj, R, d, lp.dims.q_width + lp.dims.k_width + lp.dims.v_width);
+    } else if (lp.attn) {
       mm(a.proj + lp.q_col, W, a.h, d, P + lp.q_proj, R, d, lp.dims.q_width);
       if (lp.producer) {
         mm(a.proj + lp.k_col, W, a.h, d, P + lp.k_proj, R, d, lp.dims.k_width);
@@ -163,12 +171,12 @@ void layer_mamba_projections(const ModelPlan& plan, const LayerPlan& lp, const T
   const ModelConfig& c = plan.cfg;
   const int64_t di = lp.dims.d_inner, N = c.mamba_d_state, Rdt = c.dt_rank();
   const int64_t xw = lp.dims.x_proj_out;
-  a.xdbl = arena.alloc(R * xw);
+  a.xdbl = arena.alloc_uninit(R * xw);
   mm(a.xdbl, xw, a.u, di, P + lp.x_proj, R, di, xw);
 
   if (lp.dt_norm >= 0) {
     // Official inner RMSNorms on dt, B and C (rows are slices of xdbl).
-    T* raw = arena.alloc(R * std::max(Rdt, N));
+    T* raw = arena.alloc_uninit(R * std::max(Rdt, N));
     struct Slice {
       int64_t col, width, norm;
       T** normed;
@@ -176,16 +184,16 @@ void layer_mamba_projections(const ModelPlan& plan, const LayerPlan& lp, const T
     };
     for (const Slice& s : {Slice{0, Rdt, lp.dt_norm, &a.dtn, &a.rstd_dt}, Slice{Rdt, N, lp.b_norm, &a.bn, &a.rstd_b},
                            Slice{Rdt + N, N, lp.c_norm, &a.cn, &a.rstd_c}}) {
-      *s.normed = arena.alloc(R * s.width);
-      *s.rstd = arena.alloc(R);
+      *s.normed = arena.alloc_uninit(R * s.width);
+      *s.rstd = arena.alloc_uninit(R);
       copy_cols(raw, s.width, a.xdbl + s.col, xw, R, s.width);
       O::rmsnorm(*s.normed, *s.rstd, raw, P + s.norm, R, s.width, c.rms_norm_eps);
     }
   } else {
-    a.dtn = arena.alloc(R * Rdt);
+    a.dtn = arena.alloc_uninit(R * Rdt);
     copy_cols(a.dtn, Rdt, a.xdbl, xw, R, Rdt);
   }
-  a.delta = arena.alloc(R * di);
+  a.delta = arena.alloc_uninit(R * di);
   mm(a.delta, di, a.dtn, Rdt, P + lp.dt_w, R, Rdt, di);
 }
 
@@ -197,7 +205,7 @@ void layer_mixer_output(const ModelPlan& plan, const LayerPlan& lp, const T* P, 
   const LinearFn<T> mm = linear != nullptr ? linear : &O::matmul;
   const ModelConfig& c = plan.cfg;
   const int64_t d = c.hidden_size, Wa = lp.dims.attn_out, di = lp.dims.d_inner;
-  a.o = arena.alloc(R * d);
+  a.o = arena.alloc_uninit(R * d);
   if (!lp.hybrid) {
     if (lp.attn) mm(a.o, d, a.attn, Wa, P + lp.o_proj, R, Wa, d);
     else mm(a.o, d, a.y, di, P + lp.mamba_out_proj, R, di, d);
@@ -205,19 +213,19 @@ void layer_mixer_output(const ModelPlan& plan, const LayerPlan& lp, const T* P, 
   }
   switch (c.fusion) {
     case Fusion::kNormMean: {
-      a.na = arena.alloc(R * Wa);
-      a.rstd_na = arena.alloc(R);
-      a.nm = arena.alloc(R * di);
-      a.rstd_nm = arena.alloc(R);
+      a.na = arena.alloc_uninit(R * Wa);
+      a.rstd_na = arena.alloc_uninit(R);
+      a.nm = arena.alloc_uninit(R * di);
+      a.rstd_nm = arena.alloc_uninit(R);
       O::rmsnorm(a.na, a.rstd_na, a.attn, P + lp.attn_fnorm, R, Wa, c.rms_norm_eps);
       O::rmsnorm(a.nm, a.rstd_nm, a.y, P + lp.mamba_fnorm, R, di, c.rms_norm_eps);
-      a.mix = arena.alloc(R * di);
+      a.mix = arena.alloc_uninit(R * di);
       for (int64_t i = 0; i < R * di; ++i) a.mix[i] = (a.na[i] + a.nm[i]) * T(0.5);
       mm(a.o, d, a.mix, di, P + lp.fused_out, R, di, d);
       break;
     }
     case Fusion::kConcat: {
-      a.cat = arena.alloc(R * (Wa + di));
+      a.cat = arena.alloc_uninit(R * (Wa + di));
       copy_cols(a.cat, Wa + di, a.attn, Wa, R, Wa);
       copy_cols(a.cat + Wa, Wa + di, a.y, di, R, di);
       mm(a.o, d, a.cat, Wa + di, P + lp.fused_out, R, Wa + di, d);
@@ -225,17 +233,17 @@ void layer_mixer_output(const ModelPlan& plan, const LayerPlan& lp, const T* P, 
     }
     case Fusion::kMean:
     case Fusion::kLearnedBeta: {
-      a.ao = arena.alloc(R * d);
-      a.mo = arena.alloc(R * d);
+      a.ao = arena.alloc_uninit(R * d);
+      a.mo = arena.alloc_uninit(R * d);
       mm(a.ao, d, a.attn, Wa, P + lp.o_proj, R, Wa, d);
       mm(a.mo, d, a.y, di, P + lp.mamba_out_proj, R, di, d);
       if (c.fusion == Fusion::kMean) {
         for (int64_t i = 0; i < R * d; ++i) a.o[i] = (a.ao[i] + a.mo[i]) * T(0.5);
       } else {
         // beta_a * norm(ao) + beta_m * norm(mo): the betas are the norm weights.
-        T* nb = arena.alloc(R * d);
-        a.rstd_ao = arena.alloc(R);
-        a.rstd_mo = arena.alloc(R);
+        T* nb = arena.alloc_uninit(R * d);
+        a.rstd_ao = arena.alloc_uninit(R);
+        a.rstd_mo = arena.alloc_uninit(R);
         O::rmsnorm(a.o, a.rstd_ao, a.ao, P + lp.beta_a, R, d, c.rms_norm_eps);
         O::rmsnorm(nb, a.rstd_mo, a.mo, P + lp.beta_m, R, d, c.rms_norm_eps);
         for (int64_t i = 0; i < R * d; ++i) a.o[i] += nb[i];
@@ -257,7 +265,7 @@ void layer_residual_ffn(const ModelPlan& plan, const LayerPlan& lp, const T* P, 
     a.mask1 = make_dropout_mask(arena, *opt.dropout_rng, lp.index, 0, R * d, c.dropout);
     for (int64_t i = 0; i < R * d; ++i) a.o[i] *= a.mask1[i];
   }
-  a.x_mid = arena.alloc(R * d);
+  a.x_mid = arena.alloc_uninit(R * d);
   for (int64_t i = 0; i < R * d; ++i) a.x_mid[i] = a.x_in[i] + a.o[i];
 
   if (lp.ffn_norm < 0) {
@@ -265,21 +273,25 @@ void layer_residual_ffn(const ModelPlan& plan, const LayerPlan& lp, const T* P, 
     return;
   }
   const int64_t I = c.intermediate_size;
-  a.h2 = arena.alloc(R * d);
-  a.rstd2 = arena.alloc(R);
+  a.h2 = arena.alloc_uninit(R * d);
+  a.rstd2 = arena.alloc_uninit(R);
   O::rmsnorm(a.h2, a.rstd2, a.x_mid, P + lp.ffn_norm, R, d, c.rms_norm_eps);
-  a.gu = arena.alloc(R * 2 * I);
-  mm(a.gu, 2 * I, a.h2, d, P + lp.ffn_gate, R, d, I);
-  mm(a.gu + I, 2 * I, a.h2, d, P + lp.ffn_up, R, d, I);
-  a.act = arena.alloc(R * I);
+  a.gu = arena.alloc_uninit(R * 2 * I);
+  if (lp.gate_up_stacked) {
+    mm(a.gu, 2 * I, a.h2, d, P + lp.ffn_gate, R, d, 2 * I);
+  } else {
+    mm(a.gu, 2 * I, a.h2, d, P + lp.ffn_gate, R, d, I);
+    mm(a.gu + I, 2 * I, a.h2, d, P + lp.ffn_up, R, d, I);
+  }
+  a.act = arena.alloc_uninit(R * I);
   O::swiglu(a.act, a.gu, a.gu + I, R, I, 2 * I);
-  a.f = arena.alloc(R * d);
+  a.f = arena.alloc_uninit(R * d);
   mm(a.f, d, a.act, I, P + lp.ffn_down, R, I, d);
   if (dropout) {
     a.mask2 = make_dropout_mask(arena, *opt.dropout_rng, lp.index, 1, R * d, c.dropout);
     for (int64_t i = 0; i < R * d; ++i) a.f[i] *= a.mask2[i];
   }
-  a.x_out = arena.alloc(R * d);
+  a.x_out = arena.alloc_uninit(R * d);
   for (int64_t i = 0; i < R * d; ++i) a.x_out[i] = a.x_mid[i] + a.f[i];
 }
 
@@ -298,9 +310,20 @@ LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, c
   acts.has_targets = targets != nullptr;
   if (targets) acts.targets.assign(targets, targets + B * T_);
   acts.layers.assign(static_cast<size_t>(c.num_hidden_layers), LayerActs<T>{});
+  acts.rope_cos = acts.rope_sin = nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    bool any_attention = false;
+    for (const LayerPlan& lp : plan.layers) any_attention = any_attention || lp.attn;
+    if (any_attention) {
+      const int64_t half = c.qk_head_dim / 2;
+      acts.rope_cos = arena.alloc_uninit(S * half);
+      acts.rope_sin = arena.alloc_uninit(S * half);
+      cpu::rope_table(acts.rope_cos, acts.rope_sin, S, c.qk_head_dim, static_cast<float>(c.rope_theta));
+    }
+  }
 
   // Embeddings, with the meta tokens as the first M rows of every sequence.
-  acts.x0 = arena.alloc(R * d);
+  acts.x0 = arena.alloc_uninit(R * d);
   for (int64_t b = 0; b < B; ++b) {
     T* row0 = acts.x0 + b * S * d;
     if (M > 0) for (int64_t i = 0; i < M * d; ++i) row0[i] = P[plan.memory + i];
@@ -313,13 +336,13 @@ LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, c
     x = acts.layers[static_cast<size_t>(lp.index)].x_out;
   }
 
-  acts.hf = arena.alloc(R * d);
-  acts.rstd_f = arena.alloc(R);
+  acts.hf = arena.alloc_uninit(R * d);
+  acts.rstd_f = arena.alloc_uninit(R);
   Ops<T>::rmsnorm(acts.hf, acts.rstd_f, x, P + plan.final_norm, R, d, c.rms_norm_eps);
   // Meta rows are never scored: only token rows reach the LM head.
-  acts.hf_tok = arena.alloc(B * T_ * d);
+  acts.hf_tok = arena.alloc_uninit(B * T_ * d);
   for (int64_t b = 0; b < B; ++b) copy_cols(acts.hf_tok + b * T_ * d, d, acts.hf + (b * S + M) * d, d, T_, d);
-  acts.logits = arena.alloc(B * T_ * V);
+  acts.logits = arena.alloc_uninit(B * T_ * V);
   Ops<T>::matmul(acts.logits, V, acts.hf_tok, d, P + plan.lm_head, B * T_, d, V);
   if (targets == nullptr) return {};
   return Ops<T>::cross_entropy(acts.logits, targets, B * T_, V, opt.label_smoothing);

@@ -55,6 +55,10 @@ struct Activations {
   std::vector<int32_t> ids, targets;  // [B, T]
   bool has_targets = false;
   T* x0 = nullptr;      // [R, d] embeddings with meta rows
+  // RoPE cos/sin of positions 0..S-1, [S, qk_head_dim / 2] each: computed once
+  // per forward for every layer's Q and K, forward and backward (float only;
+  // the float64 reference rotates from scratch).
+  T* rope_cos = nullptr, *rope_sin = nullptr;
   std::vector<LayerActs<T>> layers;
   T* hf = nullptr, *rstd_f = nullptr;  // [R, d] final norm
   T* hf_tok = nullptr;  // [B*T, d] token rows of hf

@@ -72,9 +72,6 @@ struct Ops<float> {
                      int64_t OC) {
     cpu::matmul_forward(out, ldo, in, ldi, w, nullptr, BT, C, OC);
   }
-  static void rope(float* x, int64_t ld, int64_t B, int64_t T, int64_t H, int64_t D, double theta) {
-    cpu::rope_forward(x, ld, B, T, H, D, nullptr, static_cast<float>(theta));
-  }
   static cpu::AttnArgs attn_args(const AttnParams<float>& p) {
     cpu::AttnArgs a;
     a.B = p.B;

@@ -71,6 +71,11 @@ ModelPlan make_plan(const ModelConfig& cfg, const ParamTable& table) {
     p.ffn_gate = off(t.ffn_gate);
     p.ffn_up = off(t.ffn_up);
     p.ffn_down = off(t.ffn_down);
+    const int64_t d = cfg.hidden_size;
+    p.qkv_stacked = p.attn && !p.fused && p.producer && p.k_col == p.q_col + p.dims.q_width &&
+                    p.v_col == p.k_col + p.dims.k_width && p.k_proj == p.q_proj + p.dims.q_width * d &&
+                    p.v_proj == p.k_proj + p.dims.k_width * d;
+    p.gate_up_stacked = p.ffn_gate >= 0 && p.ffn_up == p.ffn_gate + cfg.intermediate_size * d;
     plan.layers.push_back(p);
   }
   return plan;

@@ -29,6 +29,12 @@ struct LayerPlan {
   int64_t dt_norm = -1, b_norm = -1, c_norm = -1, mamba_out_proj = -1;
   int64_t attn_fnorm = -1, mamba_fnorm = -1, beta_a = -1, beta_m = -1, fused_out = -1;
   int64_t ffn_norm = -1, ffn_gate = -1, ffn_up = -1, ffn_down = -1;
+
+  // Separate q/k/v (producer) or gate/up weights that sit back to back in the
+  // parameter block, as their output columns do in proj / gu: one stacked
+  // [q; k; v] or [gate; up] matrix, so each is a single GEMM forward and
+  // backward (fewer, larger GEMMs: less packing and one pass over dh).
+  bool qkv_stacked = false, gate_up_stacked = false;
 };
 
 struct ModelPlan {
