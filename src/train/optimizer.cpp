@@ -16,6 +16,9 @@ void adamw_step(ParamTable& table, const AdamWConfig& cfg, double lr, int64_t t)
   const double c2 = 1.0 - std::pow(cfg.beta2, static_cast<double>(t));
   const float step = static_cast<float>(lr * std::sqrt(c2) / c1);
   const float eps_hat = static_cast<float>(cfg.eps * std::sqrt(c2));
+  // One parallel region for the whole table (waking the pool once, not once
+  // per tensor); tensors are independent, so no barrier between them.
+#pragma omp parallel
   table.for_each([&](ParamSlot& s) {
     const float decay = s.info.weight_decay ? static_cast<float>(1.0 - lr * cfg.weight_decay) : 1.0f;
     const int64_t n = s.numel();
@@ -23,7 +26,7 @@ void adamw_step(ParamTable& table, const AdamWConfig& cfg, double lr, int64_t t)
     float* __restrict g = s.grad;
     float* __restrict m = s.m;
     float* __restrict v = s.v;
-#pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp for schedule(static) nowait
     for (int64_t i = 0; i < n; ++i) {
       m[i] = b1 * m[i] + (1.0f - b1) * g[i];
       v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
