@@ -56,8 +56,11 @@ class Backward {
     float* dhf_tok = arena_.alloc(BT * d);
     cpu::matmul_backward(dhf_tok, d, G_ + plan_.lm_head, nullptr, dlogits, V, acts_.hf_tok, d, P_ + plan_.lm_head, BT,
                          d, V);
-    float* dhf = arena_.alloc(R * d);  // meta rows stay zero: they are never scored
-    for (int64_t b = 0; b < B; ++b) copy_cols(dhf + (b * S + M) * d, d, dhf_tok + b * T * d, d, T, d);
+    float* dhf = dhf_tok;  // without meta rows the token rows are all the rows
+    if (M > 0) {
+      dhf = arena_.alloc(R * d);  // meta rows stay zero: they are never scored
+      for (int64_t b = 0; b < B; ++b) copy_cols(dhf + (b * S + M) * d, d, dhf_tok + b * T * d, d, T, d);
+    }
 
     // dx: gradient of the residual stream, walked back layer by layer.
     float* dx = arena_.alloc(R * d);

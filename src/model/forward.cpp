@@ -17,6 +17,13 @@ void copy_cols(T* dst, int64_t ld_dst, const T* src, int64_t ld_src, int64_t row
     for (int64_t c = 0; c < cols; ++c) dst[r * ld_dst + c] = src[r * ld_src + c];
 }
 
+// out = a + b, elementwise.
+template <typename T>
+void add(T* __restrict out, const T* __restrict a, const T* __restrict b, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > 16384)
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
 // Dropout multipliers (0 or 1/(1-p)) from a stream unique to (layer, site).
 template <typename T>
 T* make_dropout_mask(BasicArena<T>& arena, const Rng& rng, int64_t layer, int site, int64_t n, double p) {
@@ -266,7 +273,7 @@ void layer_residual_ffn(const ModelPlan& plan, const LayerPlan& lp, const T* P, 
     for (int64_t i = 0; i < R * d; ++i) a.o[i] *= a.mask1[i];
   }
   a.x_mid = arena.alloc_uninit(R * d);
-  for (int64_t i = 0; i < R * d; ++i) a.x_mid[i] = a.x_in[i] + a.o[i];
+  add(a.x_mid, a.x_in, a.o, R * d);
 
   if (lp.ffn_norm < 0) {
     a.x_out = a.x_mid;
@@ -292,7 +299,7 @@ void layer_residual_ffn(const ModelPlan& plan, const LayerPlan& lp, const T* P, 
     for (int64_t i = 0; i < R * d; ++i) a.f[i] *= a.mask2[i];
   }
   a.x_out = arena.alloc_uninit(R * d);
-  for (int64_t i = 0; i < R * d; ++i) a.x_out[i] = a.x_mid[i] + a.f[i];
+  add(a.x_out, a.x_mid, a.f, R * d);
 }
 
 template <typename T>
@@ -340,8 +347,12 @@ LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, c
   acts.rstd_f = arena.alloc_uninit(R);
   Ops<T>::rmsnorm(acts.hf, acts.rstd_f, x, P + plan.final_norm, R, d, c.rms_norm_eps);
   // Meta rows are never scored: only token rows reach the LM head.
-  acts.hf_tok = arena.alloc_uninit(B * T_ * d);
-  for (int64_t b = 0; b < B; ++b) copy_cols(acts.hf_tok + b * T_ * d, d, acts.hf + (b * S + M) * d, d, T_, d);
+  if (M == 0) {
+    acts.hf_tok = acts.hf;
+  } else {
+    acts.hf_tok = arena.alloc_uninit(B * T_ * d);
+    for (int64_t b = 0; b < B; ++b) copy_cols(acts.hf_tok + b * T_ * d, d, acts.hf + (b * S + M) * d, d, T_, d);
+  }
   acts.logits = arena.alloc_uninit(B * T_ * V);
   Ops<T>::matmul(acts.logits, V, acts.hf_tok, d, P + plan.lm_head, B * T_, d, V);
   if (targets == nullptr) return {};

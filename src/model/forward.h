@@ -61,7 +61,7 @@ struct Activations {
   T* rope_cos = nullptr, *rope_sin = nullptr;
   std::vector<LayerActs<T>> layers;
   T* hf = nullptr, *rstd_f = nullptr;  // [R, d] final norm
-  T* hf_tok = nullptr;  // [B*T, d] token rows of hf
+  T* hf_tok = nullptr;  // [B*T, d] token rows of hf (hf itself without meta tokens)
   T* logits = nullptr;  // [B*T, V]
 };
 
