@@ -207,11 +207,10 @@ class Backward {
     args.num_meta = acts_.M;
     cpu::attention_backward(dp + lp.q_col, W, dkv + pp.k_col, pp.proj_width, dkv + pp.v_col, pp.proj_width, dattn, Wa,
                             a.attn, Wa, a.lse, args);
-    cpu::rope_backward_table(dp + lp.q_col, W, acts_.B, acts_.S, Hq, dqk, acts_.rope_cos, acts_.rope_sin);
     // Consumers come later in the stack, so by now they have all added into
-    // this producer's dK: un-rotate it once.
-    if (lp.producer)
-      cpu::rope_backward_table(dp + lp.k_col, W, acts_.B, acts_.S, Hkv, dqk, acts_.rope_cos, acts_.rope_sin);
+    // this producer's dK: un-rotate it once, with dQ (K's heads follow Q's).
+    cpu::rope_backward_table(dp + lp.q_col, W, acts_.B, acts_.S, lp.producer ? Hq + Hkv : Hq, dqk, acts_.rope_cos,
+                             acts_.rope_sin);
   }
 
   void mamba(const LayerPlan& lp, const LActs& a, const float* dy, float* dp) {

@@ -100,8 +100,8 @@ void attention_forward(const ModelPlan& plan, const LayerPlan& lp, const Activat
     else
       Ops<T>::rope(x, W, acts.B, acts.S, H, dqk, c.rope_theta);
   };
-  rope(a.proj + lp.q_col, Hq);
-  if (lp.producer) rope(a.proj + lp.k_col, Hkv);
+  // K's heads follow Q's in proj (k_col = q_col + Hq * dqk): one pass for both.
+  rope(a.proj + lp.q_col, lp.producer ? Hq + Hkv : Hq);
   const LayerPlan& pp = plan.layers[static_cast<size_t>(lp.producer_layer)];
   const T* kv_proj = acts.layers[static_cast<size_t>(lp.producer_layer)].proj;
 
