@@ -1,0 +1,330 @@
+#include "ablate/report.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <sstream>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "train/progress.h"
+
+namespace hymba::ablate {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// One table column: header, text of a row, and (for figures) which end is best.
+struct Column {
+  std::string header;
+  std::function<std::string(const RowResult&)> text;
+  std::function<std::optional<double>(const RowResult&)> value = {};
+  bool lower_is_better = true;
+};
+
+std::vector<Column> columns(int64_t context) {
+  const std::string ctx = std::to_string(context);
+  using R = const RowResult&;
+  return {
+      {"Model", [](R r) { return r.name; }},
+      {"Params (M)", [](R r) { return fmt("%.2f", r.params / 1e6); }},
+      {"Attn:Mamba", [](R r) { return r.attn_mamba_ratio; }},
+      {"Attn share", [](R r) { return fmt("%.1f%%", 100.0 * r.attention_share); }},
+      {"Best val loss", [](R r) { return fmt("%.4f", r.best_val_loss); }, [](R r) { return r.best_val_loss; }},
+      {"Best PPL", [](R r) { return fmt("%.2f", r.best_val_ppl); }, [](R r) { return r.best_val_ppl; }},
+      {"Final val loss", [](R r) { return fmt("%.4f", r.final_val_loss); }, [](R r) { return r.final_val_loss; }},
+      {"Final PPL", [](R r) { return fmt("%.2f", r.final_val_ppl); }, [](R r) { return r.final_val_ppl; }},
+      {"Accuracy", [](R r) { return fmt("%.3f", r.final_val_accuracy); }, [](R r) { return r.final_val_accuracy; },
+       false},
+      {"Train tok/s", [](R r) { return fmt("%.0f", r.train_tokens_per_s); },
+       [](R r) { return r.train_tokens_per_s; }, false},
+      {"Train time", [](R r) { return format_duration(r.train_seconds); }},
+      {"Decode tok/s", [](R r) { return fmt("%.1f", r.decode_tokens_per_s); },
+       [](R r) { return r.decode_tokens_per_s; }, false},
+      {"KV MB @" + ctx, [](R r) { return fmt("%.2f", r.kv_cache_mb); }, [](R r) { return r.kv_cache_mb; }},
+      {"Mamba MB", [](R r) { return fmt("%.2f", r.mamba_state_mb); }},
+      {"KV reduction", [](R r) { return r.kv_reduction ? fmt("%.2fx", *r.kv_reduction) : std::string("n/a"); },
+       [](R r) { return r.kv_reduction; }, false},
+  };
+}
+
+// best[c] = the best value of column c over the rows (when it is a figure).
+std::vector<std::optional<double>> best_values(const std::vector<Column>& cols, const std::vector<RowResult>& rows) {
+  std::vector<std::optional<double>> best(cols.size());
+  if (rows.size() < 2) return best;  // nothing to compare
+  for (size_t c = 0; c < cols.size(); ++c) {
+    if (!cols[c].value) continue;
+    for (const RowResult& r : rows) {
+      const auto v = cols[c].value(r);
+      if (!v) continue;
+      if (!best[c] || (cols[c].lower_is_better ? *v < *best[c] : *v > *best[c])) best[c] = v;
+    }
+  }
+  return best;
+}
+
+bool is_best(const Column& col, const std::optional<double>& best, const RowResult& r) {
+  if (!best || !col.value) return false;
+  const auto v = col.value(r);
+  return v && *v == *best;
+}
+
+std::string md_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n') out += ' ';
+    else out += c;
+  }
+  return out;
+}
+
+std::string html_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+// A string for a gnuplot script: single quotes take no escapes but ''.
+std::string gp_str(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c == '\n' ? ' ' : c);
+  return out + "'";
+}
+
+// A string column of a gnuplot data file.
+std::string gp_data_str(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) out += (c == '"' || c == '\n') ? '\'' : c;
+  return out + "\"";
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The gnuplot program to run, or nullopt with the reason it is missing.
+std::optional<std::string> find_gnuplot(const std::string& name, std::string& why) {
+  if (name.empty()) {
+    why = "plots skipped (--no-plots)";
+    return std::nullopt;
+  }
+  auto runnable = [](const fs::path& p) { return fs::is_regular_file(p) && ::access(p.c_str(), X_OK) == 0; };
+  if (name.find('/') != std::string::npos) {
+    if (runnable(name)) return name;
+    why = "plots skipped: " + name + " is not an executable gnuplot";
+    return std::nullopt;
+  }
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  std::string d;
+  while (std::getline(dirs, d, ':'))
+    if (!d.empty() && runnable(fs::path(d) / name)) return (fs::path(d) / name).string();
+  why = "plots skipped: gnuplot not found (install gnuplot-nox, or pass --gnuplot PATH)";
+  return std::nullopt;
+}
+
+// Writes the charts' data and script into plots/ and runs gnuplot once.
+bool write_plots(const ReportInfo& info, const std::vector<RowResult>& rows, std::string& why) {
+  const auto gnuplot = find_gnuplot(info.gnuplot, why);
+  if (!gnuplot) return false;
+  const fs::path dir = fs::path(info.dir) / "plots";
+  fs::create_directories(dir);
+
+  std::ostringstream curves, bars, params, speed;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const RowResult& r = rows[i];
+    curves << "# " << r.id << "\n";
+    for (const CurvePoint& p : r.curve) curves << p.step << " " << p.val_loss << "\n";
+    if (r.curve.empty()) curves << "0 NaN\n";
+    curves << "\n\n";
+    bars << i << " " << gp_data_str(r.name) << " " << r.best_val_ppl << "\n";
+    params << r.params / 1e6 << " " << r.best_val_ppl << " " << gp_data_str(r.name) << "\n";
+    speed << r.kv_cache_mb + r.mamba_state_mb << " " << r.decode_tokens_per_s << " " << gp_data_str(r.name) << "\n";
+  }
+  write_text_atomic((dir / "curves.dat").string(), curves.str());
+  write_text_atomic((dir / "ppl_bars.dat").string(), bars.str());
+  write_text_atomic((dir / "params_vs_ppl.dat").string(), params.str());
+  write_text_atomic((dir / "throughput_vs_cache.dat").string(), speed.str());
+
+  const std::string ctx = std::to_string(rows.empty() ? 0 : rows.front().cache_context);
+  std::ostringstream body;  // one chart per entry of plot_names(), in order
+  std::vector<std::string> charts;
+  {
+    std::ostringstream c;
+    c << "set title " << gp_str("Validation loss — " + info.title) << "\nset xlabel 'step'\nset ylabel 'validation loss'\n"
+      << "set key outside right\nset grid\nplot ";
+    for (size_t i = 0; i < rows.size(); ++i)
+      c << (i ? ", " : "") << "'curves.dat' index " << i << " using 1:2 with linespoints lw 2 pt 7 ps 0.6 title "
+        << gp_str(rows[i].name);
+    charts.push_back(c.str() + "\n");
+  }
+  charts.push_back(
+      "set title 'Best validation perplexity (lower is better)'\nset ylabel 'best val PPL'\nset xlabel ''\n"
+      "set style fill solid 0.7 border -1\nset boxwidth 0.7\nset xtics rotate by -30 left\nset key off\nset grid ytics\n"
+      "set yrange [0:*]\nset offsets 0, 0, graph 0.08, 0\nplot 'ppl_bars.dat' using 1:3:xtic(2) with boxes lc rgb '#4e79a7', "
+      "'' using 1:3:(sprintf('%.1f', $3)) with labels offset 0,0.8 notitle\n");
+  charts.push_back(
+      "set title 'Parameters vs best validation perplexity'\nset xlabel 'parameters (M)'\nset ylabel 'best val PPL'\n"
+      "set key off\nset grid\nset offsets graph 0.1, graph 0.1, graph 0.1, graph 0.1\nplot 'params_vs_ppl.dat' using 1:2 with points pt 7 ps 1.5 lc rgb '#e15759', "
+      "'' using 1:2:3 with labels offset 0,1 font ',9' notitle\n");
+  charts.push_back("set title " + gp_str("Decode throughput (batch 1) vs cache per sequence at " + ctx + " tokens") +
+                   "\nset xlabel 'KV cache + Mamba state (MB, fp16)'\nset ylabel 'decode tok/s'\nset key off\nset grid\n"
+                   "set offsets graph 0.1, graph 0.1, graph 0.1, graph 0.1\n"
+                   "plot 'throughput_vs_cache.dat' using 1:2 with points pt 7 ps 1.5 lc rgb '#59a14f', "
+                   "'' using 1:2:3 with labels offset 0,1 font ',9' notitle\n");
+  const auto& names = plot_names();
+  for (const char* term : {"pngcairo size 1000,600 font ',10'", "svg size 1000,600 dynamic font 'sans,11'"}) {
+    const std::string ext = std::string(term).starts_with("png") ? ".png" : ".svg";
+    for (size_t i = 0; i < charts.size(); ++i)
+      body << "reset\nset terminal " << term << "\nset output " << gp_str(names[i] + ext) << "\n" << charts[i]
+           << "unset output\n";
+  }
+  write_text_atomic((dir / "report.gp").string(), body.str());
+  for (const std::string& n : names)
+    for (const char* ext : {".png", ".svg"}) fs::remove(dir / (n + ext));
+
+  const std::string cmd = "cd " + shell_quote(dir.string()) + " && " + shell_quote(*gnuplot) +
+                          " report.gp > gnuplot.log 2>&1";
+  const int rc = std::system(cmd.c_str());
+  bool all = true;
+  for (const std::string& n : names)
+    for (const char* ext : {".png", ".svg"}) all = all && fs::exists(dir / (n + ext)) && fs::file_size(dir / (n + ext)) > 0;
+  if (rc != 0 || !all) {
+    why = "plots skipped: gnuplot failed (exit " + std::to_string(WIFEXITED(rc) ? WEXITSTATUS(rc) : rc) + "; see " +
+          (dir / "gnuplot.log").string() + ")";
+    return false;
+  }
+  return true;
+}
+
+std::string settings_line(const ReportInfo& info) {
+  const json& t = info.settings.value("train", json::object());
+  std::ostringstream s;
+  s << "suite `" << info.suite << "`, scale `" << info.scale << "`, data `" << info.settings.value("data", "") << "`, ";
+  if (t.contains("steps")) s << t["steps"].dump() << " steps";
+  else s << t.value("epochs", 0.0) << " epochs";
+  s << " of " << t.value("batch", 0) << " x " << t.value("seq_len", 0) << " tokens, lr " << t.value("lr", 0.0)
+    << ", warmup " << t.value("warmup", 0) << ", tokenizer " << t.value("tokenizer", std::string("?"));
+  if (t.contains("tokenizer_vocab")) s << " " << t["tokenizer_vocab"].dump();
+  s << ", seed " << t.value("seed", 0) << "; every row trains on the same data, tokenizer, budget and seed";
+  return s.str();
+}
+
+}  // namespace
+
+const std::vector<std::string>& plot_names() {
+  static const std::vector<std::string> names = {"val_curves", "ppl_bars", "params_vs_ppl", "throughput_vs_cache"};
+  return names;
+}
+
+std::string markdown_table(const std::vector<RowResult>& rows) {
+  const auto cols = columns(rows.empty() ? 0 : rows.front().cache_context);
+  const auto best = best_values(cols, rows);
+  std::ostringstream md;
+  md << "| # |";
+  for (const Column& c : cols) md << " " << c.header << " |";
+  md << "\n|--:|";
+  for (size_t c = 0; c < cols.size(); ++c) md << (c == 0 ? ":--|" : "--:|");
+  md << "\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    md << "| " << i + 1 << " |";
+    for (size_t c = 0; c < cols.size(); ++c) {
+      const std::string t = md_escape(cols[c].text(rows[i]));
+      md << " " << (is_best(cols[c], best[c], rows[i]) ? "**" + t + "**" : t) << " |";
+    }
+    md << "\n";
+  }
+  return md.str();
+}
+
+ReportFiles write_report(const ReportInfo& info, const std::vector<RowResult>& rows) {
+  ReportFiles files;
+  files.plots_written = write_plots(info, rows, files.plots_note);
+  if (!files.plots_written) std::fprintf(stderr, "%s\n", files.plots_note.c_str());
+  const int64_t context = rows.empty() ? 0 : rows.front().cache_context;
+  const std::string order = info.sorted_by_ppl ? "sorted by best validation perplexity" : "in the suite's order";
+
+  std::ostringstream md;
+  md << "# " << info.title << "\n\n" << settings_line(info) << ".\n\n"
+     << "Rows " << order << "; **bold** = best in its column. PPL = exp(validation loss). Accuracy = next-token "
+     << "accuracy at the end of training. Decode tok/s: batch 1 from the best checkpoint. KV cache and Mamba state "
+     << "per sequence at " << context << " tokens in fp16; KV reduction = the same model without KV sharing or "
+     << "SWA over this one.\n\n"
+     << markdown_table(rows) << "\n";
+  if (files.plots_written) {
+    md << "## Plots\n\n";
+    for (const std::string& n : plot_names()) md << "![" << n << "](plots/" << n << ".png)\n\n";
+  } else {
+    md << "_" << files.plots_note << "._\n\n";
+  }
+  md << "## Samples\n\n";
+  for (const RowResult& r : rows) {
+    md << "### " << r.name << "\n\n";
+    for (const Sample& s : r.samples) md << "```text\n" << s.prompt << s.text << "\n```\n\n";
+  }
+  files.markdown = (fs::path(info.dir) / "report.md").string();
+  write_text_atomic(files.markdown, md.str());
+
+  const auto cols = columns(context);
+  const auto best = best_values(cols, rows);
+  std::ostringstream h;
+  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << html_escape(info.title)
+    << "</title>\n<style>body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;"
+       "font-size:14px}th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f0f0f0}"
+       "td:nth-child(2){text-align:left}td.best{font-weight:bold;background:#e8f5e9}pre{background:#f7f7f7;"
+       "padding:8px;white-space:pre-wrap}img{max-width:100%;margin:1em 0}</style></head><body>\n"
+    << "<h1>" << html_escape(info.title) << "</h1>\n<p>" << html_escape(settings_line(info)) << ".</p>\n<p>Rows "
+    << order << "; highlighted = best in its column. Cache figures per sequence at " << context
+    << " tokens in fp16.</p>\n<table>\n<tr><th>#</th>";
+  for (const Column& c : cols) h << "<th>" << html_escape(c.header) << "</th>";
+  h << "</tr>\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    h << "<tr><td>" << i + 1 << "</td>";
+    for (size_t c = 0; c < cols.size(); ++c)
+      h << (is_best(cols[c], best[c], rows[i]) ? "<td class=\"best\">" : "<td>") << html_escape(cols[c].text(rows[i]))
+        << "</td>";
+    h << "</tr>\n";
+  }
+  h << "</table>\n";
+  if (files.plots_written) {
+    h << "<h2>Plots</h2>\n";
+    for (const std::string& n : plot_names()) h << "<img src=\"plots/" << n << ".svg\" alt=\"" << n << "\">\n";
+  } else {
+    h << "<p><em>" << html_escape(files.plots_note) << ".</em></p>\n";
+  }
+  h << "<h2>Samples</h2>\n";
+  for (const RowResult& r : rows) {
+    h << "<h3>" << html_escape(r.name) << "</h3>\n";
+    for (const Sample& s : r.samples) h << "<pre><b>" << html_escape(s.prompt) << "</b>" << html_escape(s.text) << "</pre>\n";
+  }
+  h << "</body></html>\n";
+  files.html = (fs::path(info.dir) / "report.html").string();
+  write_text_atomic(files.html, h.str());
+  return files;
+}
+
+}  // namespace hymba::ablate

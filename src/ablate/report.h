@@ -1,0 +1,38 @@
+// The suite report: report.md (the table, best values in bold), gnuplot
+// charts in PNG and SVG (validation curves, best-PPL bars, parameters vs
+// PPL, decode throughput vs cache size) and report.html with all of it and
+// the generated samples. Without gnuplot the report is written without plots.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ablate/results.h"
+
+namespace hymba::ablate {
+
+struct ReportInfo {
+  std::string dir;
+  std::string suite, title, scale;
+  bool sorted_by_ppl = false;
+  nlohmann::json settings;
+  std::string gnuplot = "gnuplot";  // "" skips the plots
+};
+
+struct ReportFiles {
+  std::string markdown, html;
+  bool plots_written = false;
+  std::string plots_note;  // why plots were skipped, when they were
+};
+
+// The names of the charts, without extension (each is written as .png and .svg).
+const std::vector<std::string>& plot_names();
+
+// The markdown table of the rows (also printed by `hymba ablate`).
+std::string markdown_table(const std::vector<RowResult>& rows);
+
+ReportFiles write_report(const ReportInfo& info, const std::vector<RowResult>& rows);
+
+}  // namespace hymba::ablate

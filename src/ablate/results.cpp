@@ -1,0 +1,202 @@
+#include "ablate/results.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+
+namespace hymba::ablate {
+
+using nlohmann::json;
+
+json RowResult::to_json() const {
+  json samples_json = json::array();
+  for (const Sample& s : samples) samples_json.push_back({{"prompt", s.prompt}, {"text", s.text}});
+  json curve_json = json::array();
+  for (const CurvePoint& p : curve)
+    curve_json.push_back({{"step", p.step}, {"val_loss", p.val_loss}, {"val_ppl", p.val_ppl},
+                          {"val_accuracy", p.val_accuracy}});
+  return {{"id", id},
+          {"name", name},
+          {"source", source},
+          {"config", config},
+          {"params", params},
+          {"attention_params", attention_params},
+          {"mamba_params", mamba_params},
+          {"attn_mamba_ratio", attn_mamba_ratio},
+          {"attention_share", attention_share},
+          {"best_val_loss", best_val_loss},
+          {"best_val_ppl", best_val_ppl},
+          {"best_step", best_step},
+          {"final_val_loss", final_val_loss},
+          {"final_val_ppl", final_val_ppl},
+          {"final_val_accuracy", final_val_accuracy},
+          {"steps", steps},
+          {"train_tokens", train_tokens},
+          {"train_tokens_per_s", train_tokens_per_s},
+          {"train_seconds", train_seconds},
+          {"decode_tokens_per_s", decode_tokens_per_s},
+          {"cache_context", cache_context},
+          {"kv_cache_mb", kv_cache_mb},
+          {"mamba_state_mb", mamba_state_mb},
+          {"kv_reduction", kv_reduction ? json(*kv_reduction) : json()},
+          {"samples", samples_json},
+          {"curve", curve_json}};
+}
+
+namespace {
+
+template <class T>
+T get(const json& j, const char* key) {
+  HYMBA_CHECK(j.contains(key), "field '", key, "' is missing");
+  const json& v = j.at(key);
+  if constexpr (std::is_same_v<T, std::string>) {
+    HYMBA_CHECK(v.is_string(), "field '", key, "' is not a string");
+  } else if constexpr (std::is_integral_v<T>) {
+    HYMBA_CHECK(v.is_number_integer(), "field '", key, "' is not an integer");
+  } else {
+    HYMBA_CHECK(v.is_number(), "field '", key, "' is not a number");
+  }
+  return v.get<T>();
+}
+
+}  // namespace
+
+RowResult RowResult::from_json(const json& j) {
+  HYMBA_CHECK(j.is_object(), "not a JSON object");
+  RowResult r;
+  r.id = get<std::string>(j, "id");
+  r.name = get<std::string>(j, "name");
+  r.source = get<std::string>(j, "source");
+  HYMBA_CHECK(j.contains("config") && j["config"].is_object(), "field 'config' is missing or not an object");
+  r.config = j["config"];
+  r.params = get<int64_t>(j, "params");
+  r.attention_params = get<int64_t>(j, "attention_params");
+  r.mamba_params = get<int64_t>(j, "mamba_params");
+  r.attn_mamba_ratio = get<std::string>(j, "attn_mamba_ratio");
+  r.attention_share = get<double>(j, "attention_share");
+  r.best_val_loss = get<double>(j, "best_val_loss");
+  r.best_val_ppl = get<double>(j, "best_val_ppl");
+  r.best_step = get<int64_t>(j, "best_step");
+  r.final_val_loss = get<double>(j, "final_val_loss");
+  r.final_val_ppl = get<double>(j, "final_val_ppl");
+  r.final_val_accuracy = get<double>(j, "final_val_accuracy");
+  r.steps = get<int64_t>(j, "steps");
+  r.train_tokens = get<int64_t>(j, "train_tokens");
+  r.train_tokens_per_s = get<double>(j, "train_tokens_per_s");
+  r.train_seconds = get<double>(j, "train_seconds");
+  r.decode_tokens_per_s = get<double>(j, "decode_tokens_per_s");
+  r.cache_context = get<int64_t>(j, "cache_context");
+  r.kv_cache_mb = get<double>(j, "kv_cache_mb");
+  r.mamba_state_mb = get<double>(j, "mamba_state_mb");
+  HYMBA_CHECK(j.contains("kv_reduction") && (j["kv_reduction"].is_null() || j["kv_reduction"].is_number()),
+              "field 'kv_reduction' is missing or not a number/null");
+  if (j["kv_reduction"].is_number()) r.kv_reduction = j["kv_reduction"].get<double>();
+  HYMBA_CHECK(j.contains("samples") && j["samples"].is_array(), "field 'samples' is missing or not an array");
+  for (const json& s : j["samples"]) {
+    HYMBA_CHECK(s.is_object(), "field 'samples' holds a non-object");
+    r.samples.push_back({get<std::string>(s, "prompt"), get<std::string>(s, "text")});
+  }
+  HYMBA_CHECK(j.contains("curve") && j["curve"].is_array(), "field 'curve' is missing or not an array");
+  for (const json& p : j["curve"]) {
+    HYMBA_CHECK(p.is_object(), "field 'curve' holds a non-object");
+    r.curve.push_back({get<int64_t>(p, "step"), get<double>(p, "val_loss"), get<double>(p, "val_ppl"),
+                       get<double>(p, "val_accuracy")});
+  }
+  HYMBA_CHECK(r.params > 0 && r.best_val_ppl > 0 && r.steps > 0, "figures out of range (params, best_val_ppl, steps)");
+  return r;
+}
+
+const std::vector<std::string>& result_columns() {
+  static const std::vector<std::string> cols = {
+      "id",           "model",         "params_m",        "attn_mamba_ratio", "attention_share",
+      "best_val_loss", "best_val_ppl", "final_val_loss",  "final_val_ppl",    "val_accuracy",
+      "train_tok_s",  "train_time_s",  "decode_tok_s",    "kv_cache_mb",      "mamba_state_mb",
+      "cache_context", "kv_reduction", "steps"};
+  return cols;
+}
+
+void write_results_json(const std::string& path, const json& header, const std::vector<RowResult>& rows) {
+  json j = header;
+  j["rows"] = json::array();
+  for (const RowResult& r : rows) j["rows"].push_back(r.to_json());
+  write_text_atomic(path, j.dump(2) + "\n");
+}
+
+namespace {
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string num(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace
+
+void write_results_csv(const std::string& path, const std::vector<RowResult>& rows) {
+  std::ostringstream out;
+  const auto& cols = result_columns();
+  for (size_t i = 0; i < cols.size(); ++i) out << (i ? "," : "") << cols[i];
+  out << "\n";
+  for (const RowResult& r : rows) {
+    const std::vector<std::string> f = {csv_field(r.id),
+                                        csv_field(r.name),
+                                        num(r.params / 1e6, 4),
+                                        r.attn_mamba_ratio,
+                                        num(r.attention_share, 4),
+                                        num(r.best_val_loss, 4),
+                                        num(r.best_val_ppl, 3),
+                                        num(r.final_val_loss, 4),
+                                        num(r.final_val_ppl, 3),
+                                        num(r.final_val_accuracy, 4),
+                                        num(r.train_tokens_per_s, 0),
+                                        num(r.train_seconds, 1),
+                                        num(r.decode_tokens_per_s, 1),
+                                        num(r.kv_cache_mb, 3),
+                                        num(r.mamba_state_mb, 3),
+                                        std::to_string(r.cache_context),
+                                        r.kv_reduction ? num(*r.kv_reduction, 2) : "",
+                                        std::to_string(r.steps)};
+    for (size_t i = 0; i < f.size(); ++i) out << (i ? "," : "") << f[i];
+    out << "\n";
+  }
+  write_text_atomic(path, out.str());
+}
+
+StoredResults read_results_json(const std::string& path) {
+  std::ifstream in(path);
+  HYMBA_CHECK(in.good(), path, ": cannot read");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    fail(path, ": not valid JSON (", e.what(), "); fix it or delete it to re-measure every row");
+  }
+  HYMBA_CHECK(j.is_object() && j.contains("rows") && j["rows"].is_array(), path,
+              ": not a results file (no 'rows' array); fix it or delete it");
+  StoredResults out;
+  out.header = j;
+  out.header.erase("rows");
+  for (size_t i = 0; i < j["rows"].size(); ++i) {
+    const json& row = j["rows"][i];
+    try {
+      out.rows.push_back(RowResult::from_json(row));
+    } catch (const Error& e) {
+      std::string label = "rows[" + std::to_string(i) + "]";
+      if (row.is_object() && row.contains("id") && row["id"].is_string()) label += " ('" + row["id"].get<std::string>() + "')";
+      out.corrupt.push_back(path + ": " + label + " is corrupt: " + e.what());
+    }
+  }
+  return out;
+}
+
+}  // namespace hymba::ablate

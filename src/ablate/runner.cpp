@@ -1,0 +1,346 @@
+#include "ablate/runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "ablate/report.h"
+#include "ablate/suite.h"
+#include "core/error.h"
+#include "core/threading.h"
+#include "data/corpus.h"
+#include "data/tokenizer.h"
+#include "infer/generate.h"
+#include "model/checkpoint.h"
+#include "model/summary.h"
+#include "train/progress.h"
+#include "train/run_state.h"
+#include "train/trainer.h"
+
+namespace hymba::ablate {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kResultsFormat = "hymba-ablate-results/1";
+constexpr int kCacheBytesPerElement = 2;  // fp16, as the paper and seed 002 report caches
+
+double mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+// The row's config with the suite tokenizer's vocabulary, as it trains.
+ModelConfig row_config(const SuiteRow& row, int64_t vocab) {
+  json j = row.config;
+  j["vocab_size"] = vocab;
+  return ModelConfig::from_json(j, row.source);
+}
+
+// The same model without cross-layer KV sharing and with every attention
+// layer global: the cache the reduction factor is measured against.
+ModelConfig no_sharing_baseline(const SuiteRow& row, int64_t vocab) {
+  json j = row.config;
+  j["vocab_size"] = vocab;
+  j["sliding_window"] = 0;
+  j["global_attn_idx"] = json::array();
+  j["kv_reuse_group"] = json::array();
+  return ModelConfig::from_json(j, row.source + " (baseline without KV sharing or SWA)");
+}
+
+std::string ratio_label(int64_t attn, int64_t mamba) {
+  if (attn == 0) return "0:1";
+  if (mamba == 0) return "1:0";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "1:%.2f", static_cast<double>(mamba) / static_cast<double>(attn));
+  return buf;
+}
+
+// Figures that follow from the config alone.
+void fill_model_figures(RowResult& r, const SuiteRow& row, int64_t vocab, int64_t context) {
+  const ModelConfig cfg = row_config(row, vocab);
+  const ModelSummary s = summarize(cfg, context);
+  auto part = [&](const char* name) {
+    const auto it = s.params_by_part.find(name);
+    return it == s.params_by_part.end() ? int64_t{0} : it->second;
+  };
+  r.params = s.total_params;
+  r.attention_params = part("attention");
+  r.mamba_params = part("mamba");
+  r.attn_mamba_ratio = ratio_label(r.attention_params, r.mamba_params);
+  const int64_t mixer = r.attention_params + r.mamba_params;
+  r.attention_share = mixer > 0 ? static_cast<double>(r.attention_params) / static_cast<double>(mixer) : 0.0;
+  r.cache_context = context;
+  r.kv_cache_mb = mib(s.kv_cache_bytes(kCacheBytesPerElement));
+  r.mamba_state_mb = mib(s.mamba_state_bytes(kCacheBytesPerElement));
+  r.kv_reduction.reset();
+  if (s.kv_cache_elements > 0) {
+    const ModelSummary base = summarize(no_sharing_baseline(row, vocab), context);
+    r.kv_reduction = static_cast<double>(base.kv_cache_elements) / static_cast<double>(s.kv_cache_elements);
+  }
+}
+
+std::vector<CurvePoint> read_curve(const fs::path& metrics) {
+  std::vector<CurvePoint> curve;
+  std::ifstream in(metrics);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      const json j = json::parse(line);
+      if (j.contains("val_loss"))
+        curve.push_back({j.at("step").get<int64_t>(), j.at("val_loss").get<double>(), j.at("val_ppl").get<double>(),
+                         j.value("val_accuracy", 0.0)});
+    } catch (const json::exception& e) {
+      fail(metrics.string(), ": unreadable record (", e.what(), ")");
+    }
+  }
+  return curve;
+}
+
+// Byte-level samples can end inside a character or hold stray bytes; the
+// report files are UTF-8, so those bytes become U+FFFD.
+std::string valid_utf8(const std::string& s) {
+  return json::parse(json(s).dump(-1, ' ', false, json::error_handler_t::replace)).get<std::string>();
+}
+
+// Samples from the fixed prompts with the best checkpoint, one sequence at a
+// time (batch 1, as the seeds time generation); returns decode tok/s.
+double sample_and_time(RowResult& r, const std::string& ckpt, const Tokenizer& tok,
+                       const std::vector<std::string>& prompts, int64_t new_tokens, uint64_t seed) {
+  auto model = load_model(ckpt, false);
+  infer::Decoder decoder(*model);
+  infer::GenerateOptions g;
+  g.max_new_tokens = new_tokens;
+  g.sampling.temperature = 0.8;
+  g.sampling.top_k = 40;
+  g.sampling.seed = seed;
+  g.stop_at_eos = false;  // every row decodes the same number of tokens
+  r.samples.clear();
+  int64_t decoded = 0;
+  double seconds = 0.0;
+  for (const std::string& p : prompts) {
+    std::vector<int32_t> ids = tok.encode(p);
+    if (ids.empty()) ids.push_back(tok.bos_id());
+    infer::GenerateStats stats;
+    const auto out = infer::generate(decoder, tok, {ids}, g, {}, &stats);
+    r.samples.push_back({p, valid_utf8(out.front().text)});
+    decoded += stats.decode_tokens;
+    seconds += stats.decode_seconds;
+  }
+  return seconds > 0 ? static_cast<double>(decoded) / seconds : 0.0;
+}
+
+std::unique_ptr<Tokenizer> suite_tokenizer(const fs::path& path, const TrainOptions& t) {
+  if (fs::exists(path)) return load_tokenizer(path.string());
+  std::unique_ptr<Tokenizer> tok;
+  const TokenizerKind kind = parse_tokenizer_kind(t.tokenizer_type);
+  if (kind == TokenizerKind::kByte) {
+    tok = make_byte_tokenizer();
+  } else {
+    std::fprintf(stderr, "training the suite's %s tokenizer (vocab %d) on %s...\n", to_string(kind),
+                 t.tokenizer_vocab, t.data.c_str());
+    TokenizerTrainOptions o;
+    o.kind = kind;
+    o.vocab_size = t.tokenizer_vocab;
+    o.seed = t.seed;
+    tok = train_tokenizer(read_documents(t.data), o);
+  }
+  tok->save(path.string());
+  return tok;
+}
+
+// The first setting that differs, for the "run with other settings" error.
+std::string first_difference(const json& a, const json& b, const std::string& prefix = "") {
+  if (a.is_object() && b.is_object()) {
+    for (auto it = b.begin(); it != b.end(); ++it) {
+      if (!a.contains(it.key())) return prefix + it.key() + " (new)";
+      const std::string d = first_difference(a[it.key()], it.value(), prefix + it.key() + ".");
+      if (!d.empty()) return d;
+    }
+    for (auto it = a.begin(); it != a.end(); ++it)
+      if (!b.contains(it.key())) return prefix + it.key() + " (removed)";
+    return "";
+  }
+  return a == b ? "" : prefix.substr(0, prefix.size() - 1) + ": " + a.dump() + " then, " + b.dump() + " now";
+}
+
+}  // namespace
+
+AblateSummary run_ablation(const AblateOptions& opt) {
+  HYMBA_CHECK(!opt.out_dir.empty(), "--out: an output directory is required");
+  HYMBA_CHECK(opt.cache_context >= 1, "--cache-context must be >= 1");
+  HYMBA_CHECK(opt.sample_tokens >= 1, "--sample-tokens must be >= 1");
+  set_num_threads(opt.threads);
+  const Suite suite = load_suite(opt.suite, opt.scale);
+
+  TrainOptions base;
+  apply_train_settings(base, suite.train, "suite '" + suite.name + "'");
+  apply_train_settings(base, opt.train_overrides, "flags");
+  base.data = opt.data;
+  base.threads = opt.threads;
+  base.quiet = opt.quiet;
+  base.plain_progress = opt.plain_progress;
+  const std::vector<std::string> prompts = opt.prompts.empty() ? suite.prompts : opt.prompts;
+  HYMBA_CHECK(!prompts.empty(), "--prompt: the suite has no sample prompts; give one");
+
+  const fs::path dir(opt.out_dir);
+  std::error_code ec;
+  fs::create_directories(dir / "runs", ec);
+  HYMBA_CHECK(!ec, opt.out_dir, ": cannot create the output directory (", ec.message(), ")");
+
+  const json settings = {{"suite", suite.name},
+                         {"data", opt.data},
+                         {"train", train_settings_json(base)},
+                         {"cache_context", opt.cache_context},
+                         {"sample_tokens", opt.sample_tokens},
+                         {"prompts", prompts}};
+  const std::string results_json = (dir / "results.json").string();
+  std::map<std::string, RowResult> done;
+  if (fs::exists(results_json)) {
+    StoredResults stored = read_results_json(results_json);
+    HYMBA_CHECK(stored.header.value("format", "") == kResultsFormat, results_json,
+                ": not a hymba ablate results file (format '", stored.header.value("format", ""), "')");
+    const std::string diff = first_difference(stored.header.value("settings", json::object()), settings);
+    HYMBA_CHECK(diff.empty(), opt.out_dir, ": holds a suite run with other settings (", diff,
+                "); use another --out or the same flags");
+    for (const std::string& msg : stored.corrupt) std::fprintf(stderr, "warning: %s; measuring that row again\n", msg.c_str());
+    for (RowResult& r : stored.rows) done.emplace(r.id, std::move(r));
+  }
+
+  const auto tok = suite_tokenizer(dir / kTokenizerFile, base);
+  base.tokenizer_path = (dir / kTokenizerFile).string();
+  const int64_t vocab = tok->vocab_size();
+
+  // Check every row's config and its changes against earlier results before
+  // training anything.
+  for (const SuiteRow& row : suite.rows) {
+    (void)row_config(row, vocab);
+    const auto it = done.find(row.id);
+    HYMBA_CHECK(it == done.end() || it->second.config == row.config, "row '", row.id,
+                "': its model config changed since ", opt.out_dir, " was run; use another --out");
+  }
+  for (const auto& [id, r] : done) {
+    const bool in_suite = std::any_of(suite.rows.begin(), suite.rows.end(), [&](const SuiteRow& s) { return s.id == id; });
+    if (!in_suite) std::fprintf(stderr, "note: %s has a row '%s' that is not in this suite; it is left out\n",
+                                results_json.c_str(), id.c_str());
+  }
+
+  // ETA: seconds per parameter of the rows trained so far (every row sees
+  // the same tokens, so time scales with the model).
+  double work_done = 0.0, seconds_done = 0.0;
+  auto row_work = [&](const SuiteRow& row) {
+    return static_cast<double>(summarize(row_config(row, vocab), 1).total_params);
+  };
+
+  json header = {{"format", kResultsFormat},
+                 {"suite", suite.name},
+                 {"title", suite.title},
+                 {"scale", opt.scale.empty() ? "seed" : opt.scale},
+                 {"threads", num_threads()},
+                 {"settings", settings}};
+  AblateSummary summary;
+  std::vector<RowResult> results;
+  const auto t_suite = std::chrono::steady_clock::now();
+  const size_t n = suite.rows.size();
+  for (size_t i = 0; i < n; ++i) {
+    const SuiteRow& row = suite.rows[i];
+    const auto found = done.find(row.id);
+    if (found != done.end()) {
+      std::fprintf(stderr, "[%zu/%zu] %s: measured earlier, skipped\n", i + 1, n, row.name.c_str());
+      results.push_back(found->second);
+      ++summary.skipped;
+      continue;
+    }
+    double remaining = 0.0;
+    for (size_t k = i; k < n; ++k)
+      if (!done.count(suite.rows[k].id)) remaining += row_work(suite.rows[k]);
+    const std::string eta = work_done > 0 ? "suite ETA " + format_duration(remaining * seconds_done / work_done)
+                                          : "suite ETA after the first row";
+    std::fprintf(stderr, "[%zu/%zu] %s (%s): start; %s\n", i + 1, n, row.name.c_str(), row.source.c_str(),
+                 eta.c_str());
+    const auto t_row = std::chrono::steady_clock::now();
+
+    const fs::path run_dir = dir / "runs" / row.id;
+    RowResult r;
+    r.id = row.id;
+    r.name = row.name;
+    r.source = row.source;
+    r.config = row.config;
+    const fs::path summary_path = run_dir / kSummaryFile;
+    json trained;
+    if (fs::exists(summary_path)) {
+      trained = read_json_file(summary_path.string());  // trained earlier; only the measurements were lost
+    } else {
+      TrainOptions t = base;
+      t.out_dir = run_dir.string();
+      t.resume = fs::exists(run_dir / kLatestFile);
+      trained = train(row_config(row, vocab), t).to_json();
+      ++summary.trained;
+      work_done += row_work(row);
+      seconds_done += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_row).count();
+    }
+    try {
+      r.best_val_loss = trained.at("best_val_loss").get<double>();
+      r.best_val_ppl = trained.at("best_val_ppl").get<double>();
+      r.best_step = trained.at("best_step").get<int64_t>();
+      r.final_val_loss = trained.at("final_val_loss").get<double>();
+      r.final_val_ppl = trained.at("final_val_ppl").get<double>();
+      r.final_val_accuracy = trained.at("final_val_accuracy").get<double>();
+      r.steps = trained.at("steps").get<int64_t>();
+      r.train_tokens = trained.at("tokens").get<int64_t>();
+      r.train_tokens_per_s = trained.at("train_tokens_per_s").get<double>();
+      r.train_seconds = trained.at("wall_s").get<double>();
+    } catch (const json::exception& e) {
+      fail(summary_path.string(), ": unreadable (", e.what(), "); delete ", run_dir.string(), " to train the row again");
+    }
+    fill_model_figures(r, row, vocab, opt.cache_context);
+    r.curve = read_curve(run_dir / kMetricsFile);
+    const fs::path best = run_dir / kBestDir;
+    r.decode_tokens_per_s = sample_and_time(r, fs::exists(best) ? best.string() : resolve_checkpoint(run_dir.string()),
+                                            *tok, prompts, opt.sample_tokens, base.seed);
+    results.push_back(r);
+    done.emplace(r.id, r);
+
+    // Every finished row is on disk before the next starts.
+    std::vector<RowResult> so_far;
+    for (const SuiteRow& s : suite.rows)
+      if (done.count(s.id)) so_far.push_back(done.at(s.id));
+    write_results_json(results_json, header, so_far);
+    std::fprintf(stderr,
+                 "[%zu/%zu] %s: done in %s: %.2fM params, best val loss %.4f (ppl %.2f), acc %.3f, %.0f train tok/s, "
+                 "%.1f decode tok/s\n",
+                 i + 1, n, row.name.c_str(),
+                 format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_row).count()).c_str(),
+                 r.params / 1e6, r.best_val_loss, r.best_val_ppl, r.final_val_accuracy, r.train_tokens_per_s,
+                 r.decode_tokens_per_s);
+  }
+  write_results_json(results_json, header, results);
+
+  if (suite.sort == SortOrder::kBestPpl)
+    std::stable_sort(results.begin(), results.end(),
+                     [](const RowResult& a, const RowResult& b) { return a.best_val_ppl < b.best_val_ppl; });
+  write_results_csv((dir / "results.csv").string(), results);
+  ReportInfo info;
+  info.dir = dir.string();
+  info.suite = suite.name;
+  info.title = suite.title;
+  info.sorted_by_ppl = suite.sort == SortOrder::kBestPpl;
+  info.settings = settings;
+  info.scale = header["scale"].get<std::string>();
+  info.gnuplot = opt.gnuplot;
+  const ReportFiles files = write_report(info, results);
+  summary.rows = results;
+  summary.plots_written = files.plots_written;
+  summary.report_md = files.markdown;
+  summary.report_html = files.html;
+  std::fprintf(stderr, "suite %s: %lld trained, %lld skipped, %s\n", suite.name.c_str(),
+               static_cast<long long>(summary.trained), static_cast<long long>(summary.skipped),
+               format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_suite).count()).c_str());
+  return summary;
+}
+
+}  // namespace hymba::ablate

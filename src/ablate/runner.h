@@ -1,0 +1,46 @@
+// `hymba ablate`: trains every row of a suite under one recipe (same data,
+// tokenizer, budget and seed), measures each, and writes the results and
+// the report. A rerun skips rows already measured, resumes a row whose
+// training was killed, and re-measures rows whose record is corrupt.
+//
+// DIR/tokenizer.model     the suite's one tokenizer
+// DIR/runs/<row id>/      each row's training run (checkpoints, metrics)
+// DIR/results.json        settings + one record per measured row
+// DIR/results.csv, report.md, report.html, plots/
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ablate/results.h"
+
+namespace hymba::ablate {
+
+struct AblateOptions {
+  std::string suite;             // built-in name or suite .json file
+  std::string scale;             // "" = the suite file's, else seed
+  std::string data = "default";  // corpus SPEC
+  std::string out_dir;
+  nlohmann::json train_overrides = nlohmann::json::object();  // recipe keys from flags
+  std::vector<std::string> prompts;  // empty: the suite's
+  int64_t cache_context = 4096;      // tokens the KV / Mamba state figures are for
+  int64_t sample_tokens = 100;       // tokens generated per prompt (also times decoding)
+  std::string gnuplot = "gnuplot";   // program name or path; "" skips the plots
+  int threads = 0;
+  bool quiet = false;           // no per-row progress bars
+  bool plain_progress = false;  // periodic lines instead of bars
+};
+
+struct AblateSummary {
+  std::vector<RowResult> rows;  // in the suite's report order
+  int64_t trained = 0, skipped = 0;
+  bool plots_written = false;
+  std::string report_md, report_html;
+};
+
+AblateSummary run_ablation(const AblateOptions& opt);
+
+}  // namespace hymba::ablate

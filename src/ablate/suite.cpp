@@ -1,0 +1,297 @@
+#include "ablate/suite.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "core/error.h"
+#include "data/tokenizer.h"
+
+namespace hymba::ablate {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Each built-in suite follows the recipe of the notebook it comes from, so a
+// run at --scale seed is the notebook's experiment; flags override any key.
+json seed001_recipe() {
+  // Seed 001: 25 epochs of 16 x 256, BPE 4096, AdamW(0.9, 0.99) wd 0.1,
+  // 100 warmup steps, cosine to 10 %, label smoothing 0.1, eval every 50.
+  return {{"epochs", 25},        {"batch", 16},          {"seq_len", 256},     {"lr", 3e-4},
+          {"warmup", 100},       {"weight_decay", 0.1},  {"beta2", 0.99},      {"grad_clip", 1.0},
+          {"label_smoothing", 0.1}, {"min_lr_ratio", 0.1}, {"eval_interval", 50}, {"eval_windows", 0},
+          {"val_fraction", 0.1}, {"seed", 42},           {"tokenizer", "bpe"}, {"tokenizer_vocab", 4096}};
+}
+
+json seed002_recipe() {
+  // Seed 002: 150 steps of 16 x 512, AdamW(0.9, 0.95) wd 0.1, 40 warmup
+  // steps, cosine to 0, 5 % validation, a trained Unigram tokenizer (8192
+  // here: seed 002's 32000 is more pieces than a small corpus supports).
+  return {{"steps", 150},          {"batch", 16},         {"seq_len", 512},        {"lr", 3e-4},
+          {"warmup", 40},          {"weight_decay", 0.1}, {"beta2", 0.95},         {"grad_clip", 1.0},
+          {"min_lr_ratio", 0.0},   {"eval_interval", 50}, {"eval_windows", 0},     {"val_fraction", 0.05},
+          {"seed", 42},            {"tokenizer", "unigram"}, {"tokenizer_vocab", 8192}};
+}
+
+json seed003_recipe() {
+  // Seed 003: 5K steps at 256 tokens (TinyStories), BPE 4096.
+  return {{"steps", 5000},       {"batch", 16},          {"seq_len", 256},      {"lr", 3e-4},
+          {"warmup", 100},       {"weight_decay", 0.1},  {"grad_clip", 1.0},    {"min_lr_ratio", 0.1},
+          {"eval_interval", 250}, {"eval_windows", 64},  {"val_fraction", 0.05}, {"seed", 42},
+          {"tokenizer", "bpe"},  {"tokenizer_vocab", 4096}};
+}
+
+json demo_recipe() {
+  // Sized for the README's main job: a few minutes per row on 2 cores.
+  return {{"steps", 300},        {"batch", 8},          {"seq_len", 128},     {"lr", 2e-3},
+          {"warmup", 30},        {"weight_decay", 0.1}, {"grad_clip", 1.0},   {"min_lr_ratio", 0.1},
+          {"eval_interval", 50}, {"eval_windows", 0},   {"val_fraction", 0.1}, {"seed", 1234},
+          {"tokenizer", "byte"}};
+}
+
+SuiteRow preset_row(const std::string& preset, Scale scale, const std::string& name = "",
+                    const json& overrides = json::object(), const std::string& id = "") {
+  const Preset& p = find_preset(preset);
+  json cfg = scaled_config_json(p, scale);
+  for (auto it = overrides.begin(); it != overrides.end(); ++it) cfg[it.key()] = it.value();
+  std::string source = "preset " + p.name + " (" + to_string(scale) + ")";
+  if (!overrides.empty()) source += " + " + overrides.dump();
+  return {id.empty() ? p.name : id, name.empty() ? p.title : name, source, cfg};
+}
+
+std::string slug(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c)) out += static_cast<char>(std::tolower(c));
+    else if (!out.empty() && out.back() != '-') out += '-';
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out.empty() ? "row" : out;
+}
+
+Suite builtin(const std::string& name, Scale scale) {
+  Suite s;
+  s.name = name;
+  if (name == "hymba-roadmap") {
+    s.title = "Hymba design roadmap (paper Table 1, seed 002's matrix)";
+    s.train = seed002_recipe();
+    s.prompts = {"ROMEO:"};
+    for (int i = 1; i <= 13; ++i) {
+      char preset[32];
+      std::snprintf(preset, sizeof preset, "roadmap-%02d", i);
+      s.rows.push_back(preset_row(preset, scale));
+    }
+  } else if (name == "seed-ablation") {
+    s.title = "Seed 001 ablation: Mamba, Transformer and hybrid variants";
+    s.sort = SortOrder::kBestPpl;  // as seed 001's summary table
+    s.train = seed001_recipe();
+    s.prompts = {"ROMEO:", "First Citizen:"};
+    for (const char* p : {"mamba-only", "transformer-global", "hybrid-mine", "hybrid-nometa", "hybrid-nokvshare",
+                          "hybrid-official", "official-nometa", "transformer-local"})
+      s.rows.push_back(preset_row(p, scale));
+  } else if (name == "arch-compare") {
+    s.title = "Transformer vs Mamba vs Hymba at matched size (seed 003)";
+    s.train = seed003_recipe();
+    s.prompts = {"Once upon a time"};
+    for (const char* p : {"compare-transformer", "compare-mamba", "compare-hymba"}) s.rows.push_back(preset_row(p, scale));
+  } else if (name == "demo") {
+    s.title = "Transformer vs Mamba vs Hymba, and Hymba without meta tokens";
+    s.train = demo_recipe();
+    s.prompts = {"The ", "Once upon a time"};
+    for (const char* p : {"compare-transformer", "compare-mamba", "compare-hymba"}) s.rows.push_back(preset_row(p, scale));
+    s.rows.push_back(preset_row("compare-hymba", scale, "Hymba-NoMeta", {{"num_memory_tokens", 0}}, "compare-hymba-nometa"));
+  } else {
+    std::string names;
+    for (const SuiteInfo& i : builtin_suites()) names += (names.empty() ? "" : ", ") + i.name;
+    fail("--suite: unknown suite '", name, "' (built-in: ", names, "; or a suite .json file)");
+  }
+  return s;
+}
+
+template <class T>
+T field(const json& j, const char* key, const std::string& where) {
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception&) {
+    fail(where, ": field '", key, "' has the wrong type");
+  }
+}
+
+Suite from_file(const std::string& path, const std::string& scale_flag) {
+  std::ifstream in(path);
+  HYMBA_CHECK(in.good(), path, ": cannot read suite file");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    fail(path, ": not valid JSON (", e.what(), ")");
+  }
+  HYMBA_CHECK(j.is_object(), path, ": a suite file is a JSON object with a 'rows' array");
+  static const std::set<std::string> known = {"name", "title", "sort", "scale", "train", "prompts", "rows"};
+  for (auto it = j.begin(); it != j.end(); ++it)
+    HYMBA_CHECK(known.count(it.key()), path, ": unknown field '", it.key(),
+                "' (known: name, title, sort, scale, train, prompts, rows)");
+  Suite s;
+  s.name = j.contains("name") ? field<std::string>(j, "name", path) : fs::path(path).stem().string();
+  s.title = j.contains("title") ? field<std::string>(j, "title", path) : s.name;
+  const std::string sort = j.contains("sort") ? field<std::string>(j, "sort", path) : "rows";
+  HYMBA_CHECK(sort == "rows" || sort == "best_ppl", path, ": field 'sort' must be \"rows\" or \"best_ppl\" (got \"",
+              sort, "\")");
+  s.sort = sort == "rows" ? SortOrder::kRows : SortOrder::kBestPpl;
+  const std::string scale_name =
+      !scale_flag.empty() ? scale_flag : j.contains("scale") ? field<std::string>(j, "scale", path) : "seed";
+  const Scale scale = parse_scale(scale_name);
+  if (j.contains("train")) {
+    HYMBA_CHECK(j["train"].is_object(), path, ": field 'train' must be an object of training settings");
+    TrainOptions probe;  // checks keys and types now, not after hours of training
+    apply_train_settings(probe, j["train"], path + ": train");
+    s.train = j["train"];
+  }
+  s.prompts = j.contains("prompts") ? field<std::vector<std::string>>(j, "prompts", path)
+                                    : std::vector<std::string>{"The "};
+  HYMBA_CHECK(j.contains("rows") && j["rows"].is_array() && !j["rows"].empty(), path,
+              ": field 'rows' must be a non-empty array");
+  const fs::path dir = fs::path(path).parent_path();
+  for (size_t i = 0; i < j["rows"].size(); ++i) {
+    const json& r = j["rows"][i];
+    const std::string where = path + ": rows[" + std::to_string(i) + "]";
+    HYMBA_CHECK(r.is_object(), where, ": must be an object with 'preset' or 'config'");
+    for (auto it = r.begin(); it != r.end(); ++it)
+      HYMBA_CHECK(it.key() == "id" || it.key() == "name" || it.key() == "preset" || it.key() == "config" ||
+                      it.key() == "overrides",
+                  where, ": unknown field '", it.key(), "' (known: id, name, preset, config, overrides)");
+    HYMBA_CHECK(r.contains("preset") != r.contains("config"), where, ": give exactly one of 'preset' and 'config'");
+    const json overrides = r.contains("overrides") ? r["overrides"] : json::object();
+    HYMBA_CHECK(overrides.is_object(), where, ": field 'overrides' must be an object of config fields");
+    const std::string name = r.contains("name") ? field<std::string>(r, "name", where) : "";
+    const std::string id = r.contains("id") ? field<std::string>(r, "id", where) : "";
+    SuiteRow row;
+    if (r.contains("preset")) {
+      row = preset_row(field<std::string>(r, "preset", where), scale, name, overrides, id.empty() ? "" : slug(id));
+      if (id.empty() && !name.empty()) row.id = slug(name);
+    } else {
+      const fs::path cfg_path = dir / field<std::string>(r, "config", where);
+      std::ifstream cin(cfg_path);
+      HYMBA_CHECK(cin.good(), where, ": cannot read config file ", cfg_path.string());
+      try {
+        row.config = json::parse(cin);
+      } catch (const json::parse_error& e) {
+        fail(cfg_path.string(), ": not valid JSON (", e.what(), ")");
+      }
+      for (auto it = overrides.begin(); it != overrides.end(); ++it) row.config[it.key()] = it.value();
+      row.name = name.empty() ? cfg_path.stem().string() : name;
+      row.id = slug(id.empty() ? row.name : id);
+      row.source = cfg_path.string() + (overrides.empty() ? "" : " + " + overrides.dump());
+    }
+    // The config must build now: a typo should not surface after other rows trained.
+    (void)ModelConfig::from_json(row.config, where + " (" + row.name + ")");
+    s.rows.push_back(std::move(row));
+  }
+  return s;
+}
+
+}  // namespace
+
+const std::vector<SuiteInfo>& builtin_suites() {
+  static const std::vector<SuiteInfo> v = {
+      {"hymba-roadmap", "the 13 rows of the Hymba paper's design roadmap (seed 002's matrix)"},
+      {"seed-ablation", "seed 001: Mamba-only, Transformer global/local, Hybrid-Mine/NoMeta/NoKVShare, "
+                        "Hybrid-Official, Official-NoMeta"},
+      {"arch-compare", "seed 003: Transformer vs Mamba vs Hymba at matched size"},
+      {"demo", "arch-compare plus Hymba without meta tokens, with a short recipe (the README's main job)"},
+  };
+  return v;
+}
+
+Suite load_suite(const std::string& name_or_file, const std::string& scale) {
+  Suite s;
+  const bool is_file = name_or_file.ends_with(".json") || name_or_file.find('/') != std::string::npos;
+  if (is_file) {
+    s = from_file(name_or_file, scale);
+  } else {
+    s = builtin(name_or_file, parse_scale(scale.empty() ? "seed" : scale));
+    for (const SuiteRow& r : s.rows) (void)ModelConfig::from_json(r.config, r.source);
+  }
+  std::set<std::string> ids;
+  for (const SuiteRow& r : s.rows)
+    HYMBA_CHECK(ids.insert(r.id).second, name_or_file, ": two rows share the id '", r.id, "'; give each an 'id'");
+  return s;
+}
+
+void apply_train_settings(TrainOptions& o, const json& settings, const std::string& source) {
+  HYMBA_CHECK(settings.is_object(), source, ": training settings must be a JSON object");
+  for (auto it = settings.begin(); it != settings.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = it.value();
+    auto num = [&]() -> double {
+      HYMBA_CHECK(v.is_number(), source, ": '", k, "' must be a number (got ", v.dump(), ")");
+      return v.get<double>();
+    };
+    auto integer = [&]() -> int64_t {
+      HYMBA_CHECK(v.is_number_integer(), source, ": '", k, "' must be an integer (got ", v.dump(), ")");
+      return v.get<int64_t>();
+    };
+    if (k == "steps") o.steps = integer(), o.epochs = o.steps > 0 ? 0.0 : o.epochs;
+    else if (k == "epochs") o.epochs = num(), o.steps = o.epochs > 0 ? 0 : o.steps;
+    else if (k == "batch") o.batch = integer();
+    else if (k == "seq_len") o.seq_len = integer();
+    else if (k == "grad_accum") o.grad_accum = integer();
+    else if (k == "lr") o.lr = num();
+    else if (k == "min_lr_ratio") o.min_lr_ratio = num();
+    else if (k == "warmup") o.warmup = integer();
+    else if (k == "weight_decay") o.adamw.weight_decay = num();
+    else if (k == "beta1") o.adamw.beta1 = num();
+    else if (k == "beta2") o.adamw.beta2 = num();
+    else if (k == "grad_clip") o.grad_clip = num();
+    else if (k == "label_smoothing") o.label_smoothing = num();
+    else if (k == "dropout") o.dropout = num();
+    else if (k == "eval_interval") o.eval_interval = integer();
+    else if (k == "eval_windows") o.eval_windows = integer();
+    else if (k == "log_interval") o.log_interval = integer();
+    else if (k == "save_interval") o.save_interval = integer();
+    else if (k == "val_fraction") o.val_fraction = num();
+    else if (k == "seed") o.seed = static_cast<uint64_t>(integer());
+    else if (k == "tokenizer_vocab") o.tokenizer_vocab = static_cast<int32_t>(integer());
+    else if (k == "tokenizer") {
+      HYMBA_CHECK(v.is_string(), source, ": 'tokenizer' must be \"byte\", \"bpe\" or \"unigram\"");
+      o.tokenizer_type = v.get<std::string>();
+      (void)parse_tokenizer_kind(o.tokenizer_type);
+    } else {
+      fail(source, ": unknown training setting '", k,
+           "' (known: steps, epochs, batch, seq_len, grad_accum, lr, min_lr_ratio, warmup, weight_decay, beta1, "
+           "beta2, grad_clip, label_smoothing, dropout, eval_interval, eval_windows, log_interval, save_interval, "
+           "val_fraction, seed, tokenizer, tokenizer_vocab)");
+    }
+  }
+}
+
+json train_settings_json(const TrainOptions& o) {
+  json j = {{"batch", o.batch},
+            {"seq_len", o.seq_len},
+            {"grad_accum", o.grad_accum},
+            {"lr", o.lr},
+            {"min_lr_ratio", o.min_lr_ratio},
+            {"warmup", o.warmup},
+            {"weight_decay", o.adamw.weight_decay},
+            {"beta1", o.adamw.beta1},
+            {"beta2", o.adamw.beta2},
+            {"grad_clip", o.grad_clip},
+            {"label_smoothing", o.label_smoothing},
+            {"eval_interval", o.eval_interval},
+            {"eval_windows", o.eval_windows},
+            {"val_fraction", o.val_fraction},
+            {"seed", o.seed},
+            {"tokenizer", o.tokenizer_type}};
+  if (o.steps > 0) j["steps"] = o.steps;
+  else j["epochs"] = o.epochs;
+  if (o.dropout >= 0) j["dropout"] = o.dropout;
+  if (o.tokenizer_type != "byte") j["tokenizer_vocab"] = o.tokenizer_vocab;
+  return j;
+}
+
+}  // namespace hymba::ablate

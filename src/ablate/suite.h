@@ -1,0 +1,52 @@
+// Ablation suites: named lists of models trained under one recipe. The
+// built-in suites reproduce the seed notebooks' experiments; a JSON file
+// defines a user suite (docs/ablation.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/presets.h"
+#include "train/trainer.h"
+
+namespace hymba::ablate {
+
+struct SuiteRow {
+  std::string id;      // directory name under DIR/runs, unique in the suite
+  std::string name;    // as the paper or seed names it
+  std::string source;  // "preset NAME (scale)" or the config file
+  nlohmann::json config;  // unresolved model config JSON (scale and overrides applied)
+};
+
+enum class SortOrder { kRows, kBestPpl };
+
+struct Suite {
+  std::string name;
+  std::string title;
+  SortOrder sort = SortOrder::kRows;
+  // Training recipe: keys of apply_train_settings(); the same for every row.
+  nlohmann::json train = nlohmann::json::object();
+  std::vector<std::string> prompts;  // sample prompts
+  std::vector<SuiteRow> rows;
+};
+
+// Names of the built-in suites with one-line descriptions.
+struct SuiteInfo {
+  std::string name, description;
+};
+const std::vector<SuiteInfo>& builtin_suites();
+
+// A built-in suite by name, or a user suite read from a .json file. `scale`
+// applies to preset rows; a user file may name its own (used when scale is
+// empty). Errors name the suite file and field.
+Suite load_suite(const std::string& name_or_file, const std::string& scale);
+
+// Applies recipe keys (steps, batch, seq_len, lr, ...) to TrainOptions.
+// Unknown keys and wrong types are errors naming `source` and the key.
+void apply_train_settings(TrainOptions& opt, const nlohmann::json& settings, const std::string& source);
+// The recipe keys and their current values in `opt` (for results.json).
+nlohmann::json train_settings_json(const TrainOptions& opt);
+
+}  // namespace hymba::ablate

@@ -1,0 +1,110 @@
+// `hymba ablate`: a suite of models trained and compared under one recipe.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "ablate/report.h"
+#include "ablate/runner.h"
+#include "ablate/suite.h"
+#include "cli/commands.h"
+#include "model/summary.h"
+
+namespace hymba::cli {
+
+namespace {
+
+void list_suites(const std::string& scale) {
+  for (const ablate::SuiteInfo& info : ablate::builtin_suites()) {
+    const ablate::Suite s = ablate::load_suite(info.name, scale);
+    std::printf("%s — %s\n", info.name.c_str(), info.description.c_str());
+    for (const ablate::SuiteRow& r : s.rows)
+      std::printf("  %-24s %-34s %s\n", r.id.c_str(), r.name.c_str(), r.source.c_str());
+    std::printf("  recipe: %s\n\n", s.train.dump().c_str());
+  }
+}
+
+}  // namespace
+
+void register_ablate(CLI::App& app, const GlobalOptions& global) {
+  struct Options {
+    ablate::AblateOptions ablate;
+    int64_t steps = 0, batch = 0, seq_len = 0, warmup = 0, eval_interval = 0, eval_windows = 0, seed = 0;
+    int32_t tokenizer_vocab = 0;
+    double epochs = 0, lr = 0;
+    std::string tokenizer_type;
+    bool no_plots = false, list = false;
+  };
+  auto o = std::make_shared<Options>();
+  ablate::AblateOptions& a = o->ablate;
+  CLI::App* cmd = app.add_subcommand(
+      "ablate", "Train every model of a suite under one recipe and write a comparison report (tables, plots, samples)");
+  cmd->footer(
+      "Suites: hymba-roadmap, seed-ablation, arch-compare, demo, or a suite .json file (docs/ablation.md).\n"
+      "Each suite trains with its notebook's recipe; the flags below override it. Rerunning with the same --out\n"
+      "skips the rows already measured and resumes a row whose training was interrupted.");
+  cmd->add_option("--suite", a.suite, "Built-in suite name or a suite .json file");
+  cmd->add_option("--scale", a.scale, "Scale of preset rows: tiny, small or seed (default: the suite file's, else seed)")
+      ->check(CLI::IsMember({"tiny", "small", "seed"}));
+  cmd->add_option("--data", a.data, "Corpus: .txt file, directory of .txt, .jsonl with \"text\", or 'default'")
+      ->capture_default_str();
+  cmd->add_option("--out", a.out_dir, "Output directory (runs/, results.json/.csv, report.md/.html, plots/)");
+  auto* steps = cmd->add_option("--steps", o->steps, "Optimizer steps per row (overrides the recipe)")
+                    ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  auto* epochs = cmd->add_option("--epochs", o->epochs, "Passes over the training tokens per row")
+                     ->check(CLI::Range(1e-6, 1e6))->excludes(steps);
+  auto* batch = cmd->add_option("--batch", o->batch, "Sequences per step")->check(CLI::Range(1, 1 << 20));
+  auto* seq_len = cmd->add_option("--seq-len", o->seq_len, "Tokens per sequence")->check(CLI::Range(1, 1 << 24));
+  auto* lr = cmd->add_option("--lr", o->lr, "Peak learning rate")->check(CLI::Range(1e-12, 10.0));
+  auto* warmup = cmd->add_option("--warmup", o->warmup, "Linear warmup steps")->check(CLI::Range(0, 1 << 30));
+  auto* eval_interval =
+      cmd->add_option("--eval-interval", o->eval_interval, "Steps between validations")->check(CLI::Range(1, 1 << 30));
+  auto* eval_windows = cmd->add_option("--eval-windows", o->eval_windows, "Validation windows per evaluation (0 = all)")
+                           ->check(CLI::Range(0, 1 << 30));
+  auto* seed = cmd->add_option("--seed", o->seed, "Seed for init, data order and sampling")
+                   ->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
+  auto* tok_type = cmd->add_option("--tokenizer-type", o->tokenizer_type, "byte, bpe or unigram")
+                       ->check(CLI::IsMember({"byte", "bpe", "unigram"}));
+  auto* tok_vocab = cmd->add_option("--tokenizer-vocab", o->tokenizer_vocab, "Vocabulary of a trained tokenizer")
+                        ->check(CLI::Range(16, 1 << 20));
+  cmd->add_option("--cache-context", a.cache_context, "Context length of the KV-cache / Mamba-state figures")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))->capture_default_str();
+  cmd->add_option("--sample-tokens", a.sample_tokens, "Tokens generated per sample prompt (also times decoding)")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("--prompt", a.prompts, "Sample prompt (repeatable; default: the suite's)");
+  cmd->add_option("--gnuplot", a.gnuplot, "gnuplot program to render the plots")->capture_default_str();
+  cmd->add_flag("--no-plots", o->no_plots, "Write the report without plots");
+  cmd->add_flag("--plain-progress", a.plain_progress, "Periodic lines instead of live progress bars");
+  cmd->add_flag("--quiet", a.quiet, "No per-row training progress (row start/end lines remain)");
+  cmd->add_flag("--list", o->list, "List the built-in suites, their rows and recipes, and exit");
+  cmd->callback([o, &global, steps, epochs, batch, seq_len, lr, warmup, eval_interval, eval_windows, seed, tok_type,
+                 tok_vocab] {
+    apply_global_options(global);
+    ablate::AblateOptions& run = o->ablate;
+    if (o->list) {
+      list_suites(run.scale);
+      return;
+    }
+    HYMBA_CHECK(!run.suite.empty(), "--suite: give a suite name or a suite .json file (see 'hymba ablate --list')");
+    HYMBA_CHECK(!run.out_dir.empty(), "--out: give an output directory");
+    nlohmann::json& t = run.train_overrides;
+    if (steps->count()) t["steps"] = o->steps;
+    if (epochs->count()) t["epochs"] = o->epochs;
+    if (batch->count()) t["batch"] = o->batch;
+    if (seq_len->count()) t["seq_len"] = o->seq_len;
+    if (lr->count()) t["lr"] = o->lr;
+    if (warmup->count()) t["warmup"] = o->warmup;
+    if (eval_interval->count()) t["eval_interval"] = o->eval_interval;
+    if (eval_windows->count()) t["eval_windows"] = o->eval_windows;
+    if (seed->count()) t["seed"] = o->seed;
+    if (tok_type->count()) t["tokenizer"] = o->tokenizer_type;
+    if (tok_vocab->count()) t["tokenizer_vocab"] = o->tokenizer_vocab;
+    if (o->no_plots) run.gnuplot.clear();
+    run.threads = global.threads;
+    const ablate::AblateSummary s = ablate::run_ablation(run);
+    std::printf("%s\n", ablate::markdown_table(s.rows).c_str());
+    std::printf("report: %s\n        %s%s\n", s.report_md.c_str(), s.report_html.c_str(),
+                s.plots_written ? " (plots in plots/)" : "");
+  });
+}
+
+}  // namespace hymba::cli

@@ -1,0 +1,343 @@
+// `hymba ablate`: suites, results files, the report and reruns, end to end on
+// a micro suite (three 2-3 layer models, a few steps each) and a text the
+// test writes itself.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ablate/report.h"
+#include "ablate/results.h"
+#include "ablate/suite.h"
+#include "cli_util.h"
+#include "core/error.h"
+
+namespace hymba {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using test::run_cli;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+bool gnuplot_on_path() { return std::system("command -v gnuplot > /dev/null 2>&1") == 0; }
+
+class Ablate : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("hymba_ablate_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    std::ofstream text(dir_ / "corpus.txt");
+    const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far", "away", "home"};
+    for (int i = 0; i < 1500; ++i) text << words[(i * 7 + i / 5) % 12] << (i % 9 == 8 ? ".\n" : " ");
+    text.close();
+    const json common = {{"vocab_size", 259}, {"hidden_size", 32}, {"num_attention_heads", 2},
+                         {"num_key_value_heads", 2}, {"intermediate_size", 48}};
+    auto write = [&](const char* name, json over) {
+      json j = common;
+      for (auto it = over.begin(); it != over.end(); ++it) j[it.key()] = it.value();
+      std::ofstream(dir_ / name) << j.dump(2);
+    };
+    write("attn.json", {{"num_hidden_layers", 2}, {"layer_types", "attention"}});
+    write("mamba.json", {{"num_hidden_layers", 2}, {"layer_types", "mamba"}, {"intermediate_size", 0},
+                         {"num_attention_heads", 0}, {"num_key_value_heads", 0}});
+    write("hybrid.json", {{"num_hidden_layers", 3}, {"layer_types", "hybrid"}, {"global_attn_idx", {0}},
+                          {"sliding_window", 8}, {"kv_reuse_group", "auto"}, {"num_memory_tokens", 4}});
+    const json suite = {
+        {"name", "micro"},
+        {"title", "Micro suite"},
+        {"sort", "best_ppl"},
+        {"train", {{"steps", 6}, {"batch", 2}, {"seq_len", 32}, {"eval_interval", 3}, {"eval_windows", 4},
+                   {"warmup", 2}, {"lr", 3e-3}, {"tokenizer", "byte"}, {"seed", 7}}},
+        {"prompts", {"the "}},
+        {"rows", {{{"name", "Attention"}, {"config", "attn.json"}},
+                  {{"name", "Mamba"}, {"config", "mamba.json"}},
+                  {{"name", "Hybrid | SWA"}, {"id", "hybrid"}, {"config", "hybrid.json"}}}}};
+    std::ofstream(dir_ / "suite.json") << suite.dump(2);
+    first_ = run_cli(command("out"));
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static std::string command(const std::string& out, const std::string& extra = "") {
+    return "--threads 1 ablate --suite " + (dir_ / "suite.json").string() + " --data " +
+           (dir_ / "corpus.txt").string() + " --out " + (dir_ / out).string() +
+           " --sample-tokens 8 --cache-context 64 --plain-progress " + extra;
+  }
+  static json results(const std::string& out) { return json::parse(slurp(dir_ / out / "results.json")); }
+
+  static fs::path dir_;
+  static test::CliResult first_;
+};
+
+fs::path Ablate::dir_;
+test::CliResult Ablate::first_;
+
+TEST_F(Ablate, WritesEveryOutputWithTheExpectedColumns) {
+  ASSERT_EQ(first_.exit_code, 0) << first_.output;
+  const fs::path out = dir_ / "out";
+  // Progress: one start and one end line per row, with an ETA once a row is done.
+  for (const char* row : {"[1/3] Attention", "[2/3] Mamba", "[3/3] Hybrid | SWA"})
+    EXPECT_EQ(count(first_.output, row), 2) << row << "\n" << first_.output;
+  EXPECT_NE(first_.output.find("suite ETA"), std::string::npos);
+  EXPECT_NE(first_.output.find("report: "), std::string::npos);
+
+  const json r = results("out");
+  ASSERT_EQ(r["rows"].size(), 3u);
+  EXPECT_EQ(r["suite"], "micro");
+  for (const json& row : r["rows"]) {
+    const ablate::RowResult parsed = ablate::RowResult::from_json(row);  // every field present and typed
+    EXPECT_EQ(parsed.steps, 6);
+    EXPECT_EQ(parsed.curve.size(), 2u);  // evaluations at steps 3 and 6
+    EXPECT_GT(parsed.best_val_ppl, 1.0);
+    EXPECT_LE(parsed.best_val_loss, parsed.final_val_loss + 1e-12);
+    EXPECT_GT(parsed.train_tokens_per_s, 0.0);
+    EXPECT_GT(parsed.decode_tokens_per_s, 0.0);
+    ASSERT_EQ(parsed.samples.size(), 1u);
+    EXPECT_EQ(parsed.samples[0].prompt, "the ");
+    EXPECT_FALSE(parsed.samples[0].text.empty());
+    EXPECT_EQ(parsed.cache_context, 64);
+  }
+  auto by_id = [&](const std::string& id) {
+    for (const json& row : r["rows"])
+      if (row["id"] == id) return ablate::RowResult::from_json(row);
+    ADD_FAILURE() << "no row " << id;
+    return ablate::RowResult{};
+  };
+  const auto attn = by_id("attention"), mamba = by_id("mamba"), hybrid = by_id("hybrid");
+  EXPECT_EQ(attn.attn_mamba_ratio, "1:0");
+  EXPECT_DOUBLE_EQ(attn.attention_share, 1.0);
+  EXPECT_DOUBLE_EQ(*attn.kv_reduction, 1.0);  // nothing shared, all global
+  EXPECT_EQ(mamba.attn_mamba_ratio, "0:1");
+  EXPECT_FALSE(mamba.kv_reduction.has_value());  // no KV cache to reduce
+  EXPECT_DOUBLE_EQ(mamba.kv_cache_mb, 0.0);
+  EXPECT_GT(mamba.mamba_state_mb, 0.0);
+  // Hybrid: layer 0 global (4 meta + 64 positions), layers 1-2 one shared
+  // SWA producer (4 + 7): (3 x 68) / (68 + 11).
+  ASSERT_TRUE(hybrid.kv_reduction.has_value());
+  EXPECT_NEAR(*hybrid.kv_reduction, 204.0 / 79.0, 1e-9);
+  EXPECT_GT(hybrid.attention_share, 0.0);
+  EXPECT_LT(hybrid.attention_share, 1.0);
+
+  // results.csv: the documented columns, rows sorted by best PPL as the suite asks.
+  std::istringstream csv(slurp(out / "results.csv"));
+  std::string header, line;
+  std::getline(csv, header);
+  std::string expected;
+  for (const std::string& c : ablate::result_columns()) expected += (expected.empty() ? "" : ",") + c;
+  EXPECT_EQ(header, expected);
+  std::vector<double> ppl;
+  while (std::getline(csv, line)) {
+    std::vector<std::string> f;
+    std::string cell;
+    for (std::istringstream ls(line); std::getline(ls, cell, ',');) f.push_back(cell);
+    ASSERT_GE(f.size(), 7u) << line;
+    ppl.push_back(std::stod(f[6]));
+  }
+  ASSERT_EQ(ppl.size(), 3u);
+  EXPECT_TRUE(std::is_sorted(ppl.begin(), ppl.end()));
+
+  const std::string md = slurp(out / "report.md");
+  EXPECT_NE(md.find("| # | Model | Params (M) | Attn:Mamba |"), std::string::npos) << md;
+  EXPECT_NE(md.find("Hybrid \\| SWA"), std::string::npos);  // a '|' in a name cannot break the table
+  EXPECT_NE(md.find("**"), std::string::npos);               // best values marked
+  EXPECT_NE(md.find("## Samples"), std::string::npos);
+  const std::string html = slurp(out / "report.html");
+  EXPECT_NE(html.find("<table>"), std::string::npos);
+  EXPECT_NE(html.find("class=\"best\""), std::string::npos);
+  EXPECT_NE(html.find("<pre><b>the </b>"), std::string::npos);
+  if (gnuplot_on_path()) {
+    for (const std::string& n : ablate::plot_names())
+      for (const char* ext : {".png", ".svg"}) {
+        const fs::path p = out / "plots" / (n + ext);
+        EXPECT_TRUE(fs::exists(p) && fs::file_size(p) > 0) << p;
+      }
+    EXPECT_NE(html.find("<img src=\"plots/val_curves.svg\""), std::string::npos);
+    EXPECT_NE(md.find("](plots/ppl_bars.png)"), std::string::npos);
+  } else {
+    EXPECT_NE(first_.output.find("plots skipped"), std::string::npos);
+  }
+}
+
+TEST_F(Ablate, RerunSkipsFinishedRowsAndKeepsTheirResults) {
+  ASSERT_EQ(first_.exit_code, 0) << first_.output;
+  const json before = results("out");
+  const auto stamp = fs::last_write_time(dir_ / "out/runs/mamba/summary.json");
+  const auto again = run_cli(command("out"));
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(count(again.output, "measured earlier, skipped"), 3) << again.output;
+  EXPECT_EQ(again.output.find("model: "), std::string::npos) << "a row trained again:\n" << again.output;
+  EXPECT_EQ(fs::last_write_time(dir_ / "out/runs/mamba/summary.json"), stamp);
+  EXPECT_EQ(results("out")["rows"], before["rows"]);
+}
+
+TEST_F(Ablate, ReportWithoutGnuplotStillSucceeds) {
+  ASSERT_EQ(first_.exit_code, 0) << first_.output;
+  fs::copy(dir_ / "out", dir_ / "noplot", fs::copy_options::recursive);
+  fs::remove_all(dir_ / "noplot/plots");
+  const auto r = run_cli(command("noplot", "--gnuplot " + (dir_ / "no-such-gnuplot").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("plots skipped"), std::string::npos) << r.output;
+  const std::string html = slurp(dir_ / "noplot/report.html");
+  EXPECT_EQ(html.find("<img"), std::string::npos);
+  EXPECT_NE(html.find("plots skipped"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir_ / "noplot/plots/val_curves.png"));
+}
+
+TEST_F(Ablate, CorruptResultRowIsReportedAndMeasuredAgain) {
+  ASSERT_EQ(first_.exit_code, 0) << first_.output;
+  fs::copy(dir_ / "out", dir_ / "corrupt", fs::copy_options::recursive);
+  json r = results("corrupt");
+  ASSERT_EQ(r["rows"][1]["id"], "mamba");
+  const double best = r["rows"][1]["best_val_loss"];
+  r["rows"][1].erase("best_val_loss");
+  r["rows"][2]["params"] = "many";
+  std::ofstream(dir_ / "corrupt/results.json") << r.dump(2);
+  const auto stamp = fs::last_write_time(dir_ / "corrupt/runs/mamba/summary.json");
+
+  const auto again = run_cli(command("corrupt"));
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("rows[1] ('mamba') is corrupt: field 'best_val_loss' is missing"), std::string::npos)
+      << again.output;
+  EXPECT_NE(again.output.find("rows[2] ('hybrid') is corrupt: field 'params' is not an integer"), std::string::npos)
+      << again.output;
+  EXPECT_EQ(count(again.output, "measured earlier, skipped"), 1) << again.output;
+  // Re-measured from the finished run (not trained again), and back in the file.
+  EXPECT_EQ(fs::last_write_time(dir_ / "corrupt/runs/mamba/summary.json"), stamp);
+  const json fixed = results("corrupt");
+  ASSERT_EQ(fixed["rows"].size(), 3u);
+  EXPECT_DOUBLE_EQ(fixed["rows"][1]["best_val_loss"].get<double>(), best);
+  EXPECT_TRUE(fixed["rows"][2]["params"].is_number_integer());
+}
+
+TEST_F(Ablate, BadInputIsAOneLineErrorNamingTheCulprit) {
+  ASSERT_EQ(first_.exit_code, 0) << first_.output;
+  auto expect_error = [](const test::CliResult& r, const std::string& what) {
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(what), std::string::npos) << r.output;
+  };
+  expect_error(run_cli("ablate --suite no-such-suite --out " + (dir_ / "x").string()), "unknown suite 'no-such-suite'");
+  expect_error(run_cli("ablate --suite demo"), "--out");
+  expect_error(run_cli("ablate --suite demo --out " + (dir_ / "x").string() + " --cache-context 0"), "--cache-context");
+  // Other settings on an existing output directory.
+  expect_error(run_cli(command("out", "--steps 7")), "other settings (train.steps: 6 then, 7 now)");
+  // A results.json that is not JSON at all is not overwritten.
+  fs::copy(dir_ / "out", dir_ / "broken", fs::copy_options::recursive);
+  std::ofstream(dir_ / "broken/results.json") << "{\"rows\": [";
+  expect_error(run_cli(command("broken")), "results.json: not valid JSON");
+  EXPECT_EQ(slurp(dir_ / "broken/results.json"), "{\"rows\": [");
+
+  auto suite_file = [&](const json& j) {
+    std::ofstream(dir_ / "bad.json") << j.dump();
+    return run_cli("ablate --suite " + (dir_ / "bad.json").string() + " --out " + (dir_ / "x").string());
+  };
+  expect_error(suite_file({{"rows", {{{"preset", "mamba-only"}}}}, {"colour", 1}}), "unknown field 'colour'");
+  expect_error(suite_file({{"rows", json::array()}}), "'rows' must be a non-empty array");
+  expect_error(suite_file({{"rows", {{{"preset", "mamba-only"}, {"config", "x.json"}}}}}),
+               "rows[0]: give exactly one of 'preset' and 'config'");
+  expect_error(suite_file({{"rows", {{{"preset", "no-such-preset"}}}}}), "unknown preset 'no-such-preset'");
+  expect_error(suite_file({{"rows", {{{"preset", "mamba-only"}, {"overrides", {{"hidden_size", "wide"}}}}}}}),
+               "hidden_size");
+  expect_error(suite_file({{"rows", {{{"preset", "mamba-only"}}}}, {"train", {{"stepz", 5}}}}),
+               "unknown training setting 'stepz'");
+  expect_error(suite_file({{"rows", {{{"preset", "mamba-only"}}}}, {"train", {{"steps", "many"}}}}),
+               "'steps' must be an integer");
+  expect_error(suite_file({{"rows", {{{"preset", "mamba-only"}}, {{"preset", "mamba-only"}}}}}),
+               "two rows share the id 'mamba-only'");
+  EXPECT_FALSE(fs::exists(dir_ / "x/results.json"));
+}
+
+TEST(AblateSuites, BuiltInSuitesHaveTheSeedsRowsAtEveryScale) {
+  for (const char* scale : {"tiny", "small", "seed"}) {
+    const auto roadmap = ablate::load_suite("hymba-roadmap", scale);
+    ASSERT_EQ(roadmap.rows.size(), 13u);
+    EXPECT_EQ(roadmap.rows[0].name, "1) Mamba heads only");
+    EXPECT_EQ(roadmap.rows[12].name, "13) 9) + Meta Tokens");
+    const auto seed = ablate::load_suite("seed-ablation", scale);
+    std::vector<std::string> names;
+    for (const auto& r : seed.rows) names.push_back(r.name);
+    EXPECT_EQ(names, (std::vector<std::string>{"Mamba-only", "Transformer-only (Global)", "Hybrid-Mine",
+                                                "Hybrid-NoMeta", "Hybrid-NoKVShare", "Hybrid-Official",
+                                                "Official-NoMeta", "Transformer-only (Local)"}));
+    EXPECT_EQ(seed.sort, ablate::SortOrder::kBestPpl);
+    EXPECT_EQ(ablate::load_suite("arch-compare", scale).rows.size(), 3u);
+    const auto demo = ablate::load_suite("demo", scale);
+    ASSERT_EQ(demo.rows.size(), 4u);
+    EXPECT_EQ(demo.rows[3].config["num_memory_tokens"], 0);
+    EXPECT_GT(demo.rows[2].config["num_memory_tokens"].get<int64_t>(), 0);
+  }
+}
+
+TEST(AblateSuites, RecipesAndFlagsMapOntoTrainingOptions) {
+  TrainOptions t;
+  ablate::apply_train_settings(t, ablate::load_suite("seed-ablation", "tiny").train, "seed-ablation");
+  EXPECT_EQ(t.batch, 16);
+  EXPECT_EQ(t.seq_len, 256);
+  EXPECT_DOUBLE_EQ(t.label_smoothing, 0.1);
+  EXPECT_DOUBLE_EQ(t.adamw.beta2, 0.99);
+  EXPECT_DOUBLE_EQ(t.epochs, 25.0);
+  EXPECT_EQ(t.tokenizer_type, "bpe");
+  ablate::apply_train_settings(t, {{"steps", 40}}, "flags");  // steps replace epochs
+  EXPECT_EQ(t.steps, 40);
+  EXPECT_DOUBLE_EQ(t.epochs, 0.0);
+  EXPECT_EQ(ablate::train_settings_json(t)["steps"], 40);
+  EXPECT_FALSE(ablate::train_settings_json(t).contains("epochs"));
+  EXPECT_THROW(ablate::apply_train_settings(t, {{"tokenizer", "words"}}, "flags"), Error);
+}
+
+TEST(AblateResults, RowJsonRoundTripsAndNamesMissingFields) {
+  ablate::RowResult r;
+  r.id = "x";
+  r.name = "X";
+  r.source = "preset x";
+  r.config = {{"hidden_size", 8}};
+  r.params = 1000;
+  r.best_val_loss = 1.5;
+  r.best_val_ppl = std::exp(1.5);
+  r.steps = 3;
+  r.kv_reduction = 2.5;
+  r.samples = {{"a", "bc"}};
+  r.curve = {{3, 1.5, std::exp(1.5), 0.25}};
+  const json j = r.to_json();
+  const ablate::RowResult back = ablate::RowResult::from_json(j);
+  EXPECT_EQ(back.to_json(), j);
+  json missing = j;
+  missing.erase("decode_tokens_per_s");
+  try {
+    ablate::RowResult::from_json(missing);
+    FAIL() << "accepted a row without decode_tokens_per_s";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'decode_tokens_per_s' is missing"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AblateResults, TableMarksTheBestValueOfEachFigure) {
+  ablate::RowResult a, b;
+  a.name = "A";
+  b.name = "B";
+  a.best_val_loss = 2.0, b.best_val_loss = 1.0;
+  a.best_val_ppl = std::exp(2.0), b.best_val_ppl = std::exp(1.0);
+  a.decode_tokens_per_s = 50, b.decode_tokens_per_s = 10;
+  const std::string md = ablate::markdown_table({a, b});
+  EXPECT_NE(md.find("**1.0000**"), std::string::npos) << md;  // lower loss
+  EXPECT_EQ(md.find("**2.0000**"), std::string::npos) << md;
+  EXPECT_NE(md.find("**50.0**"), std::string::npos) << md;  // higher throughput
+  EXPECT_EQ(md.find("**10.0**"), std::string::npos) << md;
+}
+
+}  // namespace
+}  // namespace hymba
