@@ -224,6 +224,28 @@ TEST_F(Ablate, CorruptResultRowIsReportedAndMeasuredAgain) {
   EXPECT_TRUE(fixed["rows"][2]["params"].is_number_integer());
 }
 
+TEST_F(Ablate, RowKilledAfterItsLastCheckpointIsFinishedWithoutTraining) {
+  ASSERT_EQ(first_.exit_code, 0) << first_.output;
+  fs::copy(dir_ / "out", dir_ / "killed", fs::copy_options::recursive);
+  json r = results("killed");
+  const json mamba = r["rows"][1];
+  ASSERT_EQ(mamba["id"], "mamba");
+  r["rows"].erase(1);
+  std::ofstream(dir_ / "killed/results.json") << r.dump(2);
+  fs::remove(dir_ / "killed/runs/mamba/summary.json");  // killed between the last checkpoint and the summary
+
+  const auto again = run_cli(command("killed"));
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(count(again.output, "measured earlier, skipped"), 2) << again.output;
+  EXPECT_EQ(again.output.find("step 1/6"), std::string::npos) << "trained again:\n" << again.output;
+  const json fixed = results("killed");
+  ASSERT_EQ(fixed["rows"].size(), 3u);
+  EXPECT_EQ(fixed["rows"][1]["id"], "mamba");
+  for (const char* k : {"best_val_loss", "best_step", "final_val_loss", "final_val_accuracy", "steps", "train_tokens"})
+    EXPECT_EQ(fixed["rows"][1][k], mamba[k]) << k;
+  EXPECT_TRUE(fs::exists(dir_ / "killed/runs/mamba/summary.json"));
+}
+
 TEST_F(Ablate, BadInputIsAOneLineErrorNamingTheCulprit) {
   ASSERT_EQ(first_.exit_code, 0) << first_.output;
   auto expect_error = [](const test::CliResult& r, const std::string& what) {

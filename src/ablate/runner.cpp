@@ -278,6 +278,7 @@ AblateSummary run_ablation(const AblateOptions& opt) {
       TrainOptions t = base;
       t.out_dir = run_dir.string();
       t.resume = fs::exists(run_dir / kLatestFile);
+      t.resume_finished = true;
       trained = train(row_config(row, vocab), t).to_json();
       ++summary.trained;
       work_done += row_work(row);

@@ -165,6 +165,25 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& opt) {
                         : opt.epochs > 0
                             ? std::max<int64_t>(1, std::llround(opt.epochs * sampler.steps_per_epoch() / opt.grad_accum))
                             : 200;
+  const std::string summary_path = (fs::path(opt.out_dir) / kSummaryFile).string();
+  if (opt.resume && start_step >= total && opt.resume_finished && state.contains("final_val_loss")) {
+    TrainSummary done;
+    done.params = model->params().num_params();
+    done.steps = start_step;
+    done.tokens = state.value("tokens", int64_t{0});
+    done.final_train_loss = state.value("final_train_loss", 0.0);
+    done.best_val_loss = state.value("best_val_loss", 0.0);
+    done.best_val_ppl = std::exp(done.best_val_loss);
+    done.best_step = state.value("best_step", int64_t{-1});
+    done.final_val_loss = state.value("final_val_loss", 0.0);
+    done.final_val_ppl = std::exp(done.final_val_loss);
+    done.final_val_acc = state.value("final_val_accuracy", 0.0);
+    const double seconds = state.value("train_seconds", 0.0);
+    done.train_tokens_per_s = seconds > 0 ? done.tokens / seconds : 0.0;
+    done.wall_s = seconds;
+    write_text_atomic(summary_path, done.to_json().dump(2) + "\n");
+    return done;
+  }
   HYMBA_CHECK(start_step < total, "--resume: the run already finished its ", total, " steps");
   if (log) {
     std::fprintf(log, "model: %.3fM parameters, vocab %lld; data: %zu train / %zu val tokens (%s%s)\n",
@@ -204,6 +223,9 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& opt) {
                 {"best_val_loss", std::isfinite(sum.best_val_loss) ? json(sum.best_val_loss) : json()},
                 {"best_step", sum.best_step},
                 {"train_seconds", train_seconds},
+                {"final_train_loss", sum.final_train_loss},
+                {"final_val_loss", sum.final_val_loss},
+                {"final_val_accuracy", sum.final_val_acc},
                 {"run", run_identity(opt)}};
   };
   auto run_eval = [&](int64_t step_done, Progress& progress) {
@@ -294,7 +316,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& opt) {
   sum.best_val_ppl = std::exp(sum.best_val_loss);
   sum.train_tokens_per_s = train_seconds > 0 ? sum.tokens / train_seconds : 0.0;
   sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-  write_text_atomic((fs::path(opt.out_dir) / kSummaryFile).string(), sum.to_json().dump(2) + "\n");
+  write_text_atomic(summary_path, sum.to_json().dump(2) + "\n");
   return sum;
 }
 

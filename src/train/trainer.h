@@ -41,6 +41,9 @@ struct TrainOptions {
   uint64_t seed = 1234;
   int threads = 0;
   bool resume = false;
+  // With resume: a run whose last checkpoint is its final step (killed before
+  // summary.json was written) writes its summary instead of failing.
+  bool resume_finished = false;
   bool quiet = false;       // no progress output
   bool plain_progress = false;  // periodic lines even on a terminal
 };
