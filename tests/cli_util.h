@@ -14,8 +14,9 @@ struct CliResult {
   std::string output;  // stdout and stderr together
 };
 
-inline CliResult run_cli(const std::string& args) {
-  std::string cmd = std::string(HYMBA_CLI_PATH) + " " + args + " 2>&1";
+// `prefix` goes before the binary (for example "env -u VAR").
+inline CliResult run_cli(const std::string& args, const std::string& prefix = "") {
+  std::string cmd = (prefix.empty() ? "" : prefix + " ") + std::string(HYMBA_CLI_PATH) + " " + args + " 2>&1";
   CliResult r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return r;

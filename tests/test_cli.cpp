@@ -24,6 +24,18 @@ TEST(Cli, InfoJsonParses) {
   EXPECT_TRUE(j["build"]["blas"].get<std::string>().find("OpenBLAS") != std::string::npos);
 }
 
+// Spinning OpenMP waits are ruinous on shared cores, so hymba runs with
+// passive waits unless the user chose a policy.
+TEST(Cli, OpenMpWaitPolicyDefaultsToPassiveButRespectsTheUser) {
+  auto policy = [](const std::string& env) {
+    const auto r = run_cli("--threads 1 info --json", env);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return nlohmann::json::parse(r.output)["build"]["omp_wait_policy"].get<std::string>();
+  };
+  EXPECT_EQ(policy("env -u OMP_WAIT_POLICY"), "passive");
+  EXPECT_EQ(policy("env OMP_WAIT_POLICY=active"), "active");
+}
+
 TEST(Cli, BadFlagGivesOneLineErrorNamingIt) {
   auto r = run_cli("--threads -3 info");
   EXPECT_NE(r.exit_code, 0);

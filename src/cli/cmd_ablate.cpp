@@ -40,7 +40,7 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
       "ablate", "Train every model of a suite under one recipe and write a comparison report (tables, plots, samples)");
   cmd->footer(
       "Suites: hymba-roadmap, seed-ablation, arch-compare, demo, or a suite .json file (docs/ablation.md).\n"
-      "Each suite trains with its notebook's recipe; the flags below override it. Rerunning with the same --out\n"
+      "Each suite trains with its notebook's recipe; the flags above override it. Rerunning with the same --out\n"
       "skips the rows already measured and resumes a row whose training was interrupted.");
   cmd->add_option("--suite", a.suite, "Built-in suite name or a suite .json file");
   cmd->add_option("--scale", a.scale, "Scale of preset rows: tiny, small or seed (default: the suite file's, else seed)")

@@ -1,7 +1,10 @@
 // The `hymba` command-line tool: subcommands for building, training,
 // evaluating and serving hybrid-head language models.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <exception>
 
@@ -15,7 +18,23 @@ void apply_global_options(const GlobalOptions& global) { set_num_threads(global.
 
 }  // namespace hymba::cli
 
+namespace {
+
+// OpenMP threads that spin while waiting make every kernel 5-10x slower as
+// soon as the cores are shared (another job, a build, a second run).
+// libgomp reads OMP_WAIT_POLICY when it loads, before main, so when the user
+// has not chosen a policy we set "passive" and start over once. A user who
+// owns the machine can export OMP_WAIT_POLICY=active.
+void default_to_passive_openmp_waits(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  if (::setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+  ::execv("/proc/self/exe", argv);  // returns only on failure: carry on as we are
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  default_to_passive_openmp_waits(argv);
   CLI::App app{"hymba: build, train, ablate, evaluate and serve hybrid attention + Mamba language models"};
   app.set_version_flag("--version", std::string("hymba ") + HYMBA_VERSION);
   hymba::cli::GlobalOptions global;

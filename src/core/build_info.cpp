@@ -1,5 +1,7 @@
 #include "core/build_info.h"
 
+#include <cstdlib>
+
 #include <cblas.h>
 
 #include "core/threading.h"
@@ -22,6 +24,8 @@ BuildInfo build_info() {
   b.blas = openblas_get_config();
   b.threads = num_threads();
   b.hardware_threads = max_hardware_threads();
+  const char* wait = std::getenv("OMP_WAIT_POLICY");
+  b.omp_wait_policy = wait ? wait : "";
 #ifdef HYMBA_WITH_CUDA
   b.cuda_built = true;
 #endif
@@ -31,7 +35,7 @@ BuildInfo build_info() {
 
 nlohmann::json to_json(const BuildInfo& b) {
   return {{"version", b.version},   {"build_type", b.build_type}, {"compiler", b.compiler},
-          {"blas", b.blas},         {"threads", b.threads},       {"hardware_threads", b.hardware_threads},
+          {"blas", b.blas},         {"threads", b.threads},       {"hardware_threads", b.hardware_threads}, {"omp_wait_policy", b.omp_wait_policy},
           {"cuda_built", b.cuda_built}, {"cuda_devices", b.cuda_devices}};
 }
 

@@ -13,6 +13,7 @@ struct BuildInfo {
   std::string blas;      // OpenBLAS configuration string
   int threads = 1;       // kernels' OpenMP thread count
   int hardware_threads = 1;
+  std::string omp_wait_policy;  // OMP_WAIT_POLICY as the process runs ("" = OpenMP's default)
   bool cuda_built = false;
   std::string cuda_devices;  // description, or why there is none
 };
