@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "kernels/cpu/matmul.h"
 #include "kernels/reference/matmul.h"
 #include "test_util.h"
@@ -69,6 +71,22 @@ TEST(Matmul, StridedSlicesReadAndWriteInPlace) {
       for (int64_t c = 0; c < C; ++c) s += wide_in[r * ld_in + 1 + c] * w[(j - 2) * C + c];
       EXPECT_NEAR(wide_out[r * ld_out + j], s, 1e-5);
     }
+}
+
+TEST_P(MatmulTest, BackwardCanOverwriteDinp) {
+  auto [BT, C, OC, has_bias] = GetParam();
+  Rng rng(4);
+  auto x = random_floats(BT * C, rng), w = random_floats(OC * C, rng), dout = random_floats(BT * OC, rng);
+  // Overwriting NaN gives exactly what accumulating into zeros gives; dweight
+  // still accumulates.
+  std::vector<float> dx_over(BT * C, std::numeric_limits<float>::quiet_NaN()), dx_acc(BT * C, 0.0f);
+  auto dw0 = random_floats(OC * C, rng);
+  std::vector<float> dw_over = dw0, dw_acc = dw0;
+  cpu::matmul_backward(dx_over.data(), C, dw_over.data(), nullptr, dout.data(), OC, x.data(), C, w.data(), BT, C, OC,
+                       /*overwrite_dinp=*/true);
+  cpu::matmul_backward(dx_acc.data(), C, dw_acc.data(), nullptr, dout.data(), OC, x.data(), C, w.data(), BT, C, OC);
+  for (size_t i = 0; i < dx_over.size(); ++i) ASSERT_EQ(dx_over[i], dx_acc[i]) << "dinp element " << i;
+  for (size_t i = 0; i < dw_over.size(); ++i) ASSERT_EQ(dw_over[i], dw_acc[i]) << "dweight element " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTest,

@@ -53,9 +53,9 @@ class Backward {
     float* dlogits = arena_.alloc(BT * V);
     cpu::cross_entropy_backward(dlogits, acts_.logits, acts_.targets.data(), BT, V,
                                 static_cast<float>(label_smoothing), dloss);
-    float* dhf_tok = arena_.alloc(BT * d);
+    float* dhf_tok = arena_.alloc_uninit(BT * d);
     cpu::matmul_backward(dhf_tok, d, G_ + plan_.lm_head, nullptr, dlogits, V, acts_.hf_tok, d, P_ + plan_.lm_head, BT,
-                         d, V);
+                         d, V, /*overwrite_dinp=*/true);
     float* dhf = dhf_tok;  // without meta rows the token rows are all the rows
     if (M > 0) {
       dhf = arena_.alloc(R * d);  // meta rows stay zero: they are never scored
@@ -91,35 +91,40 @@ class Backward {
     if (lp.ffn_norm >= 0) ffn(lp, a, dx);  // dx becomes d(x_mid)
 
     const float* d_o = through_mask(arena_, dx, a.mask1, R * d);
-    float* dattn = lp.attn ? arena_.alloc(R * lp.dims.attn_out) : nullptr;
-    float* dy = lp.mamba ? arena_.alloc(R * lp.dims.d_inner) : nullptr;
+    // Only the norm_mean fusion accumulates into dattn / dy (through its
+    // RMSNorm backwards); every other path writes them whole.
+    const bool accumulated = lp.hybrid && c_.fusion == Fusion::kNormMean;
+    auto branch_grad = [&](int64_t n) { return accumulated ? arena_.alloc(n) : arena_.alloc_uninit(n); };
+    float* dattn = lp.attn ? branch_grad(R * lp.dims.attn_out) : nullptr;
+    float* dy = lp.mamba ? branch_grad(R * lp.dims.d_inner) : nullptr;
     mixer_output(lp, a, d_o, dattn, dy);
 
     float* dp = dproj(lp.index);
     if (lp.mamba) mamba(lp, a, dy, dp);
     if (lp.attn) attention(lp, a, dattn, dp);
 
-    float* dh = arena_.alloc(R * d);
+    // dh from the input projections: the first GEMM overwrites the fresh
+    // buffer, any others add to it.
+    float* dh = arena_.alloc_uninit(R * d);
     const int64_t W = lp.proj_width;
+    bool fresh = true;
+    auto project_back = [&](int64_t weight, int64_t col, int64_t width) {
+      cpu::matmul_backward(dh, d, G_ + weight, nullptr, dp + col, W, a.h, d, P_ + weight, R, d, width, fresh);
+      fresh = false;
+    };
     if (lp.fused) {
-      cpu::matmul_backward(dh, d, G_ + lp.in_proj, nullptr, dp, W, a.h, d, P_ + lp.in_proj, R, d, W);
+      project_back(lp.in_proj, 0, W);
     } else {
       if (lp.qkv_stacked) {
-        cpu::matmul_backward(dh, d, G_ + lp.q_proj, nullptr, dp + lp.q_col, W, a.h, d, P_ + lp.q_proj, R, d,
-                             lp.dims.q_width + lp.dims.k_width + lp.dims.v_width);
+        project_back(lp.q_proj, lp.q_col, lp.dims.q_width + lp.dims.k_width + lp.dims.v_width);
       } else if (lp.attn) {
-        cpu::matmul_backward(dh, d, G_ + lp.q_proj, nullptr, dp + lp.q_col, W, a.h, d, P_ + lp.q_proj, R, d,
-                             lp.dims.q_width);
+        project_back(lp.q_proj, lp.q_col, lp.dims.q_width);
         if (lp.producer) {
-          cpu::matmul_backward(dh, d, G_ + lp.k_proj, nullptr, dp + lp.k_col, W, a.h, d, P_ + lp.k_proj, R, d,
-                               lp.dims.k_width);
-          cpu::matmul_backward(dh, d, G_ + lp.v_proj, nullptr, dp + lp.v_col, W, a.h, d, P_ + lp.v_proj, R, d,
-                               lp.dims.v_width);
+          project_back(lp.k_proj, lp.k_col, lp.dims.k_width);
+          project_back(lp.v_proj, lp.v_col, lp.dims.v_width);
         }
       }
-      if (lp.mamba)
-        cpu::matmul_backward(dh, d, G_ + lp.mamba_in_proj, nullptr, dp + lp.x_col, W, a.h, d, P_ + lp.mamba_in_proj,
-                             R, d, 2 * lp.dims.d_inner);
+      if (lp.mamba) project_back(lp.mamba_in_proj, lp.x_col, 2 * lp.dims.d_inner);
     }
     cpu::rmsnorm_backward(dx, G_ + lp.input_norm, dh, a.x_in, P_ + lp.input_norm, a.rstd_in, R, d);
   }
@@ -127,15 +132,18 @@ class Backward {
   void ffn(const LayerPlan& lp, const LActs& a, float* dx) {
     const int64_t R = acts_.R, d = c_.hidden_size, I = c_.intermediate_size;
     const float* df = through_mask(arena_, dx, a.mask2, R * d);
-    float* dact = arena_.alloc(R * I);
-    cpu::matmul_backward(dact, I, G_ + lp.ffn_down, nullptr, df, d, a.act, I, P_ + lp.ffn_down, R, I, d);
+    float* dact = arena_.alloc_uninit(R * I);
+    cpu::matmul_backward(dact, I, G_ + lp.ffn_down, nullptr, df, d, a.act, I, P_ + lp.ffn_down, R, I, d,
+                         /*overwrite_dinp=*/true);
     float* dgu = arena_.alloc_uninit(R * 2 * I);
     cpu::swiglu_backward(dgu, dgu + I, dact, a.gu, a.gu + I, R, I, 2 * I, /*accumulate=*/false);
-    float* dh2 = arena_.alloc(R * d);
+    float* dh2 = arena_.alloc_uninit(R * d);
     if (lp.gate_up_stacked) {
-      cpu::matmul_backward(dh2, d, G_ + lp.ffn_gate, nullptr, dgu, 2 * I, a.h2, d, P_ + lp.ffn_gate, R, d, 2 * I);
+      cpu::matmul_backward(dh2, d, G_ + lp.ffn_gate, nullptr, dgu, 2 * I, a.h2, d, P_ + lp.ffn_gate, R, d, 2 * I,
+                           /*overwrite_dinp=*/true);
     } else {
-      cpu::matmul_backward(dh2, d, G_ + lp.ffn_gate, nullptr, dgu, 2 * I, a.h2, d, P_ + lp.ffn_gate, R, d, I);
+      cpu::matmul_backward(dh2, d, G_ + lp.ffn_gate, nullptr, dgu, 2 * I, a.h2, d, P_ + lp.ffn_gate, R, d, I,
+                           /*overwrite_dinp=*/true);
       cpu::matmul_backward(dh2, d, G_ + lp.ffn_up, nullptr, dgu + I, 2 * I, a.h2, d, P_ + lp.ffn_up, R, d, I);
     }
     cpu::rmsnorm_backward(dx, G_ + lp.ffn_norm, dh2, a.x_mid, P_ + lp.ffn_norm, a.rstd2, R, d);
@@ -145,23 +153,27 @@ class Backward {
   void mixer_output(const LayerPlan& lp, const LActs& a, const float* d_o, float* dattn, float* dy) {
     const int64_t R = acts_.R, d = c_.hidden_size, Wa = lp.dims.attn_out, di = lp.dims.d_inner;
     if (!lp.hybrid) {
-      if (lp.attn) cpu::matmul_backward(dattn, Wa, G_ + lp.o_proj, nullptr, d_o, d, a.attn, Wa, P_ + lp.o_proj, R, Wa, d);
-      else cpu::matmul_backward(dy, di, G_ + lp.mamba_out_proj, nullptr, d_o, d, a.y, di, P_ + lp.mamba_out_proj, R, di, d);
+      if (lp.attn)
+        cpu::matmul_backward(dattn, Wa, G_ + lp.o_proj, nullptr, d_o, d, a.attn, Wa, P_ + lp.o_proj, R, Wa, d, true);
+      else
+        cpu::matmul_backward(dy, di, G_ + lp.mamba_out_proj, nullptr, d_o, d, a.y, di, P_ + lp.mamba_out_proj, R, di,
+                             d, true);
       return;
     }
     switch (c_.fusion) {
       case Fusion::kNormMean: {
-        float* dmix = arena_.alloc(R * di);
-        cpu::matmul_backward(dmix, di, G_ + lp.fused_out, nullptr, d_o, d, a.mix, di, P_ + lp.fused_out, R, di, d);
+        float* dmix = arena_.alloc_uninit(R * di);
+        cpu::matmul_backward(dmix, di, G_ + lp.fused_out, nullptr, d_o, d, a.mix, di, P_ + lp.fused_out, R, di, d,
+                             true);
         for (int64_t i = 0; i < R * di; ++i) dmix[i] *= 0.5f;
         cpu::rmsnorm_backward(dattn, G_ + lp.attn_fnorm, dmix, a.attn, P_ + lp.attn_fnorm, a.rstd_na, R, Wa);
         cpu::rmsnorm_backward(dy, G_ + lp.mamba_fnorm, dmix, a.y, P_ + lp.mamba_fnorm, a.rstd_nm, R, di);
         break;
       }
       case Fusion::kConcat: {
-        float* dcat = arena_.alloc(R * (Wa + di));
+        float* dcat = arena_.alloc_uninit(R * (Wa + di));
         cpu::matmul_backward(dcat, Wa + di, G_ + lp.fused_out, nullptr, d_o, d, a.cat, Wa + di, P_ + lp.fused_out, R,
-                             Wa + di, d);
+                             Wa + di, d, true);
         copy_cols(dattn, Wa, dcat, Wa + di, R, Wa);
         copy_cols(dy, di, dcat + Wa, Wa + di, R, di);
         break;
@@ -176,9 +188,9 @@ class Backward {
           cpu::rmsnorm_backward(dao, G_ + lp.beta_a, d_o, a.ao, P_ + lp.beta_a, a.rstd_ao, R, d);
           cpu::rmsnorm_backward(dmo, G_ + lp.beta_m, d_o, a.mo, P_ + lp.beta_m, a.rstd_mo, R, d);
         }
-        cpu::matmul_backward(dattn, Wa, G_ + lp.o_proj, nullptr, dao, d, a.attn, Wa, P_ + lp.o_proj, R, Wa, d);
+        cpu::matmul_backward(dattn, Wa, G_ + lp.o_proj, nullptr, dao, d, a.attn, Wa, P_ + lp.o_proj, R, Wa, d, true);
         cpu::matmul_backward(dy, di, G_ + lp.mamba_out_proj, nullptr, dmo, d, a.y, di, P_ + lp.mamba_out_proj, R, di,
-                             d);
+                             d, true);
         break;
       }
     }

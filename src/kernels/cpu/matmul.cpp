@@ -24,13 +24,14 @@ void matmul_forward(float* out, int64_t ld_out, const float* inp, int64_t ld_inp
 
 void matmul_backward(float* dinp, int64_t ld_dinp, float* dweight, float* dbias, const float* dout,
                      int64_t ld_dout, const float* inp, int64_t ld_inp, const float* weight, int64_t BT,
-                     int64_t C, int64_t OC) {
+                     int64_t C, int64_t OC, bool overwrite_dinp) {
   if (BT == 0) return;
   if (dinp != nullptr) {
-    // dinp[BT, C] += dout[BT, OC] @ weight[OC, C]
+    // dinp[BT, C] += dout[BT, OC] @ weight[OC, C] (or = with beta 0, which
+    // never reads dinp)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(BT), static_cast<int>(C),
-                static_cast<int>(OC), 1.0f, dout, static_cast<int>(ld_dout), weight, static_cast<int>(C), 1.0f,
-                dinp, static_cast<int>(ld_dinp));
+                static_cast<int>(OC), 1.0f, dout, static_cast<int>(ld_dout), weight, static_cast<int>(C),
+                overwrite_dinp ? 0.0f : 1.0f, dinp, static_cast<int>(ld_dinp));
   }
   if (dweight != nullptr) {
     // dweight[OC, C] += dout^T[OC, BT] @ inp[BT, C]

@@ -16,9 +16,12 @@ void matmul_forward(float* out, int64_t ld_out, const float* inp, int64_t ld_inp
                     const float* bias, int64_t BT, int64_t C, int64_t OC);
 
 // dinp += dout @ weight; dweight += dout^T @ inp; dbias += column sums of dout.
+// overwrite_dinp: dinp = dout @ weight instead, for a first writer into a
+// fresh buffer (spares zeroing it; dinp is never read). dweight and dbias
+// always accumulate.
 void matmul_backward(float* dinp, int64_t ld_dinp, float* dweight, float* dbias, const float* dout,
                      int64_t ld_dout, const float* inp, int64_t ld_inp, const float* weight, int64_t BT,
-                     int64_t C, int64_t OC);
+                     int64_t C, int64_t OC, bool overwrite_dinp = false);
 
 // Contiguous conveniences (ld = C / OC).
 inline void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t BT,
