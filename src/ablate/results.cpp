@@ -1,7 +1,6 @@
 #include "ablate/results.h"
 
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 #include "core/atomic_file.h"
@@ -173,13 +172,11 @@ void write_results_csv(const std::string& path, const std::vector<RowResult>& ro
 }
 
 StoredResults read_results_json(const std::string& path) {
-  std::ifstream in(path);
-  HYMBA_CHECK(in.good(), path, ": cannot read");
   json j;
   try {
-    j = json::parse(in);
-  } catch (const json::parse_error& e) {
-    fail(path, ": not valid JSON (", e.what(), "); fix it or delete it to re-measure every row");
+    j = read_json_file(path);
+  } catch (const Error& e) {
+    fail(e.what(), "; fix it or delete it to re-measure every row");
   }
   HYMBA_CHECK(j.is_object() && j.contains("rows") && j["rows"].is_array(), path,
               ": not a results file (no 'rows' array); fix it or delete it");

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <set>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "data/tokenizer.h"
 
@@ -123,14 +123,7 @@ T field(const json& j, const char* key, const std::string& where) {
 }
 
 Suite from_file(const std::string& path, const std::string& scale_flag) {
-  std::ifstream in(path);
-  HYMBA_CHECK(in.good(), path, ": cannot read suite file");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::parse_error& e) {
-    fail(path, ": not valid JSON (", e.what(), ")");
-  }
+  const json j = read_json_file(path);
   HYMBA_CHECK(j.is_object(), path, ": a suite file is a JSON object with a 'rows' array");
   static const std::set<std::string> known = {"name", "title", "sort", "scale", "train", "prompts", "rows"};
   for (auto it = j.begin(); it != j.end(); ++it)
@@ -176,13 +169,7 @@ Suite from_file(const std::string& path, const std::string& scale_flag) {
       if (id.empty() && !name.empty()) row.id = slug(name);
     } else {
       const fs::path cfg_path = dir / field<std::string>(r, "config", where);
-      std::ifstream cin(cfg_path);
-      HYMBA_CHECK(cin.good(), where, ": cannot read config file ", cfg_path.string());
-      try {
-        row.config = json::parse(cin);
-      } catch (const json::parse_error& e) {
-        fail(cfg_path.string(), ": not valid JSON (", e.what(), ")");
-      }
+      row.config = read_json_file(cfg_path.string());
       for (auto it = overrides.begin(); it != overrides.end(); ++it) row.config[it.key()] = it.value();
       row.name = name.empty() ? cfg_path.stem().string() : name;
       row.id = slug(id.empty() ? row.name : id);

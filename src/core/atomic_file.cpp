@@ -126,4 +126,13 @@ std::string read_file(const std::string& path) {
   return out;
 }
 
+nlohmann::json read_json_file(const std::string& path) {
+  const std::string text = read_file(path);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    fail(path, ": not valid JSON (", e.what(), ")");
+  }
+}
+
 }  // namespace hymba

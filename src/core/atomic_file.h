@@ -9,6 +9,8 @@
 #include <functional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace hymba {
 
 // Writes `path` atomically. `writer` fills the temporary file
@@ -24,6 +26,9 @@ void write_text_atomic(const std::string& path, const std::string& text);
 // The whole file as bytes; hymba::Error naming the path when it is missing,
 // a directory or unreadable.
 std::string read_file(const std::string& path);
+
+// read_file parsed as JSON; hymba::Error "PATH: not valid JSON (...)".
+nlohmann::json read_json_file(const std::string& path);
 
 // fwrite that throws hymba::Error naming `path` on a short write, for writers
 // that want to stop at the first failure.

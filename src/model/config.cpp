@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <set>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace hymba {
@@ -446,15 +446,7 @@ json ModelConfig::to_json() const {
 }
 
 ModelConfig load_config_file(const std::string& path) {
-  std::ifstream in(path);
-  HYMBA_CHECK(in.good(), path, ": cannot open config file");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::parse_error& e) {
-    fail(path, ": not valid JSON (", e.what(), ")");
-  }
-  return ModelConfig::from_json(j, path);
+  return ModelConfig::from_json(read_json_file(path), path);
 }
 
 }  // namespace hymba

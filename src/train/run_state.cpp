@@ -25,15 +25,6 @@ std::string resolve_checkpoint(const std::string& path) {
   return path;
 }
 
-nlohmann::json read_json_file(const std::string& path) {
-  const std::string text = read_file(path);
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    fail(path, ": not valid JSON (", e.what(), ")");
-  }
-}
-
 void save_inference_checkpoint(const std::string& dir, const Model& model, const Tokenizer& tok,
                                const std::map<std::string, std::string>& metadata) {
   save_model(dir, model, metadata);

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"  // read_json_file
 #include "data/tokenizer.h"
 #include "model/model.h"
 
@@ -42,6 +43,5 @@ void save_inference_checkpoint(const std::string& dir, const Model& model, const
 // Loads AdamW moments saved by save_training_checkpoint into model.
 void load_optimizer_state(const std::string& ckpt_dir, Model& model);
 
-nlohmann::json read_json_file(const std::string& path);
 
 }  // namespace hymba
