@@ -120,6 +120,15 @@ double sample_and_time(RowResult& r, const std::string& ckpt, const Tokenizer& t
   g.sampling.seed = seed;
   g.stop_at_eos = false;  // every row decodes the same number of tokens
   r.samples.clear();
+  {
+    // Untimed warm-up: first-touch page faults and thread start-up would
+    // otherwise land in the first row's few hundred timed steps.
+    infer::GenerateOptions warm = g;
+    warm.max_new_tokens = std::min<int64_t>(new_tokens, 16);
+    std::vector<int32_t> ids = tok.encode(prompts.front());
+    if (ids.empty()) ids.push_back(tok.bos_id());
+    (void)infer::generate(decoder, tok, {ids}, warm);
+  }
   int64_t decoded = 0;
   double seconds = 0.0;
   for (const std::string& p : prompts) {
