@@ -7,9 +7,22 @@
 #include "core/error.h"
 #include "core/params.h"
 #include "core/rng.h"
+#include "core/threading.h"
 
 namespace hymba {
 namespace {
+
+TEST(Threading, ThreadLimitLowersTheCountForItsScopeOnly) {
+  set_num_threads(2);
+  {
+    const ThreadLimit one(1);
+    EXPECT_EQ(num_threads(), 1);
+    const ThreadLimit more(8);  // a limit never raises the count
+    EXPECT_EQ(num_threads(), 1);
+  }
+  EXPECT_EQ(num_threads(), 2);
+  set_num_threads(0);
+}
 
 TEST(Rng, SameSeedSameStream) {
   Rng a(7), b(7), c(8);

@@ -16,6 +16,12 @@ void set_num_threads(int n) { omp_set_num_threads(n > 0 ? n : kDefaultThreads); 
 
 int num_threads() { return omp_get_max_threads(); }
 
+ThreadLimit::ThreadLimit(int n) : saved_(num_threads()) {
+  if (n >= 1 && n < saved_) omp_set_num_threads(n);
+}
+
+ThreadLimit::~ThreadLimit() { omp_set_num_threads(saved_); }
+
 int max_hardware_threads() {
   unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);

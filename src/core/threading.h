@@ -11,4 +11,17 @@ void set_num_threads(int n);
 int num_threads();
 int max_hardware_threads();
 
+// Runs the kernels of its scope on at most `n` threads (results do not depend
+// on the count), restoring the previous count when it ends.
+class ThreadLimit {
+ public:
+  explicit ThreadLimit(int n);
+  ~ThreadLimit();
+  ThreadLimit(const ThreadLimit&) = delete;
+  ThreadLimit& operator=(const ThreadLimit&) = delete;
+
+ private:
+  int saved_;
+};
+
 }  // namespace hymba
