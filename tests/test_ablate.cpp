@@ -246,6 +246,24 @@ TEST_F(Ablate, RowKilledAfterItsLastCheckpointIsFinishedWithoutTraining) {
   EXPECT_TRUE(fs::exists(dir_ / "killed/runs/mamba/summary.json"));
 }
 
+TEST_F(Ablate, RowsDroppedFromTheSuiteFileStayInResultsButNotInTheReport) {
+  ASSERT_EQ(first_.exit_code, 0) << first_.output;
+  fs::copy(dir_ / "out", dir_ / "fewer", fs::copy_options::recursive);
+  json suite = json::parse(slurp(dir_ / "suite.json"));
+  suite["rows"].erase(1);  // Mamba
+  std::ofstream(dir_ / "fewer-suite.json") << suite.dump(2);
+  const auto r = run_cli("--threads 1 ablate --suite " + (dir_ / "fewer-suite.json").string() + " --data " +
+                         (dir_ / "corpus.txt").string() + " --out " + (dir_ / "fewer").string() +
+                         " --sample-tokens 8 --cache-context 64 --plain-progress");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("row 'mamba' that is not in this suite; kept there"), std::string::npos) << r.output;
+  EXPECT_EQ(count(r.output, "measured earlier, skipped"), 2) << r.output;
+  const json rows = results("fewer")["rows"];
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[2]["id"], "mamba");
+  EXPECT_EQ(slurp(dir_ / "fewer/report.md").find("| Mamba |"), std::string::npos);
+}
+
 TEST_F(Ablate, BadInputIsAOneLineErrorNamingTheCulprit) {
   ASSERT_EQ(first_.exit_code, 0) << first_.output;
   auto expect_error = [](const test::CliResult& r, const std::string& what) {

@@ -232,10 +232,15 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     HYMBA_CHECK(it == done.end() || it->second.config == row.config, "row '", row.id,
                 "': its model config changed since ", opt.out_dir, " was run; use another --out");
   }
+  // Rows measured earlier for a suite file that has since lost them stay in
+  // results.json (after the suite's rows) but not in the report.
+  std::vector<RowResult> extra_rows;
   for (const auto& [id, r] : done) {
     const bool in_suite = std::any_of(suite.rows.begin(), suite.rows.end(), [&](const SuiteRow& s) { return s.id == id; });
-    if (!in_suite) std::fprintf(stderr, "note: %s has a row '%s' that is not in this suite; it is left out\n",
-                                results_json.c_str(), id.c_str());
+    if (in_suite) continue;
+    std::fprintf(stderr, "note: %s has a row '%s' that is not in this suite; kept there, left out of the report\n",
+                 results_json.c_str(), id.c_str());
+    extra_rows.push_back(r);
   }
 
   // ETA: seconds per parameter of the rows trained so far (every row sees
@@ -319,6 +324,7 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     std::vector<RowResult> so_far;
     for (const SuiteRow& s : suite.rows)
       if (done.count(s.id)) so_far.push_back(done.at(s.id));
+    so_far.insert(so_far.end(), extra_rows.begin(), extra_rows.end());
     write_results_json(results_json, header, so_far);
     std::fprintf(stderr,
                  "[%zu/%zu] %s: done in %s: %.2fM params, best val loss %.4f (ppl %.2f), acc %.3f, %.0f train tok/s, "
@@ -328,7 +334,9 @@ AblateSummary run_ablation(const AblateOptions& opt) {
                  r.params / 1e6, r.best_val_loss, r.best_val_ppl, r.final_val_accuracy, r.train_tokens_per_s,
                  r.decode_tokens_per_s);
   }
-  write_results_json(results_json, header, results);
+  std::vector<RowResult> all_rows = results;
+  all_rows.insert(all_rows.end(), extra_rows.begin(), extra_rows.end());
+  write_results_json(results_json, header, all_rows);
 
   if (suite.sort == SortOrder::kBestPpl)
     std::stable_sort(results.begin(), results.end(),
