@@ -225,9 +225,11 @@ AblateSummary run_ablation(const AblateOptions& opt) {
   const int64_t vocab = tok->vocab_size();
 
   // Check every row's config and its changes against earlier results before
-  // training anything.
+  // training anything; the parameter counts also weigh the ETA (every row
+  // sees the same tokens, so its time scales with the model).
+  std::vector<double> row_params;
   for (const SuiteRow& row : suite.rows) {
-    (void)row_config(row, vocab);
+    row_params.push_back(static_cast<double>(summarize(row_config(row, vocab), 1).total_params));
     const auto it = done.find(row.id);
     HYMBA_CHECK(it == done.end() || it->second.config == row.config, "row '", row.id,
                 "': its model config changed since ", opt.out_dir, " was run; use another --out");
@@ -243,12 +245,8 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     extra_rows.push_back(r);
   }
 
-  // ETA: seconds per parameter of the rows trained so far (every row sees
-  // the same tokens, so time scales with the model).
+  // ETA: seconds per parameter of the rows trained so far.
   double work_done = 0.0, seconds_done = 0.0;
-  auto row_work = [&](const SuiteRow& row) {
-    return static_cast<double>(summarize(row_config(row, vocab), 1).total_params);
-  };
 
   json header = {{"format", kResultsFormat},
                  {"suite", suite.name},
@@ -271,7 +269,7 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     }
     double remaining = 0.0;
     for (size_t k = i; k < n; ++k)
-      if (!done.count(suite.rows[k].id)) remaining += row_work(suite.rows[k]);
+      if (!done.count(suite.rows[k].id)) remaining += row_params[k];
     const std::string eta = work_done > 0 ? "suite ETA " + format_duration(remaining * seconds_done / work_done)
                                           : "suite ETA after the first row";
     std::fprintf(stderr, "[%zu/%zu] %s (%s): start; %s\n", i + 1, n, row.name.c_str(), row.source.c_str(),
@@ -295,7 +293,7 @@ AblateSummary run_ablation(const AblateOptions& opt) {
       t.resume_finished = true;
       trained = train(row_config(row, vocab), t).to_json();
       ++summary.trained;
-      work_done += row_work(row);
+      work_done += row_params[i];
       seconds_done += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_row).count();
     }
     try {
