@@ -146,7 +146,7 @@ double sample_and_time(RowResult& r, const std::string& ckpt, const Tokenizer& t
 std::unique_ptr<Tokenizer> suite_tokenizer(const fs::path& path, const TrainOptions& t) {
   if (fs::exists(path)) return load_tokenizer(path.string());
   std::unique_ptr<Tokenizer> tok;
-  const TokenizerKind kind = parse_tokenizer_kind(t.tokenizer_type);
+  const TokenizerKind kind = parse_tokenizer_kind(t.tokenizer_type, "tokenizer");
   if (kind == TokenizerKind::kByte) {
     tok = make_byte_tokenizer();
   } else {
