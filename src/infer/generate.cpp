@@ -41,8 +41,9 @@ size_t stop_prefix_tail(std::string_view text, const std::vector<std::string>& s
 // would be sampled as garbage tokens: stop with the reason instead.
 void check_finite_logits(const float* logits, int64_t vocab, size_t sequence) {
   for (int64_t v = 0; v < vocab; ++v)
-    HYMBA_CHECK(std::isfinite(logits[v]), "generate: the model's logits for sequence ", sequence + 1, " hold ",
-                logits[v], " (token ", v, "); its weights overflow float32 arithmetic; check the checkpoint");
+    HYMBA_CHECK(std::isfinite(logits[v]), "generate: the model's logits for sequence ", sequence + 1,
+                " are not finite (", logits[v], " at token ", v,
+                "): its weights overflow float32 arithmetic; check the checkpoint");
 }
 
 struct Running {

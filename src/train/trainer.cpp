@@ -51,11 +51,10 @@ namespace {
 // It is stored in each checkpoint's train_state.json ("run"), and a resume
 // that would change any of it is refused by name. Not in it: --steps and
 // --epochs (a run may be extended), the log/eval/save intervals and eval
-// windows (they do not touch the weights), and the thread count (see
-// resume_checks()).
-json run_recipe(const TrainOptions& o) {
+// windows (they do not touch the weights), the thread count (see
+// resume_checks()) and a --tokenizer file's path (its content is compared).
+json run_recipe(const TrainOptions& o, double dropout) {
   return {{"data", o.data},
-          {"tokenizer", o.tokenizer_path},
           {"tokenizer_type", o.tokenizer_path.empty() ? o.tokenizer_type : std::string()},
           {"tokenizer_vocab", o.tokenizer_path.empty() && o.tokenizer_type != "byte" ? o.tokenizer_vocab : 0},
           {"batch", o.batch},
@@ -71,14 +70,13 @@ json run_recipe(const TrainOptions& o) {
           {"eps", o.adamw.eps},
           {"grad_clip", o.grad_clip},
           {"label_smoothing", o.label_smoothing},
-          {"dropout", o.dropout},
+          {"dropout", dropout},  // the one in effect: --dropout or the model config's
           {"val_fraction", o.val_fraction},
           {"threads", num_threads()}};
 }
 
 // The command-line spelling of a recipe key, for messages.
 std::string flag_of(const std::string& key) {
-  if (key == "data" || key == "tokenizer") return "--" + key;
   std::string f = "--" + key;
   std::replace(f.begin(), f.end(), '_', '-');
   return f;
@@ -88,11 +86,14 @@ std::string flag_of(const std::string& key) {
 // change. A different thread count is allowed with a warning: reductions are
 // split by thread, so results are bit-identical only for the same count.
 void resume_checks(const JsonFields& saved, const json& now, const ModelConfig* asked_model,
-                   const ModelConfig& run_model, std::FILE* log) {
+                   const ModelConfig& run_model, const std::string& tokenizer_path, const std::string& run_tokenizer,
+                   std::FILE* log) {
   std::string changes;
   auto note_change = [&](const std::string& name, const json& was, const json& is) {
     changes += (changes.empty() ? "" : ", ") + name + " " + was.dump() + " -> " + is.dump();
   };
+  if (!tokenizer_path.empty() && read_file(tokenizer_path) != read_file(run_tokenizer))
+    changes += std::string(changes.empty() ? "" : ", ") + "--tokenizer " + tokenizer_path + " is not the run's tokenizer";
   for (auto it = now.begin(); it != now.end(); ++it) {
     const std::string& key = it.key();
     if (key == "threads" || !saved.has(key.c_str())) continue;  // checkpoints of older builds lack some keys
@@ -113,7 +114,7 @@ void resume_checks(const JsonFields& saved, const json& now, const ModelConfig* 
     const int64_t was = saved.i64("threads");
     if (was != now.at("threads").get<int64_t>() && log != nullptr)
       std::fprintf(log,
-                   "note: this run used %lld threads, now %d: results stay correct but are not bit-identical to an "
+                   "note: this run used %lld thread(s), now %d: results stay correct but are not bit-identical to an "
                    "uninterrupted run (pass --threads %lld for that)\n",
                    static_cast<long long>(was), num_threads(), static_cast<long long>(was));
   }
@@ -253,7 +254,9 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& opt) {
       if (opt.dropout >= 0) j["dropout"] = opt.dropout;
       asked = ModelConfig::from_json(j, "model config");
     }
-    resume_checks(fields.object("run"), run_recipe(opt), asked ? &*asked : nullptr, run_cfg, log);
+    resume_checks(fields.object("run"), run_recipe(opt, opt.dropout >= 0 ? opt.dropout : run_cfg.dropout),
+                  asked ? &*asked : nullptr, run_cfg, opt.tokenizer_path,
+                  (fs::path(ckpt) / kTokenizerFile).string(), log);
     tok = load_tokenizer((fs::path(ckpt) / kTokenizerFile).string());
     require_memory(run_cfg);
     model = load_model(ckpt, true);
@@ -344,7 +347,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& opt) {
                 {"final_train_loss", sum.final_train_loss},
                 {"final_val_loss", sum.final_val_loss},
                 {"final_val_accuracy", sum.final_val_acc},
-                {"run", run_recipe(opt)}};
+                {"run", run_recipe(opt, model->config().dropout)}};
   };
   auto run_eval = [&](int64_t step_done, Progress& progress) {
     const EvalResult r = evaluate(*model, data.val(), opt.seq_len, opt.batch, opt.eval_windows);
