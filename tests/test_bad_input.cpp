@@ -22,6 +22,7 @@
 #include "core/params.h"
 #include "core/safetensors.h"
 #include "core/system_memory.h"
+#include "data/corpus.h"
 #include "model/config.h"
 #include "model/memory_estimate.h"
 #include "model/model.h"
@@ -142,6 +143,13 @@ TEST_F(BadInput, JsonParseProblemsAreOneLineNamingFileAndField) {
     EXPECT_EQ(std::string(e.what()).find("[json.exception"), std::string::npos) << e.what();
   }
   expect_error([&] { load_config_file(path("big.json")); }, {"big.json", "rms_norm_eps"});
+}
+
+TEST_F(BadInput, JsonlLinesGoThroughTheSameReader) {
+  const std::string big = write("big.jsonl", "{\"text\": \"a b c\"}\n{\"text\": \"d\", \"score\": 1e400}\n");
+  expect_error([&] { read_documents(big); }, {"big.jsonl:2", "field 'score'", "1e400"});
+  const std::string dup = write("dup.jsonl", "{\"text\": \"a\", \"text\": \"b\"}\n");
+  expect_error([&] { read_documents(dup); }, {"dup.jsonl:1", "key 'text' twice"});
 }
 
 TEST(JsonFieldsTest, TypedGettersNameTheField) {

@@ -32,8 +32,11 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
   add_model_options(cmd, opts->model);
   cmd->add_option("--data", t.data, "Corpus: .txt file, directory of .txt, .jsonl with \"text\", or 'default'")
       ->capture_default_str();
-  cmd->add_option("--out", t.out_dir, "Run directory (checkpoints, metrics.jsonl, summary.json)")->required();
-  cmd->add_flag("--resume", t.resume, "Continue the run in --out from its latest checkpoint");
+  cmd->add_option("--out", t.out_dir, "Run directory (checkpoints, metrics.jsonl, summary.json); locked while training")
+      ->required();
+  cmd->add_flag("--resume", t.resume,
+                "Continue the run in --out from its latest checkpoint (the recipe must not change; "
+                "Ctrl-C/SIGTERM save one and exit 130/143)");
   cmd->add_option("--tokenizer", t.tokenizer_path, "Use this tokenizer file instead of building one");
   cmd->add_option("--tokenizer-type", t.tokenizer_type, "byte, bpe or unigram")->capture_default_str();
   cmd->add_option("--tokenizer-vocab", t.tokenizer_vocab, "Vocabulary of a trained tokenizer")
