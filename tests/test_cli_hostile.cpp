@@ -25,6 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using test::read_jsonl;
 using test::run_cli;
 
 const std::string kFixtureConfig = std::string(HYMBA_FIXTURES_DIR) + "/tiny_hybrid/config.json";
@@ -32,15 +33,6 @@ const std::string kFixtureConfig = std::string(HYMBA_FIXTURES_DIR) + "/tiny_hybr
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::vector<json> read_jsonl(const std::string& path) {
-  std::vector<json> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(json::parse(line));
-  return out;
 }
 
 // A child `hymba ...` with its output in a file; never outlives the test.
