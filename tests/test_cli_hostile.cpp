@@ -285,6 +285,11 @@ TEST_F(CliHostile, OversizedModelsAndRunsAreRefusedBeforeAllocating) {
              "num_attention_heads": 2, "num_key_value_heads": 2})";
   expect_one_line(run_cli("info --config " + path("wrap.json")), {"wrap.json", "vocab_size x hidden_size"});
   EXPECT_FALSE(fs::exists(path("ck")));
+  std::ofstream(path("wide_kv.json"))
+      << R"({"hidden_size": 64, "num_hidden_layers": 2, "layer_types": "attention", "num_attention_heads": 2,
+             "num_key_value_heads": 2, "qk_head_dim": 1073741824, "v_head_dim": 1073741824})";
+  expect_one_line(run_cli("info --config " + path("wide_kv.json") + " --seq-len 1099511627776"),
+                  {"the cache at 1099511627776 tokens (--seq-len)", "overflows"});
   // Sizes that fit 64 bits but not this machine: refused with the figure.
   std::ofstream(path("wide.json"))
       << R"({"hidden_size": 1000000000, "num_hidden_layers": 1, "layer_types": "mamba", "num_attention_heads": 0})";
