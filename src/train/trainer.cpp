@@ -444,7 +444,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& opt) {
       throw Interrupted(std::string("interrupted by ") + signal_name(sig) + ": stopped after step " +
                             std::to_string(done) + " of " + std::to_string(total) + " and saved " +
                             (fs::path(opt.out_dir) / ("ckpt-" + std::to_string(done))).string() +
-                            "; continue with --resume",
+                            "; rerun with --resume to continue",
                         sig);
     }
   }
