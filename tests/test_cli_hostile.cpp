@@ -215,6 +215,14 @@ TEST_F(CliHostile, ResumeRefusesAChangedRecipeByName) {
   const auto threads = run_cli(args + " --resume");
   EXPECT_EQ(threads.exit_code, 0) << threads.output;
   EXPECT_NE(threads.output.find("not bit-identical"), std::string::npos) << threads.output;
+  // A --tokenizer file is compared by content: the run's own passes, another is refused.
+  const std::string own = path("run/ckpt-20/tokenizer.model");
+  const auto same = run_cli(train_args(path("run"), 22) + " --resume --tokenizer " + own);
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  ASSERT_EQ(run_cli("tokenizer train --type bpe --vocab-size 300 --data " + path("toy.txt") + " --out " +
+                    path("other.model")).exit_code, 0);
+  expect_one_line(run_cli(train_args(path("run"), 24) + " --resume --tokenizer " + path("other.model")),
+                  {"--tokenizer " + path("other.model") + " is not the run's tokenizer"});
 }
 
 TEST_F(CliHostile, CorruptTrainStateIsOneLineNamingFileAndField) {

@@ -97,6 +97,8 @@ void resume_checks(const JsonFields& saved, const json& now, const ModelConfig* 
   for (auto it = now.begin(); it != now.end(); ++it) {
     const std::string& key = it.key();
     if (key == "threads" || !saved.has(key.c_str())) continue;  // checkpoints of older builds lack some keys
+    // A --tokenizer file is compared by content above, whatever built the run's.
+    if (!tokenizer_path.empty() && key.rfind("tokenizer_", 0) == 0) continue;
     const json& was = saved.at(key.c_str());
     const bool same = was.is_number() && it.value().is_number() ? was.get<double>() == it.value().get<double>()
                                                                 : was == it.value();
