@@ -118,6 +118,12 @@ TEST(ConfigSizes, ParamTableRefusesTotalsThatOverflow) {
   t.add("a", Shape{int64_t{1} << 31, int64_t{1} << 31}, InitRule::zeros());
   expect_error([&] { t.add("b", Shape{int64_t{1} << 62, 4}, InitRule::zeros()); }, {"'b'", "overflows"});
   expect_error([&] { t.add("c", Shape{int64_t{1} << 62, 2}, InitRule::zeros()); }, {"'c'", "overflows"});
+  // Each row fits, the sum does not.
+  ParamTable u;
+  u.add("d", Shape{int64_t{1} << 61, 2}, InitRule::zeros());
+  u.add("e", Shape{int64_t{1} << 61, 1}, InitRule::zeros());
+  expect_error([&] { u.add("f", Shape{int64_t{1} << 61, 1}, InitRule::zeros()); },
+               {"parameter count", "num_hidden_layers", "'f'", "overflows"});
 }
 
 TEST_F(BadInput, JsonDuplicateKeysAtAnyDepthAreRefused) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <exception>
 #include <new>
+#include <stdexcept>
 
 #include "cli/commands.h"
 #include "core/error.h"
@@ -73,6 +74,10 @@ int main(int argc, char** argv) {
     return e.exit_status();  // 128 + signal, as a shell reports a killed command
   } catch (const hymba::Error& e) {
     std::fprintf(stderr, "hymba: error: %s\n", e.what());
+    return 1;
+  } catch (const std::length_error& e) {
+    std::fprintf(stderr, "hymba: error: a size is too large (%s); lower the sizes (--batch, --seq-len, "
+                         "--max-new-tokens, or the model config's)\n", e.what());
     return 1;
   } catch (const std::bad_alloc&) {
     // The commands estimate their memory before allocating; this is the last

@@ -27,7 +27,8 @@ void ParamTable::add(const std::string& name, const Shape& shape, InitRule init,
   for (int i = 0; i < shape.rank; ++i) numel = checked_mul(numel, shape[i], what);
   const int64_t padded = checked_add(numel, kRowAlign - 1, what) / kRowAlign * kRowAlign;
   ParamInfo p{name, shape, init, weight_decay, group, total_};
-  total_ = checked_add(total_, padded, "parameter table: total size up to '" + name + "'");
+  total_ = checked_add(total_, padded,
+                       "parameter table: the parameter count (num_hidden_layers x the layer widths) up to '" + name + "'");
   index_[name] = rows_.size();
   rows_.push_back(std::move(p));
 }
