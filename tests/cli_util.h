@@ -5,7 +5,11 @@
 
 #include <array>
 #include <cstdio>
+#include <fstream>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace hymba::test {
 
@@ -32,6 +36,16 @@ inline int count_lines(const std::string& s) {
   int n = 0;
   for (char c : s) n += c == '\n';
   return n;
+}
+
+// One JSON value per non-empty line (metrics.jsonl).
+inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  return out;
 }
 
 }  // namespace hymba::test

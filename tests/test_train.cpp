@@ -23,6 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using test::read_jsonl;
 using test::run_cli;
 
 const std::string kFixtureConfig = std::string(HYMBA_FIXTURES_DIR) + "/tiny_hybrid/config.json";
@@ -36,15 +37,6 @@ void write_toy_corpus(const std::string& path, int sentences, uint64_t seed) {
   std::ofstream out(path);
   for (int i = 0; i < sentences; ++i)
     out << subj[r.below(6)] << ' ' << verb[r.below(6)] << ' ' << obj[r.below(6)] << ".\n";
-}
-
-std::vector<json> read_jsonl(const std::string& path) {
-  std::vector<json> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(json::parse(line));
-  return out;
 }
 
 class Train : public ::testing::Test {

@@ -11,6 +11,7 @@
 #include "ablate/report.h"
 #include "ablate/suite.h"
 #include "core/error.h"
+#include "core/json_io.h"
 #include "core/threading.h"
 #include "data/corpus.h"
 #include "data/tokenizer.h"
@@ -89,14 +90,11 @@ std::vector<CurvePoint> read_curve(const fs::path& metrics) {
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
-    try {
-      const json j = json::parse(line);
-      if (j.contains("val_loss"))
-        curve.push_back({j.at("step").get<int64_t>(), j.at("val_loss").get<double>(), j.at("val_ppl").get<double>(),
-                         j.value("val_accuracy", 0.0)});
-    } catch (const json::exception& e) {
-      fail(metrics.string(), ": unreadable record (", e.what(), ")");
-    }
+    const json j = parse_json(line, metrics.string());
+    if (!j.is_object() || !j.contains("val_loss")) continue;
+    const JsonFields f(j, metrics.string());
+    curve.push_back({f.i64("step"), f.f64("val_loss"), f.f64("val_ppl"),
+                     f.has("val_accuracy") ? f.f64("val_accuracy") : 0.0});
   }
   return curve;
 }
@@ -146,7 +144,7 @@ double sample_and_time(RowResult& r, const std::string& ckpt, const Tokenizer& t
 std::unique_ptr<Tokenizer> suite_tokenizer(const fs::path& path, const TrainOptions& t) {
   if (fs::exists(path)) return load_tokenizer(path.string());
   std::unique_ptr<Tokenizer> tok;
-  const TokenizerKind kind = parse_tokenizer_kind(t.tokenizer_type);
+  const TokenizerKind kind = parse_tokenizer_kind(t.tokenizer_type, "tokenizer");
   if (kind == TokenizerKind::kByte) {
     tok = make_byte_tokenizer();
   } else {
@@ -296,19 +294,18 @@ AblateSummary run_ablation(const AblateOptions& opt) {
       work_done += row_params[i];
       seconds_done += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_row).count();
     }
-    try {
-      r.best_val_loss = trained.at("best_val_loss").get<double>();
-      r.best_val_ppl = trained.at("best_val_ppl").get<double>();
-      r.best_step = trained.at("best_step").get<int64_t>();
-      r.final_val_loss = trained.at("final_val_loss").get<double>();
-      r.final_val_ppl = trained.at("final_val_ppl").get<double>();
-      r.final_val_accuracy = trained.at("final_val_accuracy").get<double>();
-      r.steps = trained.at("steps").get<int64_t>();
-      r.train_tokens = trained.at("tokens").get<int64_t>();
-      r.train_tokens_per_s = trained.at("train_tokens_per_s").get<double>();
-      r.train_seconds = trained.at("wall_s").get<double>();
-    } catch (const json::exception& e) {
-      fail(summary_path.string(), ": unreadable (", e.what(), "); delete ", run_dir.string(), " to train the row again");
+    {
+      const JsonFields f(trained, summary_path.string());
+      r.best_val_loss = f.f64("best_val_loss");
+      r.best_val_ppl = f.f64("best_val_ppl");
+      r.best_step = f.i64("best_step");
+      r.final_val_loss = f.f64("final_val_loss");
+      r.final_val_ppl = f.f64("final_val_ppl");
+      r.final_val_accuracy = f.f64("final_val_accuracy");
+      r.steps = f.i64("steps");
+      r.train_tokens = f.i64("tokens");
+      r.train_tokens_per_s = f.f64("train_tokens_per_s");
+      r.train_seconds = f.f64("wall_s");
     }
     fill_model_figures(r, row, vocab, opt.cache_context);
     r.curve = read_curve(run_dir / kMetricsFile);

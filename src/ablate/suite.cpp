@@ -247,7 +247,7 @@ void apply_train_settings(TrainOptions& o, const json& settings, const std::stri
     else if (k == "tokenizer") {
       HYMBA_CHECK(v.is_string(), source, ": 'tokenizer' must be \"byte\", \"bpe\" or \"unigram\"");
       o.tokenizer_type = v.get<std::string>();
-      (void)parse_tokenizer_kind(o.tokenizer_type);
+      (void)parse_tokenizer_kind(o.tokenizer_type, source + ": 'tokenizer'");
     } else {
       fail(source, ": unknown training setting '", k,
            "' (known: steps, epochs, batch, seq_len, grad_accum, lr, min_lr_ratio, warmup, weight_decay, beta1, "

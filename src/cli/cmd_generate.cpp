@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <algorithm>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -16,6 +17,7 @@
 #include "infer/bench.h"
 #include "infer/generate.h"
 #include "model/checkpoint.h"
+#include "model/memory_estimate.h"
 #include "train/run_state.h"
 
 namespace hymba::cli {
@@ -106,6 +108,23 @@ void register_generate(CLI::App& app, const GlobalOptions& global) {
       }
     }
 
+    // Caches are allocated for prompt + --max-new-tokens tokens up front:
+    // refuse now, with the figure, rather than fail midway.
+    MemoryEstimate need;
+    double cache_bytes = 0;
+    int64_t longest = 0;
+    for (const auto& p : prompts) {
+      const int64_t len = static_cast<int64_t>(p.size());
+      cache_bytes += static_cast<double>(
+          infer::expected_cache_bytes(model->config(), len + opts->gen.max_new_tokens));
+      longest = std::max(longest, len);
+    }
+    need.add("caches of " + std::to_string(prompts.size()) + " sequence(s) x (prompt + --max-new-tokens " +
+                 std::to_string(opts->gen.max_new_tokens) + ")",
+             cache_bytes, "--max-new-tokens or --batch");
+    need.add("prefill activations", activation_bytes(model->config(), 1, longest, false), "the prompt length");
+    need.require_available("generate");
+
     // One sequence streams as it goes; several print when all are done.
     // One sequence streams as it goes, its prompt echoed with the first text
     // so errors found before any token print alone; several sequences print
@@ -194,6 +213,26 @@ void register_bench_infer(CLI::App& app, const GlobalOptions& global) {
       model = std::make_unique<Model>(resolve_model(opts->model), false);
       model->init(opts->init_seed);
       what = describe(opts->model);
+    }
+    {
+      // The weights are allocated; the caches and the longest prefill are not.
+      const infer::InferBenchOptions& o = opts->bench;
+      const ModelConfig& cfg = model->config();
+      int64_t longest = o.prompt_len;
+      double context_cache = 0;
+      for (int64_t c : o.contexts) {
+        longest = std::max(longest, c);
+        context_cache = std::max(context_cache,
+                                 static_cast<double>(infer::expected_cache_bytes(cfg, c + o.new_tokens + 1)));
+      }
+      MemoryEstimate need;
+      need.add("caches for --batch " + std::to_string(o.batch),
+               static_cast<double>(o.batch) *
+                   static_cast<double>(infer::expected_cache_bytes(cfg, o.prompt_len + o.new_tokens + 1)),
+               "--batch, --prompt-len or --new-tokens");
+      need.add("the largest --contexts cache", context_cache, "--contexts");
+      need.add("prefill activations", activation_bytes(cfg, 1, longest, false), "--prompt-len or --contexts");
+      need.require_available("bench infer");
     }
     const infer::InferBenchResult r = infer::run_infer_bench(*model, opts->bench);
     if (opts->json) {

@@ -7,10 +7,12 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "core/error.h"
+#include "core/json_io.h"
 #include "core/threading.h"
 #include "data/corpus.h"
 #include "eval/evaluate.h"
 #include "model/checkpoint.h"
+#include "model/memory_estimate.h"
 #include "train/run_state.h"
 #include "train/trainer.h"
 
@@ -30,8 +32,11 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
   add_model_options(cmd, opts->model);
   cmd->add_option("--data", t.data, "Corpus: .txt file, directory of .txt, .jsonl with \"text\", or 'default'")
       ->capture_default_str();
-  cmd->add_option("--out", t.out_dir, "Run directory (checkpoints, metrics.jsonl, summary.json)")->required();
-  cmd->add_flag("--resume", t.resume, "Continue the run in --out from its latest checkpoint");
+  cmd->add_option("--out", t.out_dir, "Run directory (checkpoints, metrics.jsonl, summary.json); locked while training")
+      ->required();
+  cmd->add_flag("--resume", t.resume,
+                "Continue the run in --out from its latest checkpoint (the recipe must not change; "
+                "Ctrl-C/SIGTERM save one and exit 130/143)");
   cmd->add_option("--tokenizer", t.tokenizer_path, "Use this tokenizer file instead of building one");
   cmd->add_option("--tokenizer-type", t.tokenizer_type, "byte, bpe or unigram")->capture_default_str();
   cmd->add_option("--tokenizer-vocab", t.tokenizer_vocab, "Vocabulary of a trained tokenizer")
@@ -62,6 +67,7 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
   cmd->callback([opts, &global] {
     apply_global_options(global);
     opts->train.threads = global.threads;
+    opts->train.check_model = !opts->model.preset.empty() || !opts->model.config_path.empty();
     const ModelConfig cfg = resolve_model(opts->model, opts->train.resume ? "hybrid-official" : "");
     const TrainSummary s = train(cfg, opts->train);
     if (opts->json) {
@@ -107,11 +113,12 @@ void register_eval(CLI::App& app, const GlobalOptions& global) {
     uint64_t seed = opts->seed;
     const fs::path state_path = fs::path(ckpt) / kTrainStateFile;
     if (fs::exists(state_path)) {
-      const auto run = read_json_file(state_path.string()).at("run");
-      if (data.empty()) data = run.value("data", std::string());
-      if (seq_len == 0) seq_len = run.value("seq_len", int64_t{0});
-      val_fraction = run.value("val_fraction", val_fraction);
-      seed = run.value("seed", seed);
+      const nlohmann::json state = read_json_file(state_path.string());
+      const JsonFields run = JsonFields(state, state_path.string()).object("run");
+      if (data.empty()) data = run.str("data");
+      if (seq_len == 0) seq_len = run.i64("seq_len");
+      val_fraction = run.f64("val_fraction");
+      seed = run.u64("seed");
     }
     HYMBA_CHECK(!data.empty(), "--data: give the text to evaluate on (the checkpoint has no training run record)");
     if (seq_len == 0) seq_len = 256;
@@ -126,6 +133,10 @@ void register_eval(CLI::App& app, const GlobalOptions& global) {
       all.insert(all.end(), ds.val().begin(), ds.val().end());
       tokens = all;
     }
+    MemoryEstimate need;  // the weights are loaded already: only the arena is left to allocate
+    need.add("activations for --batch " + std::to_string(opts->batch) + " x --seq-len " + std::to_string(seq_len),
+             activation_bytes(model->config(), opts->batch, seq_len, false), "--batch or --seq-len");
+    need.require_available("eval");
     const EvalResult r = evaluate(*model, tokens, seq_len, opts->batch, opts->windows);
     if (opts->json) {
       std::cout << nlohmann::json{{"checkpoint", ckpt}, {"data", data},       {"split", opts->split},

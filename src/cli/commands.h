@@ -20,6 +20,10 @@ void register_generate(CLI::App& app, const GlobalOptions& global);
 void register_bench_infer(CLI::App& app, const GlobalOptions& global);
 void register_ablate(CLI::App& app, const GlobalOptions& global);
 
+// Makes every integer flag refuse text that is not an integer ("2.5", "1e12")
+// with "not an integer" before any range check runs (cli/flag_checks.cpp).
+void require_integer_text(CLI::App& app);
+
 // Applies the global options (thread count) before a subcommand runs.
 void apply_global_options(const GlobalOptions& global);
 

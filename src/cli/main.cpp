@@ -7,10 +7,13 @@
 #include <cstdlib>
 #include <string>
 #include <exception>
+#include <new>
+#include <stdexcept>
 
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/threading.h"
+#include "train/stop_signal.h"
 
 namespace hymba::cli {
 
@@ -55,6 +58,7 @@ int main(int argc, char** argv) {
   hymba::cli::register_generate(app, global);
   hymba::cli::register_bench_infer(app, global);
   hymba::cli::register_ablate(app, global);
+  hymba::cli::require_integer_text(app);
 
   try {
     app.parse(argc, argv);
@@ -65,8 +69,21 @@ int main(int argc, char** argv) {
     }
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const hymba::Interrupted& e) {
+    std::fprintf(stderr, "hymba: %s\n", e.what());
+    return e.exit_status();  // 128 + signal, as a shell reports a killed command
   } catch (const hymba::Error& e) {
     std::fprintf(stderr, "hymba: error: %s\n", e.what());
+    return 1;
+  } catch (const std::length_error& e) {
+    std::fprintf(stderr, "hymba: error: a size is too large (%s); lower the sizes (--batch, --seq-len, "
+                         "--max-new-tokens, or the model config's)\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    // The commands estimate their memory before allocating; this is the last
+    // resort for whatever the estimates miss.
+    std::fprintf(stderr, "hymba: error: out of memory; lower the sizes (--batch, --seq-len, --max-new-tokens, "
+                         "or the model config's)\n");
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hymba: internal error: %s\n", e.what());

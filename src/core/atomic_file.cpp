@@ -1,6 +1,7 @@
 #include "core/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/json_io.h"
 
 namespace hymba {
 
@@ -87,6 +89,31 @@ void write_file_atomic(const std::string& path, const std::function<void(std::FI
   sync_parent_dir(path);
 }
 
+int remove_stale_temp_files(const std::string& dir) {
+  namespace fs = std::filesystem;
+  int removed = 0;
+  auto sweep = [&](const fs::path& folder) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(folder, ec)) {
+      const std::string name = entry.path().filename().string();
+      const size_t at = name.rfind(".tmp.");
+      if (at == std::string::npos || at + 5 == name.size()) continue;
+      const std::string digits = name.substr(at + 5);
+      if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
+      const auto pid = static_cast<pid_t>(std::stol(digits));
+      // Only files of writers that are gone: a live pid may be writing now.
+      if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+      if (entry.is_regular_file(ec) && fs::remove(entry.path(), ec)) ++removed;
+    }
+  };
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return 0;
+  sweep(dir);
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (entry.is_directory(ec)) sweep(entry.path());
+  return removed;
+}
+
 void write_text_atomic(const std::string& path, const std::string& text) {
   write_file_atomic(path, [&](std::FILE* f) { write_bytes(f, text.data(), text.size(), path); });
 }
@@ -126,13 +153,6 @@ std::string read_file(const std::string& path) {
   return out;
 }
 
-nlohmann::json read_json_file(const std::string& path) {
-  const std::string text = read_file(path);
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    fail(path, ": not valid JSON (", e.what(), ")");
-  }
-}
+nlohmann::json read_json_file(const std::string& path) { return parse_json(read_file(path), path); }
 
 }  // namespace hymba

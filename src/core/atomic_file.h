@@ -20,6 +20,11 @@ namespace hymba {
 // untouched; failures throw hymba::Error naming the path and the OS reason.
 void write_file_atomic(const std::string& path, const std::function<void(std::FILE*)>& writer);
 
+// Removes the "*.tmp.<pid>" files that write_file_atomic left in `dir` and
+// its direct subdirectories when process <pid> died mid-write (that process
+// no longer exists). Returns how many were removed.
+int remove_stale_temp_files(const std::string& dir);
+
 // Atomic write of a byte string (JSON, text, small binary files).
 void write_text_atomic(const std::string& path, const std::string& text);
 
@@ -27,7 +32,8 @@ void write_text_atomic(const std::string& path, const std::string& text);
 // a directory or unreadable.
 std::string read_file(const std::string& path);
 
-// read_file parsed as JSON; hymba::Error "PATH: not valid JSON (...)".
+// read_file parsed by parse_json (core/json_io.h): duplicate keys refused,
+// errors one line naming the file and field.
 nlohmann::json read_json_file(const std::string& path);
 
 // fwrite that throws hymba::Error naming `path` on a short write, for writers

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/checked.h"
 #include "core/error.h"
 
 namespace hymba {
@@ -19,14 +20,23 @@ void ParamTable::add(const std::string& name, const Shape& shape, InitRule init,
   HYMBA_CHECK(shape.rank > 0, "parameter table: '", name, "' has no dimensions");
   for (int i = 0; i < shape.rank; ++i)
     HYMBA_CHECK(shape[i] > 0, "parameter table: '", name, "' has non-positive dim ", shape.str());
+  // Checked: the shapes come from user configs, and a wrapped size would
+  // allocate a block too small for the rows laid out in it.
+  const std::string what = "parameter table: size of '" + name + "' " + shape.str();
+  int64_t numel = 1;
+  for (int i = 0; i < shape.rank; ++i) numel = checked_mul(numel, shape[i], what);
+  const int64_t padded = checked_add(numel, kRowAlign - 1, what) / kRowAlign * kRowAlign;
   ParamInfo p{name, shape, init, weight_decay, group, total_};
-  total_ += (shape.numel() + kRowAlign - 1) / kRowAlign * kRowAlign;
+  total_ = checked_add(total_, padded,
+                       "parameter table: the parameter count (num_hidden_layers x the layer widths) up to '" + name + "'");
   index_[name] = rows_.size();
   rows_.push_back(std::move(p));
 }
 
 void ParamTable::allocate(bool with_grads, bool with_optimizer) {
   auto n = static_cast<std::size_t>(total_);
+  HYMBA_CHECK(n <= (SIZE_MAX - kAlignment) / sizeof(float), "parameter table: ", total_,
+              " floats do not fit in the address space");
   if (!values_) values_ = make_aligned_floats(n);
   if (with_grads && !grads_) grads_ = make_aligned_floats(n);
   if (with_optimizer && !m_) {

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "core/atomic_file.h"
+#include "core/checked.h"
 #include "core/error.h"
 #include "core/params.h"
 
@@ -228,6 +229,15 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   std::sort(file.entries_.begin(), file.entries_.end(), [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
     return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
   });
+  // Two tensors sharing bytes would load as silent garbage: refuse overlaps
+  // (empty tensors hold no bytes and can sit anywhere).
+  const SafetensorsEntry* reach = nullptr;  // the non-empty entry ending furthest so far
+  for (const SafetensorsEntry& e : file.entries_) {
+    if (e.begin == e.end) continue;
+    HYMBA_CHECK(reach == nullptr || e.begin >= reach->end, path, ": tensors '", reach->name, "' [", reach->begin, ",",
+                reach->end, ") and '", e.name, "' [", e.begin, ",", e.end, ") overlap in the data buffer");
+    if (reach == nullptr || e.end > reach->end) reach = &e;
+  }
   for (std::size_t i = 0; i < file.entries_.size(); ++i) file.index_[file.entries_[i].name] = i;
   return file;
 }
@@ -292,7 +302,9 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
       HYMBA_CHECK(t.shape[i] >= 0, path, ": tensor '", t.name, "' has negative dim in ", t.shape.str());
       dims.push_back(t.shape[i]);
     }
-    const auto bytes = static_cast<uint64_t>(t.shape.numel()) * sizeof(float);
+    int64_t numel = 1;
+    for (int i = 0; i < t.shape.rank; ++i) numel = checked_mul(numel, t.shape[i], path + ": size of tensor '" + t.name + "'");
+    const auto bytes = static_cast<uint64_t>(checked_mul(numel, sizeof(float), path + ": bytes of tensor '" + t.name + "'"));
     HYMBA_CHECK(bytes == 0 || t.data != nullptr, path, ": tensor '", t.name, "' has no data");
     nlohmann::ordered_json e = nlohmann::ordered_json::object();
     e["dtype"] = "F32";
@@ -349,7 +361,16 @@ void load_params(const std::string& path, ParamTable& table) {
   for (const SafetensorsEntry& e : file.entries())
     HYMBA_CHECK(table.contains(e.name), path, ": unexpected tensor '", e.name, "' (not a parameter of this model)");
 
-  table.for_each([&](ParamSlot& slot) { file.read_into(slot.info.name, slot.value, slot.numel()); });
+  table.for_each([&](ParamSlot& slot) {
+    file.read_into(slot.info.name, slot.value, slot.numel());
+    check_finite(path, slot.info.name, slot.value, slot.numel());
+  });
+}
+
+void check_finite(const std::string& path, const std::string& name, const float* data, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(data[i]))
+      fail(path, ": tensor '", name, "' holds ", data[i], " at index ", i, "; the checkpoint is corrupt or diverged");
 }
 
 }  // namespace hymba

@@ -89,8 +89,13 @@ void save_params(const std::string& path, const ParamTable& table,
 // Fills every row of an allocated table from the file. All names, dtypes and
 // shapes are checked before any value is written, and the file must hold no
 // tensor the table lacks; the first problem (in table order, then extras in
-// file order) is reported in one line naming the file and the tensor.
+// file order) is reported in one line naming the file and the tensor. Values
+// must be finite (check_finite).
 void load_params(const std::string& path, ParamTable& table);
+
+// hymba::Error naming the file, tensor and first index when `data` holds a NaN
+// or an infinity (weights and optimizer moments must be finite to be used).
+void check_finite(const std::string& path, const std::string& name, const float* data, int64_t n);
 
 // Element conversions used when reading half-precision checkpoints.
 float bf16_to_f32(uint16_t bits);

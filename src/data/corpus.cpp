@@ -12,6 +12,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/json_io.h"
 
 namespace hymba {
 
@@ -187,12 +188,7 @@ void read_jsonl(const std::string& path, std::vector<std::string>& docs) {
     std::string_view line(text.data() + pos, end - pos);
     pos = nl == std::string::npos ? text.size() : nl + 1;
     if (is_blank(line)) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line.begin(), line.end());
-    } catch (const nlohmann::json::parse_error& e) {
-      fail(path, ":", line_no, ": not valid JSON (column ", e.byte, ")");
-    }
+    const nlohmann::json j = parse_json(line, path + ":" + std::to_string(line_no));
     HYMBA_CHECK(j.is_object(), path, ":", line_no, ": expected a JSON object with a string \"text\" field, got ",
                 j.type_name());
     auto it = j.find("text");

@@ -467,11 +467,11 @@ const char* to_string(TokenizerKind k) {
   return "unknown";
 }
 
-TokenizerKind parse_tokenizer_kind(const std::string& s) {
+TokenizerKind parse_tokenizer_kind(const std::string& s, const std::string& what) {
   if (s == "byte") return TokenizerKind::kByte;
   if (s == "bpe") return TokenizerKind::kBpe;
   if (s == "unigram") return TokenizerKind::kUnigram;
-  fail("--type '", s, "' is not a tokenizer type (byte, bpe or unigram)");
+  fail(what, " '", s, "' is not a tokenizer type (byte, bpe or unigram)");
 }
 
 std::unique_ptr<Tokenizer> make_byte_tokenizer() { return std::make_unique<ByteTokenizer>(); }

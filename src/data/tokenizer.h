@@ -15,7 +15,8 @@ inline constexpr const char* kTokenizerFile = "tokenizer.model";
 
 enum class TokenizerKind { kByte, kBpe, kUnigram };
 const char* to_string(TokenizerKind k);
-TokenizerKind parse_tokenizer_kind(const std::string& s);  // "byte" | "bpe" | "unigram"; errors name --type
+// "byte" | "bpe" | "unigram"; errors name `what` (the flag or field given).
+TokenizerKind parse_tokenizer_kind(const std::string& s, const std::string& what = "--type");
 
 // encode and decode are const and safe to call from several threads at once.
 class Tokenizer {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -34,6 +35,15 @@ size_t stop_prefix_tail(std::string_view text, const std::vector<std::string>& s
         break;
       }
   return best;
+}
+
+// Logits that are NaN or infinite (finite but huge weights overflow float32)
+// would be sampled as garbage tokens: stop with the reason instead.
+void check_finite_logits(const float* logits, int64_t vocab, size_t sequence) {
+  for (int64_t v = 0; v < vocab; ++v)
+    HYMBA_CHECK(std::isfinite(logits[v]), "generate: the model's logits for sequence ", sequence + 1,
+                " are not finite (", logits[v], " at token ", v,
+                "): its weights overflow float32 arithmetic; check the checkpoint");
 }
 
 struct Running {
@@ -120,6 +130,7 @@ std::vector<Generation> generate(Decoder& decoder, const Tokenizer& tokenizer,
                            Sampler(opt.sampling, i)});
     st.prompt_tokens += static_cast<int64_t>(prompt.size());
     const std::vector<float> logits = decoder.prefill(seqs[i].cache, prompt);
+    check_finite_logits(logits.data(), vocab, i);
     accept(i, seqs[i].sampler.sample(logits.data(), vocab));
   }
   st.prefill_seconds = seconds_since(prefill_start);
@@ -144,8 +155,10 @@ std::vector<Generation> generate(Decoder& decoder, const Tokenizer& tokenizer,
     decoder.step(batch, feed, logits.data());
     ++st.decode_steps;
     st.decode_tokens += static_cast<int64_t>(batch.size());
-    for (size_t j = 0; j < batch.size(); ++j)
+    for (size_t j = 0; j < batch.size(); ++j) {
+      check_finite_logits(logits.data() + j * model_vocab, vocab, index[j]);
       accept(index[j], seqs[index[j]].sampler.sample(logits.data() + j * model_vocab, vocab));
+    }
   }
   st.decode_seconds = seconds_since(decode_start);
 

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/atomic_file.h"
+#include "core/checked.h"
 #include "core/error.h"
 
 namespace hymba {
@@ -31,6 +32,10 @@ const char* to_string(Fusion f) {
 }
 
 namespace {
+
+// More layers than this is surely a typo, and the per-layer lists it would
+// size (layer types, the parameter table) are allocated before any other check.
+constexpr int64_t kMaxLayers = 1 << 20;
 
 // Reads JSON fields by name, with one-line errors naming the field, and
 // remembers which fields were consumed so leftovers can be reported.
@@ -118,6 +123,39 @@ void dims_from_ratio(int64_t d_model, double ra, double rm, int64_t heads, int64
   if (ra == 0.0) mamba = d_model;
 }
 
+// Refuses sizes whose products overflow 64-bit integers: a wrapped product
+// would size a tensor too small (a crash) or empty (silent garbage). Each
+// message names the fields multiplied.
+void check_sizes(const ModelConfig& c, bool any_attn, bool any_mamba) {
+  const int64_t d = c.hidden_size;
+  checked_mul(c.vocab_size, d, "config: fields vocab_size x hidden_size");
+  checked_mul(c.num_memory_tokens, d, "config: fields num_memory_tokens x hidden_size");
+  checked_product({3, c.intermediate_size, d}, "config: fields 3 x intermediate_size x hidden_size");
+  int64_t inner = 0;
+  if (any_mamba) {
+    inner = checked_mul(c.mamba_expand, c.mamba_width(), "config: fields mamba_expand x hidden_size");
+    checked_product({2, inner, d}, "config: fields 2 x mamba_expand x hidden_size x hidden_size");
+    const int64_t x_proj_out =
+        checked_add(c.mamba_dt_rank, checked_mul(2, c.mamba_d_state, "config: fields 2 x mamba_d_state"),
+                    "config: fields mamba_dt_rank + 2 x mamba_d_state");
+    checked_mul(x_proj_out, inner, "config: fields (mamba_dt_rank + 2 x mamba_d_state) x mamba_expand x hidden_size");
+    checked_mul(inner, std::max(c.mamba_d_state, c.mamba_d_conv),
+                "config: fields mamba_expand x hidden_size x max(mamba_d_state, mamba_d_conv)");
+  }
+  if (any_attn) {
+    const char* rows_what = "config: fields num_attention_heads x qk_head_dim + 2 x num_key_value_heads x head dims";
+    const int64_t q = checked_mul(c.num_attention_heads, c.qk_head_dim, "config: fields num_attention_heads x qk_head_dim");
+    const int64_t k = checked_mul(c.num_key_value_heads, c.qk_head_dim, "config: fields num_key_value_heads x qk_head_dim");
+    const int64_t v = checked_mul(c.num_key_value_heads, c.v_head_dim, "config: fields num_key_value_heads x v_head_dim");
+    const int64_t out = checked_mul(c.num_attention_heads, c.v_head_dim, "config: fields num_attention_heads x v_head_dim");
+    int64_t rows = checked_add(checked_add(q, k, rows_what), v, rows_what);
+    rows = checked_add(rows, checked_mul(2, inner, "config: fields 2 x mamba_expand x hidden_size"), rows_what);
+    checked_mul(rows, d, "config: fields (attention heads x head dims + 2 x mamba_expand x hidden_size) x hidden_size");
+    checked_mul(checked_add(out, inner, "config: fields num_attention_heads x v_head_dim + mamba_expand x hidden_size"),
+                d, "config: fields (num_attention_heads x v_head_dim + mamba_expand x hidden_size) x hidden_size");
+  }
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
@@ -159,6 +197,9 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
     }
   }
 
+  // Checked before num_hidden_layers sizes the layer_types list below.
+  HYMBA_CHECK(c.num_hidden_layers <= kMaxLayers, source, ": field 'num_hidden_layers' must be <= ", kMaxLayers,
+              " (got ", c.num_hidden_layers, ")");
   // layer_types: one string for every layer, or one per layer.
   std::vector<MixerKind> kinds;
   if (r.has("layer_types")) {
@@ -268,7 +309,9 @@ void ModelConfig::resolve() {
   HYMBA_CHECK(num_hidden_layers >= 1, "config: field 'num_hidden_layers' must be >= 1 (got ", num_hidden_layers, ")");
   HYMBA_CHECK(static_cast<int64_t>(layer_types.size()) == num_hidden_layers, "config: field 'layer_types' has ",
               layer_types.size(), " entries but num_hidden_layers is ", num_hidden_layers);
-  if (mamba_dt_rank == 0) mamba_dt_rank = (hidden_size + 15) / 16;
+  HYMBA_CHECK(num_hidden_layers <= kMaxLayers, "config: field 'num_hidden_layers' must be <= ", kMaxLayers, " (got ",
+              num_hidden_layers, ")");
+  if (mamba_dt_rank == 0) mamba_dt_rank = hidden_size / 16 + (hidden_size % 16 != 0);  // ceil, without overflow
   bool any_attn = false;
   for (int64_t l = 0; l < num_hidden_layers; ++l) any_attn |= has_attention(l);
   if (any_attn && num_attention_heads >= 1) {
@@ -282,8 +325,12 @@ void ModelConfig::resolve() {
     if (v_head_dim == 0) {
       bool fused_norm_mean = proj_style == ProjStyle::kFused && fusion == Fusion::kNormMean;
       bool any_hybrid = std::count(layer_types.begin(), layer_types.end(), MixerKind::kHybrid) > 0;
-      if (fused_norm_mean && any_hybrid && d_inner() % num_attention_heads == 0)
-        v_head_dim = d_inner() / num_attention_heads;  // attention output must match the SSM width
+      // d_inner is only derived from when it is positive and fits: validate()
+      // names the field at fault otherwise.
+      int64_t inner = 0;
+      const bool inner_ok = !__builtin_mul_overflow(mamba_expand, mamba_width(), &inner) && inner > 0;
+      if (fused_norm_mean && any_hybrid && inner_ok && inner % num_attention_heads == 0)
+        v_head_dim = inner / num_attention_heads;  // attention output must match the SSM width
       else
         v_head_dim = qk_head_dim;
     }
@@ -343,6 +390,17 @@ void ModelConfig::validate() const {
                 "layer_types asks for mamba (use layer_types \"attention\")");
   }
 
+  // Mamba fields first: the attention widths of a fused hybrid are derived
+  // from them, and the error must name the field the user wrote.
+  if (any_mamba) {
+    positive("mamba_d_state", mamba_d_state);
+    positive("mamba_d_conv", mamba_d_conv);
+    positive("mamba_expand", mamba_expand);
+    positive("mamba_dt_rank", mamba_dt_rank);
+    HYMBA_CHECK(mamba_dt_min > 0 && mamba_dt_max >= mamba_dt_min,
+                "config: fields 'mamba_dt_min'/'mamba_dt_max' need 0 < dt_min <= dt_max");
+  }
+
   if (any_attn) {
     positive("num_attention_heads", num_attention_heads);
     positive("num_key_value_heads", num_key_value_heads);
@@ -386,14 +444,7 @@ void ModelConfig::validate() const {
     }
   }
 
-  if (any_mamba) {
-    positive("mamba_d_state", mamba_d_state);
-    positive("mamba_d_conv", mamba_d_conv);
-    positive("mamba_expand", mamba_expand);
-    positive("mamba_dt_rank", mamba_dt_rank);
-    HYMBA_CHECK(mamba_dt_min > 0 && mamba_dt_max >= mamba_dt_min,
-                "config: fields 'mamba_dt_min'/'mamba_dt_max' need 0 < dt_min <= dt_max");
-  }
+  check_sizes(*this, any_attn, any_mamba);
 
   if (any_hybrid) {
     if (proj_style == ProjStyle::kFused) {

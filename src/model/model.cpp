@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "model/layout.h"
+#include "model/memory_estimate.h"
 
 namespace hymba {
 
@@ -14,6 +15,7 @@ ParamTable declared(const ModelConfig& cfg) {
 }  // namespace
 
 Model::Model(const ModelConfig& cfg, bool training) : params_(declared(cfg)), plan_(make_plan(cfg, params_)) {
+  parameter_memory(params_, training).require_available("the model");
   params_.allocate(training, training);
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/checked.h"
 #include "core/params.h"
 #include "model/layout.h"
 
@@ -48,6 +49,8 @@ ModelSummary summarize(const ModelConfig& cfg, int64_t context) {
   s.attn_to_mamba = mamba_params > 0 ? static_cast<double>(s.params_by_part["attention"]) / mamba_params : 0.0;
 
   s.kv_bytes_per_position = cfg.num_key_value_heads * (cfg.qk_head_dim + cfg.v_head_dim);
+  // Checked: a long --seq-len times wide K/V rows can pass 64 bits.
+  const std::string what = "the cache at " + std::to_string(context) + " tokens (--seq-len)";
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
     LayerSummary ls;
     ls.index = l;
@@ -66,10 +69,11 @@ ModelSummary summarize(const ModelConfig& cfg, int64_t context) {
     }
     s.layers.push_back(ls);
     const int64_t pos = kv_positions(cfg, l, context);
-    s.kv_cache_positions += pos;
-    s.kv_cache_elements += pos * s.kv_bytes_per_position;
-    s.mamba_state_elements += mamba_state_elements(cfg, l);
+    s.kv_cache_positions = checked_add(s.kv_cache_positions, pos, what);
+    s.kv_cache_elements = checked_add(s.kv_cache_elements, checked_mul(pos, s.kv_bytes_per_position, what), what);
+    s.mamba_state_elements = checked_add(s.mamba_state_elements, mamba_state_elements(cfg, l), what);
   }
+  checked_mul(checked_add(s.kv_cache_elements, s.mamba_state_elements, what), 4, what);
   return s;
 }
 

@@ -64,7 +64,9 @@ void load_optimizer_state(const std::string& ckpt_dir, Model& model) {
       HYMBA_CHECK(e != nullptr, path, ": missing tensor '", name, "'");
       HYMBA_CHECK(e->numel() == p.shape.numel(), path, ": tensor '", name, "' has ", e->numel(),
                   " elements, expected ", p.shape.numel());
-      f.read_into(name, (kind[0] == 'm' ? t.m_block() : t.v_block()) + p.offset, p.shape.numel());
+      float* dst = (kind[0] == 'm' ? t.m_block() : t.v_block()) + p.offset;
+      f.read_into(name, dst, p.shape.numel());
+      check_finite(path, name, dst, p.shape.numel());
     }
   }
 }

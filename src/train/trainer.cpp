@@ -1,21 +1,29 @@
 #include "train/trainer.h"
 
+#include <signal.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/json_io.h"
 #include "core/threading.h"
 #include "data/corpus.h"
 #include "eval/evaluate.h"
 #include "model/checkpoint.h"
+#include "model/memory_estimate.h"
 #include "model/model.h"
 #include "train/progress.h"
+#include "train/run_lock.h"
 #include "train/run_state.h"
+#include "train/stop_signal.h"
 
 namespace hymba {
 
@@ -39,17 +47,106 @@ nlohmann::json TrainSummary::to_json() const {
 
 namespace {
 
-// The options that must not change across a resume, or the run would not be
-// the same run (bit-identical losses need the same data and schedule).
-json run_identity(const TrainOptions& o) {
-  return {{"data", o.data},           {"batch", o.batch},         {"seq_len", o.seq_len},
-          {"grad_accum", o.grad_accum}, {"seed", o.seed},         {"lr", o.lr},
-          {"min_lr_ratio", o.min_lr_ratio}, {"warmup", o.warmup}, {"val_fraction", o.val_fraction},
-          {"label_smoothing", o.label_smoothing}, {"threads", num_threads()}};
+// The whole recipe: every option that changes the weights a run produces.
+// It is stored in each checkpoint's train_state.json ("run"), and a resume
+// that would change any of it is refused by name. Not in it: --steps and
+// --epochs (a run may be extended), the log/eval/save intervals and eval
+// windows (they do not touch the weights), the thread count (see
+// resume_checks()) and a --tokenizer file's path (its content is compared).
+json run_recipe(const TrainOptions& o, double dropout) {
+  return {{"data", o.data},
+          {"tokenizer_type", o.tokenizer_path.empty() ? o.tokenizer_type : std::string()},
+          {"tokenizer_vocab", o.tokenizer_path.empty() && o.tokenizer_type != "byte" ? o.tokenizer_vocab : 0},
+          {"batch", o.batch},
+          {"seq_len", o.seq_len},
+          {"grad_accum", o.grad_accum},
+          {"seed", o.seed},
+          {"lr", o.lr},
+          {"min_lr_ratio", o.min_lr_ratio},
+          {"warmup", o.warmup},
+          {"weight_decay", o.adamw.weight_decay},
+          {"beta1", o.adamw.beta1},
+          {"beta2", o.adamw.beta2},
+          {"eps", o.adamw.eps},
+          {"grad_clip", o.grad_clip},
+          {"label_smoothing", o.label_smoothing},
+          {"dropout", dropout},  // the one in effect: --dropout or the model config's
+          {"val_fraction", o.val_fraction},
+          {"threads", num_threads()}};
+}
+
+// The command-line spelling of a recipe key, for messages.
+std::string flag_of(const std::string& key) {
+  std::string f = "--" + key;
+  std::replace(f.begin(), f.end(), '_', '-');
+  return f;
+}
+
+// Refuses a resume whose recipe or model differs from the run's, naming every
+// change. A different thread count is allowed with a warning: reductions are
+// split by thread, so results are bit-identical only for the same count.
+void resume_checks(const JsonFields& saved, const json& now, const ModelConfig* asked_model,
+                   const ModelConfig& run_model, const std::string& tokenizer_path, const std::string& run_tokenizer,
+                   std::FILE* log) {
+  std::string changes;
+  auto note_change = [&](const std::string& name, const json& was, const json& is) {
+    changes += (changes.empty() ? "" : ", ") + name + " " + was.dump() + " -> " + is.dump();
+  };
+  if (!tokenizer_path.empty() && read_file(tokenizer_path) != read_file(run_tokenizer))
+    changes += std::string(changes.empty() ? "" : ", ") + "--tokenizer " + tokenizer_path + " is not the run's tokenizer";
+  for (auto it = now.begin(); it != now.end(); ++it) {
+    const std::string& key = it.key();
+    if (key == "threads" || !saved.has(key.c_str())) continue;  // checkpoints of older builds lack some keys
+    // A --tokenizer file is compared by content above, whatever built the run's.
+    if (!tokenizer_path.empty() && key.rfind("tokenizer_", 0) == 0) continue;
+    const json& was = saved.at(key.c_str());
+    const bool same = was.is_number() && it.value().is_number() ? was.get<double>() == it.value().get<double>()
+                                                                : was == it.value();
+    if (!same) note_change(flag_of(key), was, it.value());
+  }
+  if (asked_model != nullptr) {
+    const json a = run_model.to_json(), b = asked_model->to_json();
+    for (auto it = b.begin(); it != b.end(); ++it)
+      if (!a.contains(it.key()) || a[it.key()] != it.value())
+        note_change("model " + it.key(), a.value(it.key(), json()), it.value());
+  }
+  HYMBA_CHECK(changes.empty(), "--resume: the run was trained with other settings: ", changes,
+              " (resume with the run's values, or start a new run with another --out)");
+  if (saved.has("threads")) {
+    const int64_t was = saved.i64("threads");
+    if (was != now.at("threads").get<int64_t>() && log != nullptr)
+      std::fprintf(log,
+                   "note: this run used %lld thread(s), now %d: results stay correct but are not bit-identical to an "
+                   "uninterrupted run (pass --threads %lld for that)\n",
+                   static_cast<long long>(was), num_threads(), static_cast<long long>(was));
+  }
+}
+
+// train_state.json, read field by field with typed getters: a missing key or
+// a wrong type is one line naming the file and field.
+struct SavedState {
+  int64_t step = 0, tokens = 0, best_step = -1;
+  double best_val_loss = INFINITY, train_seconds = 0.0;
+  double final_train_loss = 0.0, final_val_loss = 0.0, final_val_accuracy = 0.0;
+};
+
+SavedState read_train_state(const JsonFields& f) {
+  SavedState s;
+  s.step = f.i64("step");
+  HYMBA_CHECK(s.step >= 1, f.where("step"), " must be >= 1 (got ", s.step, ")");
+  s.tokens = f.i64("tokens");
+  s.best_step = f.i64("best_step");
+  s.best_val_loss = f.f64_or_null("best_val_loss", INFINITY);  // null: no evaluation yet
+  s.train_seconds = f.f64("train_seconds");
+  s.final_train_loss = f.f64("final_train_loss");
+  s.final_val_loss = f.f64("final_val_loss");
+  s.final_val_accuracy = f.f64("final_val_accuracy");
+  return s;
 }
 
 void validate(const TrainOptions& o) {
   HYMBA_CHECK(!o.out_dir.empty(), "--out: a run directory is required");
+  if (o.tokenizer_path.empty()) (void)parse_tokenizer_kind(o.tokenizer_type, "--tokenizer-type");
   HYMBA_CHECK(o.batch >= 1, "--batch must be >= 1 (got ", o.batch, ")");
   HYMBA_CHECK(o.seq_len >= 1, "--seq-len must be >= 1 (got ", o.seq_len, ")");
   HYMBA_CHECK(o.grad_accum >= 1, "--grad-accum must be >= 1 (got ", o.grad_accum, ")");
@@ -71,7 +168,7 @@ void validate(const TrainOptions& o) {
 
 std::unique_ptr<Tokenizer> make_tokenizer(const TrainOptions& o, std::FILE* log) {
   if (!o.tokenizer_path.empty()) return load_tokenizer(o.tokenizer_path);
-  const TokenizerKind kind = parse_tokenizer_kind(o.tokenizer_type);
+  const TokenizerKind kind = parse_tokenizer_kind(o.tokenizer_type, "--tokenizer-type");
   if (kind == TokenizerKind::kByte) return make_byte_tokenizer();
   if (log) std::fprintf(log, "training a %s tokenizer (vocab %d) on %s...\n", to_string(kind), o.tokenizer_vocab,
                         o.data.c_str());
@@ -92,7 +189,7 @@ void truncate_metrics(const std::string& path, int64_t step) {
     if (line.empty()) continue;
     try {
       if (json::parse(line).value("step", int64_t{0}) <= step) kept += line + "\n";
-    } catch (const json::parse_error&) {
+    } catch (const json::exception&) {
       break;  // a line cut by the kill: everything after it is gone too
     }
   }
@@ -113,16 +210,24 @@ class MetricsLog {
   std::ofstream out_;
 };
 
+const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
+
 }  // namespace
 
 TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& opt) {
   validate(opt);
+  const StopSignals stop_signals;  // SIGINT/SIGTERM: stop at the next step boundary
   set_num_threads(opt.threads);
   std::FILE* log = opt.quiet ? nullptr : stderr;
   const auto t_start = std::chrono::steady_clock::now();
   std::error_code ec;
   fs::create_directories(opt.out_dir, ec);
   HYMBA_CHECK(!ec, opt.out_dir, ": cannot create run directory (", ec.message(), ")");
+  // One process per run directory; then whatever a killed writer left behind
+  // (no other writer can be active now) is swept away.
+  const RunLock lock(opt.out_dir);
+  const int stale = remove_stale_temp_files(opt.out_dir);
+  if (stale > 0 && log) std::fprintf(log, "removed %d unfinished temporary file(s) of an earlier run\n", stale);
   const std::string latest = (fs::path(opt.out_dir) / kLatestFile).string();
   const bool has_run = fs::exists(latest);
   HYMBA_CHECK(!has_run || opt.resume, opt.out_dir, ": already holds a run; pass --resume to continue it or choose another --out");
@@ -130,27 +235,44 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& opt) {
 
   std::unique_ptr<Tokenizer> tok;
   std::unique_ptr<Model> model;
-  json state = json::object();
+  SavedState state;
   int64_t start_step = 0;
+  // The model's config and the recipe's memory need, checked before anything
+  // of that size is allocated.
+  auto require_memory = [&](const ModelConfig& cfg) {
+    model_run_memory(cfg, opt.batch, opt.seq_len, true).require_available("training");
+  };
   if (opt.resume) {
     const std::string ckpt = resolve_checkpoint(opt.out_dir);
-    state = read_json_file((fs::path(ckpt) / kTrainStateFile).string());
-    const json saved = state.at("run");
-    const json now = run_identity(opt);
-    for (auto it = now.begin(); it != now.end(); ++it)
-      HYMBA_CHECK(saved.contains(it.key()) && saved[it.key()] == it.value(), "--resume: option '", it.key(),
-                  "' was ", saved.value(it.key(), json()).dump(), " in this run, now ", it.value().dump());
+    const std::string state_path = (fs::path(ckpt) / kTrainStateFile).string();
+    const json state_json = read_json_file(state_path);
+    const JsonFields fields(state_json, state_path);
+    state = read_train_state(fields);
+    const ModelConfig run_cfg = load_config_file((fs::path(ckpt) / kConfigFile).string());
+    std::optional<ModelConfig> asked;
+    if (opt.check_model) {
+      json j = base_cfg.to_json();
+      j["vocab_size"] = run_cfg.vocab_size;  // set by the run's tokenizer
+      if (opt.dropout >= 0) j["dropout"] = opt.dropout;
+      asked = ModelConfig::from_json(j, "model config");
+    }
+    resume_checks(fields.object("run"), run_recipe(opt, opt.dropout >= 0 ? opt.dropout : run_cfg.dropout),
+                  asked ? &*asked : nullptr, run_cfg, opt.tokenizer_path,
+                  (fs::path(ckpt) / kTokenizerFile).string(), log);
     tok = load_tokenizer((fs::path(ckpt) / kTokenizerFile).string());
+    require_memory(run_cfg);
     model = load_model(ckpt, true);
     load_optimizer_state(ckpt, *model);
-    start_step = state.at("step").get<int64_t>();
+    start_step = state.step;
     if (log) std::fprintf(log, "resuming %s from step %lld\n", opt.out_dir.c_str(), static_cast<long long>(start_step));
   } else {
     tok = make_tokenizer(opt, log);
     json j = base_cfg.to_json();
     j["vocab_size"] = tok->vocab_size();
     if (opt.dropout >= 0) j["dropout"] = opt.dropout;
-    model = std::make_unique<Model>(ModelConfig::from_json(j, "model config"), true);
+    const ModelConfig cfg = ModelConfig::from_json(j, "model config");
+    require_memory(cfg);
+    model = std::make_unique<Model>(cfg, true);
     model->init(opt.seed);
   }
   HYMBA_CHECK(model->config().vocab_size == tok->vocab_size(), "tokenizer has ", tok->vocab_size(),
@@ -161,26 +283,29 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& opt) {
   dopt.split_seed = opt.seed;
   const TokenDataset data = TokenDataset::build(opt.data, *tok, dopt);
   const BatchSampler sampler(data.train(), opt.batch, opt.seq_len, opt.seed);
+  // Checked now, not at the first evaluation after minutes of training.
+  HYMBA_CHECK(num_eval_windows(data.val(), opt.seq_len) > 0, "--seq-len ", opt.seq_len, ": the validation split of ",
+              opt.data, " has ", data.val().size(), " tokens, fewer than one window of ", opt.seq_len + 1,
+              "; lower --seq-len or raise --val-fraction");
   const int64_t total = opt.steps > 0 ? opt.steps
                         : opt.epochs > 0
                             ? std::max<int64_t>(1, std::llround(opt.epochs * sampler.steps_per_epoch() / opt.grad_accum))
                             : 200;
   const std::string summary_path = (fs::path(opt.out_dir) / kSummaryFile).string();
-  if (opt.resume && start_step >= total && opt.resume_finished && state.contains("final_val_loss")) {
+  if (opt.resume && start_step >= total && opt.resume_finished) {
     TrainSummary done;
     done.params = model->params().num_params();
     done.steps = start_step;
-    done.tokens = state.value("tokens", int64_t{0});
-    done.final_train_loss = state.value("final_train_loss", 0.0);
-    done.best_val_loss = state.value("best_val_loss", 0.0);
+    done.tokens = state.tokens;
+    done.final_train_loss = state.final_train_loss;
+    done.best_val_loss = state.best_val_loss;
     done.best_val_ppl = std::exp(done.best_val_loss);
-    done.best_step = state.value("best_step", int64_t{-1});
-    done.final_val_loss = state.value("final_val_loss", 0.0);
+    done.best_step = state.best_step;
+    done.final_val_loss = state.final_val_loss;
     done.final_val_ppl = std::exp(done.final_val_loss);
-    done.final_val_acc = state.value("final_val_accuracy", 0.0);
-    const double seconds = state.value("train_seconds", 0.0);
-    done.train_tokens_per_s = seconds > 0 ? done.tokens / seconds : 0.0;
-    done.wall_s = seconds;
+    done.final_val_acc = state.final_val_accuracy;
+    done.train_tokens_per_s = state.train_seconds > 0 ? done.tokens / state.train_seconds : 0.0;
+    done.wall_s = state.train_seconds;
     write_text_atomic(summary_path, done.to_json().dump(2) + "\n");
     return done;
   }
@@ -208,12 +333,10 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& opt) {
   TrainSummary sum;
   sum.params = model->params().num_params();
   // JSON has no infinity: "no evaluation yet" is stored as null.
-  sum.best_val_loss = state.contains("best_val_loss") && state["best_val_loss"].is_number()
-                          ? state["best_val_loss"].get<double>()
-                          : INFINITY;
-  sum.best_step = state.value("best_step", int64_t{-1});
-  sum.tokens = state.value("tokens", int64_t{0});
-  double train_seconds = state.value("train_seconds", 0.0);
+  sum.best_val_loss = state.best_val_loss;
+  sum.best_step = state.best_step;
+  sum.tokens = state.tokens;
+  double train_seconds = state.train_seconds;
   const Rng dropout_root = Rng(opt.seed).split(0xD409);
   const bool use_dropout = model->config().dropout > 0;
 
@@ -226,7 +349,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& opt) {
                 {"final_train_loss", sum.final_train_loss},
                 {"final_val_loss", sum.final_val_loss},
                 {"final_val_accuracy", sum.final_val_acc},
-                {"run", run_identity(opt)}};
+                {"run", run_recipe(opt, model->config().dropout)}};
   };
   auto run_eval = [&](int64_t step_done, Progress& progress) {
     const EvalResult r = evaluate(*model, data.val(), opt.seq_len, opt.batch, opt.eval_windows);
@@ -254,6 +377,12 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& opt) {
   double window_seconds = 0.0;
   int64_t window_tokens = 0;
   for (int64_t step = start_step; step < total; ++step) {
+    if (const int sig = StopSignals::received(); sig != 0 && step == start_step) {
+      progress.finish();
+      throw Interrupted(std::string("interrupted by ") + signal_name(sig) + " before the first step; " +
+                            (opt.resume ? "the run's checkpoint is unchanged" : "nothing was saved"),
+                        sig);
+    }
     const auto t0 = std::chrono::steady_clock::now();
     const double lr = sched.at(step);
     model->params().zero_grad();
@@ -308,8 +437,18 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& opt) {
       window_tokens = 0;
     }
     if (done % opt.eval_interval == 0 || done == total) run_eval(done, progress);
-    if (done % opt.save_interval == 0 || done == total)
-      save_training_checkpoint(opt.out_dir, done, *model, *tok, checkpoint_state(done));
+    const bool saved = done % opt.save_interval == 0 || done == total;
+    if (saved) save_training_checkpoint(opt.out_dir, done, *model, *tok, checkpoint_state(done));
+    // A signal during the last step lets the run finish: it is complete.
+    if (const int sig = StopSignals::received(); sig != 0 && done < total) {
+      progress.finish();
+      if (!saved) save_training_checkpoint(opt.out_dir, done, *model, *tok, checkpoint_state(done));
+      throw Interrupted(std::string("interrupted by ") + signal_name(sig) + ": stopped after step " +
+                            std::to_string(done) + " of " + std::to_string(total) + " and saved " +
+                            (fs::path(opt.out_dir) / ("ckpt-" + std::to_string(done))).string() +
+                            "; rerun with --resume to continue",
+                        sig);
+    }
   }
   progress.finish();
   sum.steps = total;

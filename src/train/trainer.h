@@ -41,6 +41,9 @@ struct TrainOptions {
   uint64_t seed = 1234;
   int threads = 0;
   bool resume = false;
+  // With resume: the model given by the caller (--preset/--config) must equal
+  // the run's; otherwise the run's own model is used without comparison.
+  bool check_model = false;
   // With resume: a run whose last checkpoint is its final step (killed before
   // summary.json was written) writes its summary instead of failing.
   bool resume_finished = false;
@@ -61,8 +64,10 @@ struct TrainSummary {
   nlohmann::json to_json() const;
 };
 
-// Trains (or resumes) a run in opt.out_dir. Throws hymba::Error on bad input
-// and when the loss becomes NaN/Inf (the last good checkpoint is kept).
+// Trains (or resumes) a run in opt.out_dir, holding its lock (train/run_lock.h).
+// Throws hymba::Error on bad input and when the loss becomes NaN/Inf (the last
+// good checkpoint is kept), and Interrupted (train/stop_signal.h) after saving
+// a checkpoint when SIGINT/SIGTERM arrives.
 TrainSummary train(const ModelConfig& cfg, const TrainOptions& opt);
 
 }  // namespace hymba

@@ -1,0 +1,111 @@
+#include "core/system_memory.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "core/error.h"
+
+namespace hymba {
+
+namespace {
+
+// A number of bytes with an optional K/M/G/T (binary) suffix; -1 if malformed.
+int64_t parse_bytes(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || !(v >= 0)) return -1;
+  double scale = 1;
+  switch (std::toupper(static_cast<unsigned char>(*end))) {
+    case '\0': break;
+    case 'K': scale = 1024.0; break;
+    case 'M': scale = 1024.0 * 1024; break;
+    case 'G': scale = 1024.0 * 1024 * 1024; break;
+    case 'T': scale = 1024.0 * 1024 * 1024 * 1024; break;
+    default: return -1;
+  }
+  const double bytes = v * scale;
+  return bytes >= 9.2e18 ? INT64_MAX : static_cast<int64_t>(bytes);
+}
+
+int64_t read_number_file(const char* path) {
+  std::ifstream in(path);
+  std::string word;
+  if (!(in >> word) || word == "max") return -1;
+  return parse_bytes(word);
+}
+
+int64_t meminfo_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return -1;
+}
+
+// Bytes of address space this process already holds (VmSize).
+int64_t address_space_used() {
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  while (in >> key) {
+    if (key == "VmSize:") {
+      int64_t kib = 0;
+      in >> kib;
+      return kib * 1024;
+    }
+    std::getline(in, key);
+  }
+  return 0;
+}
+
+void keep_smaller(int64_t& best, int64_t candidate) {
+  if (candidate >= 0 && (best < 0 || candidate < best)) best = candidate;
+}
+
+}  // namespace
+
+int64_t available_memory_bytes() {
+  int64_t best = -1;
+  if (const char* cap = std::getenv("HYMBA_MAX_MEMORY"); cap != nullptr && *cap != '\0') {
+    const int64_t v = parse_bytes(cap);
+    HYMBA_CHECK(v >= 0, "HYMBA_MAX_MEMORY='", cap, "' is not a byte count (e.g. 4G, 512M)");
+    keep_smaller(best, v);
+  }
+  keep_smaller(best, meminfo_available());
+  // A container's cgroup limit is invisible in /proc/meminfo.
+  const int64_t limit = read_number_file("/sys/fs/cgroup/memory.max");
+  const int64_t used = read_number_file("/sys/fs/cgroup/memory.current");
+  if (limit >= 0) keep_smaller(best, std::max<int64_t>(0, limit - std::max<int64_t>(used, 0)));
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    keep_smaller(best, std::max<int64_t>(0, static_cast<int64_t>(std::min<rlim_t>(rl.rlim_cur, INT64_MAX)) -
+                                                address_space_used()));
+  return best;
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (bytes >= 1024.0 && u < 6) {
+    bytes /= 1024.0;
+    ++u;
+  }
+  char buf[64];
+  if (bytes >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.3g %s", bytes, units[u]);
+  else
+    std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", bytes, units[u]);
+  return buf;
+}
+
+}  // namespace hymba

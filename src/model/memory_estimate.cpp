@@ -1,0 +1,189 @@
+#include "model/memory_estimate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+
+#include "core/error.h"
+#include "core/system_memory.h"
+#include "kernels/cpu/selective_scan.h"
+#include "model/layout.h"
+#include "model/plan.h"
+
+namespace hymba {
+
+double MemoryEstimate::total() const {
+  double sum = 0;
+  for (const Part& p : parts) sum += p.bytes;
+  return sum;
+}
+
+void MemoryEstimate::add(std::string what, double bytes, std::string lower) {
+  parts.push_back({std::move(what), bytes, std::move(lower)});
+}
+
+void MemoryEstimate::add(const MemoryEstimate& other) {
+  parts.insert(parts.end(), other.parts.begin(), other.parts.end());
+}
+
+void MemoryEstimate::require_available(const std::string& action) const {
+  const double need = total();
+  const int64_t have = available_memory_bytes();
+  if (have < 0 || need <= static_cast<double>(have)) return;
+  std::string detail;
+  const Part* largest = nullptr;
+  for (const Part& p : parts) {
+    if (p.bytes <= 0) continue;
+    detail += (detail.empty() ? "" : ", ") + p.what + " " + format_bytes(p.bytes);
+    if (largest == nullptr || p.bytes > largest->bytes) largest = &p;
+  }
+  fail(action, " needs about ", format_bytes(need), " (", detail, ") but only ", format_bytes(static_cast<double>(have)),
+       " is available; lower ", largest != nullptr ? largest->lower : std::string("the sizes"));
+}
+
+MemoryEstimate parameter_memory(const ParamTable& table, bool training) {
+  // The largest group says which config field to lower.
+  std::map<std::string, double> by_group;
+  for (const ParamInfo& p : table.rows()) by_group[p.group] += static_cast<double>(p.shape.numel());
+  std::string biggest;
+  for (const auto& [group, n] : by_group)
+    if (biggest.empty() || n > by_group[biggest]) biggest = group;
+  const std::string lower = biggest == "embedding" ? "the config's vocab_size or hidden_size"
+                            : biggest == "ffn"     ? "the config's intermediate_size, hidden_size or num_hidden_layers"
+                                                   : "the config's hidden_size or num_hidden_layers";
+  const double bytes = static_cast<double>(table.total_floats()) * sizeof(float);
+  MemoryEstimate m;
+  m.add("parameters", bytes, lower);
+  if (training) m.add("gradients and AdamW moments", 3 * bytes, lower);
+  return m;
+}
+
+double activation_bytes(const ModelConfig& cfg, int64_t B, int64_t T, bool training) {
+  ParamTable table;  // declared only: shapes, no storage
+  declare_parameters(cfg, table);
+  const ModelPlan plan = make_plan(cfg, table);
+  // Mirrors the arena allocations of model/forward.cpp and model/backward.cpp,
+  // each rounded up to a 64-byte line as the arena does.
+  double floats = 0;
+  auto alloc = [&](double n) { floats += std::ceil(std::max(n, 1.0) / 16.0) * 16.0; };
+  const double d = static_cast<double>(cfg.hidden_size), V = static_cast<double>(cfg.vocab_size);
+  const double M = static_cast<double>(cfg.num_memory_tokens), S = static_cast<double>(T) + M;
+  const double R = static_cast<double>(B) * S, BT = static_cast<double>(B) * static_cast<double>(T);
+  const double N = static_cast<double>(cfg.mamba_d_state), Rdt = static_cast<double>(cfg.dt_rank());
+  const double I = static_cast<double>(cfg.intermediate_size), Hq = static_cast<double>(cfg.num_attention_heads);
+  const bool dropout = training && cfg.dropout > 0;
+
+  bool any_attention = false;
+  for (const LayerPlan& lp : plan.layers) any_attention = any_attention || lp.attn;
+  if (any_attention) {
+    alloc(S * static_cast<double>(cfg.qk_head_dim / 2));
+    alloc(S * static_cast<double>(cfg.qk_head_dim / 2));
+  }
+  alloc(R * d);  // x0
+  for (const LayerPlan& lp : plan.layers) {
+    const double W = static_cast<double>(lp.proj_width), di = static_cast<double>(lp.dims.d_inner);
+    const double Wa = static_cast<double>(lp.dims.attn_out), xw = static_cast<double>(lp.dims.x_proj_out);
+    alloc(R * d);
+    alloc(R);
+    alloc(R * W);
+    if (lp.attn) {
+      alloc(R * Wa);
+      alloc(R * Hq);
+    }
+    if (lp.mamba) {
+      alloc(R * di);
+      alloc(R * di);
+      alloc(R * xw);
+      if (lp.dt_norm >= 0) {
+        alloc(R * std::max(Rdt, N));
+        for (double width : {Rdt, N, N}) {
+          alloc(R * width);
+          alloc(R);
+        }
+      } else {
+        alloc(R * Rdt);
+      }
+      alloc(R * di);  // delta
+      alloc(R * di);  // y
+      alloc(static_cast<double>(B) * static_cast<double>(cpu::scan_num_chunks(static_cast<int64_t>(S))) * di * N);
+      if (!training) alloc(static_cast<double>(B) * di * N);  // inference keeps the final SSM state
+    }
+    alloc(R * d);  // o
+    if (lp.hybrid) {
+      switch (cfg.fusion) {
+        case Fusion::kNormMean:
+          for (double n : {R * Wa, R, R * di, R, R * di}) alloc(n);
+          break;
+        case Fusion::kConcat: alloc(R * (Wa + di)); break;
+        case Fusion::kMean: alloc(R * d); alloc(R * d); break;
+        case Fusion::kLearnedBeta:
+          for (double n : {R * d, R * d, R * d, R, R}) alloc(n);
+          break;
+      }
+    }
+    if (dropout) alloc(R * d);
+    alloc(R * d);  // x_mid
+    if (lp.ffn_norm >= 0) {
+      for (double n : {R * d, R, R * 2 * I, R * I, R * d, R * d}) alloc(n);
+      if (dropout) alloc(R * d);
+    }
+  }
+  alloc(R * d);  // hf
+  alloc(R);
+  if (M > 0) alloc(BT * d);
+  alloc(BT * V);  // logits
+  if (training) {
+    alloc(BT * V);  // dlogits
+    alloc(BT * d);
+    if (M > 0) alloc(R * d);
+    alloc(R * d);  // dx
+    for (const LayerPlan& lp : plan.layers) {
+      const double W = static_cast<double>(lp.proj_width), di = static_cast<double>(lp.dims.d_inner);
+      const double Wa = static_cast<double>(lp.dims.attn_out), xw = static_cast<double>(lp.dims.x_proj_out);
+      if (lp.ffn_norm >= 0) {
+        if (dropout) alloc(R * d);
+        for (double n : {R * I, R * 2 * I, R * d}) alloc(n);
+      }
+      if (dropout) alloc(R * d);
+      if (lp.attn) alloc(R * Wa);
+      if (lp.mamba) alloc(R * di);
+      if (lp.hybrid) {
+        switch (cfg.fusion) {
+          case Fusion::kNormMean: alloc(R * di); break;
+          case Fusion::kConcat: alloc(R * (Wa + di)); break;
+          case Fusion::kMean:
+          case Fusion::kLearnedBeta: alloc(R * d); alloc(R * d); break;
+        }
+      }
+      alloc(R * W);  // this layer's projection gradient
+      if (lp.mamba) {
+        for (double n : {R * di, R * di, R * xw}) alloc(n);
+        if (lp.dt_norm >= 0) {
+          alloc(R * N);
+          alloc(R * N);
+        }
+        alloc(R * Rdt);
+        if (lp.dt_norm >= 0) {
+          alloc(R * std::max(Rdt, N));
+          alloc(R * std::max(Rdt, N));
+        }
+        alloc(R * di);  // dxc
+      }
+      alloc(R * d);  // dh
+    }
+  }
+  return floats * sizeof(float);
+}
+
+MemoryEstimate model_run_memory(const ModelConfig& cfg, int64_t B, int64_t T, bool training,
+                                const std::string& batch_flag, const std::string& len_flag) {
+  ParamTable table;
+  declare_parameters(cfg, table);
+  MemoryEstimate m = parameter_memory(table, training);
+  m.add("activations for " + batch_flag + " " + std::to_string(B) + " x " + len_flag + " " + std::to_string(T),
+        activation_bytes(cfg, B, T, training), batch_flag + " or " + len_flag);
+  return m;
+}
+
+}  // namespace hymba

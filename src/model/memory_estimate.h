@@ -1,0 +1,44 @@
+// What a command will allocate, estimated before it allocates: parameters,
+// gradients, AdamW moments, the activation arena and inference caches. The
+// commands compare the total with available_memory_bytes() and refuse, naming
+// the figure and what to lower, rather than die in std::bad_alloc midway.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/params.h"
+#include "model/config.h"
+
+namespace hymba {
+
+struct MemoryEstimate {
+  struct Part {
+    std::string what;   // "parameters", "activations for --batch 8 x --seq-len 128"
+    double bytes = 0;   // double: absurd sizes must not wrap around
+    std::string lower;  // the flag or field that shrinks it
+  };
+  std::vector<Part> parts;
+
+  double total() const;
+  void add(std::string what, double bytes, std::string lower);
+  void add(const MemoryEstimate& other);
+  // Throws hymba::Error when the total exceeds the memory available:
+  // "ACTION needs about 9.3 GiB (parameters 1.2 GiB, ...) but 4.0 GiB is
+  //  available; lower LOWER" (LOWER: that of the largest part).
+  void require_available(const std::string& action) const;
+};
+
+// Parameter values, plus gradients and the two AdamW moments when training,
+// of a declared (not necessarily allocated) table.
+MemoryEstimate parameter_memory(const ParamTable& table, bool training);
+// The activation arena's high-water mark for one forward on [B, T] tokens,
+// plus the backward when training (what Model::activation_bytes() reports).
+double activation_bytes(const ModelConfig& cfg, int64_t B, int64_t T, bool training);
+// Parameters and arena of a training or evaluation run at [B, T]; `flags`
+// names the batch and length flags in messages ("--batch", "--seq-len").
+MemoryEstimate model_run_memory(const ModelConfig& cfg, int64_t B, int64_t T, bool training,
+                                const std::string& batch_flag = "--batch", const std::string& len_flag = "--seq-len");
+
+}  // namespace hymba
