@@ -8,6 +8,7 @@
 
 #include "cli_util.h"
 #include "core/atomic_file.h"
+#include "data/tokenizer.h"
 
 namespace hymba {
 namespace {
@@ -67,6 +68,30 @@ TEST(CliImport, ExportOfAHymbaImportNamesTheReleasedClass) {
   EXPECT_EQ(cfg["sliding_window"], 3);
   fs::remove_all(out);
   fs::remove_all(hf);
+}
+
+// The released 1.5B model ships a sentencepiece tokenizer.model with
+// add_bos_token true: generate then starts every prompt with bos.
+TEST(CliImport, SentencepieceTokenizerAndAddBos) {
+  const fs::path d = temp_dir("sp");
+  fs::create_directories(d);
+  for (const auto& e : fs::directory_iterator(kRoot + "/hf_hymba")) fs::copy(e.path(), d / e.path().filename());
+  TokenizerTrainOptions opt;
+  opt.vocab_size = 280;  // within the fixture's 320-entry vocabulary
+  train_tokenizer({"hello world, hello there; the world is here"}, opt)->save((d / "tokenizer.model").string());
+  auto prompt_tokens = [&](bool add_bos) {
+    write_text_atomic((d / "tokenizer_config.json").string(),
+                      add_bos ? R"({"add_bos_token": true})" : R"({"add_bos_token": false})");
+    const auto r = run_cli("generate --ckpt " + d.string() + " --prompt 'hello world' --max-new-tokens 2 --temperature 0");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    const size_t at = r.output.find("(prefill ");
+    EXPECT_NE(at, std::string::npos) << r.output;
+    return std::stoi(r.output.substr(at + 9));
+  };
+  const int plain = prompt_tokens(false);
+  EXPECT_GE(plain, 1);
+  EXPECT_EQ(prompt_tokens(true), plain + 1);
+  fs::remove_all(d);
 }
 
 TEST(CliImport, BadInputIsOneLineNamingFileAndField) {

@@ -180,7 +180,7 @@ def hymba_logits(c, W, ids):
 
 
 def make_hf_hymba(out, gen):
-    L, d, Hq, Hkv, dv, I, V, M = 4, 8, 2, 1, 8, 16, 40, 2
+    L, d, Hq, Hkv, dv, I, V, M = 4, 8, 2, 1, 8, 16, 320, 2
     di, N, R, K = 2 * d, 4, 2, 4
     dqk = d // Hq
     # The released config's keys, at toy size (values that matter differ from 1.5B).
