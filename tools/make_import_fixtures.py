@@ -27,41 +27,14 @@ Needs Debian's python3-torch; only used to (re)generate the committed fixtures:
 import json
 import math
 import os
-import struct
 import sys
 
 import torch
 import torch.nn.functional as F
 
+from make_model_fixture import DTYPES, write_safetensors
+
 torch.set_default_dtype(torch.float64)
-
-DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
-
-
-def to_bytes(t, dtype):
-    t = t.detach().to(DTYPES[dtype]).contiguous()
-    if dtype == "BF16":
-        return t.view(torch.int16).numpy().tobytes()
-    return t.numpy().tobytes()
-
-
-def write_safetensors(path, tensors, dtype, metadata=None):
-    header, blobs, offset = {}, [], 0
-    if metadata:
-        header["__metadata__"] = metadata
-    for name, t in tensors.items():
-        raw = to_bytes(t, dtype)
-        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-
 
 def rounded(tensors, dtype):
     """The values as the file stores them, back in float64 for the reference."""

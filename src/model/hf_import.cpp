@@ -87,6 +87,13 @@ class PublishedFields {
     }
     return out;
   }
+  // A Mamba dt rank: an integer >= 1, or "auto" (0 here: ceil(hidden / 16)).
+  int64_t dt_rank(const char* name) {
+    const json& v = value(name);
+    if (v.is_string() && v.get<std::string>() == "auto") return 0;
+    if (!v.is_number_integer() || v.get<int64_t>() < 1) wrong(name, "an integer >= 1 or \"auto\"", v);
+    return v.get<int64_t>();
+  }
   // A key whose value must be `expected` (the only one the engine computes).
   void require(const char* name, const json& expected, const char* why) {
     const json& v = value(name);
@@ -251,10 +258,7 @@ ModelConfig hymba_config(const json& j, const std::string& source) {
   c.mamba_d_state = f.integer("mamba_d_state");
   c.mamba_d_conv = f.integer("mamba_d_conv");
   c.mamba_expand = f.integer("mamba_expand");
-  const json& rank = f.value("mamba_dt_rank");
-  if (rank.is_string() && rank.get<std::string>() == "auto") c.mamba_dt_rank = 0;
-  else if (rank.is_number_integer() && rank.get<int64_t>() >= 1) c.mamba_dt_rank = rank.get<int64_t>();
-  else f.wrong("mamba_dt_rank", "an integer >= 1 or \"auto\"", rank);
+  c.mamba_dt_rank = f.dt_rank("mamba_dt_rank");
   c.mamba_conv_bias = f.flag("mamba_conv_bias");
   c.mamba_inner_layernorms = f.flag("mamba_inner_layernorms");
 
@@ -286,12 +290,7 @@ void read_ssm_cfg(const json& ssm, ModelConfig& c, const std::string& source) {
   if (f.given("d_state")) c.mamba_d_state = f.integer("d_state");
   if (f.given("d_conv")) c.mamba_d_conv = f.integer("d_conv");
   if (f.given("expand")) c.mamba_expand = f.integer("expand");
-  if (f.given("dt_rank")) {
-    const json& r = f.value("dt_rank");
-    if (r.is_string() && r.get<std::string>() == "auto") c.mamba_dt_rank = 0;
-    else if (r.is_number_integer() && r.get<int64_t>() >= 1) c.mamba_dt_rank = r.get<int64_t>();
-    else f.wrong("dt_rank", "an integer >= 1 or \"auto\"", r);
-  }
+  if (f.given("dt_rank")) c.mamba_dt_rank = f.dt_rank("dt_rank");
   if (f.given("dt_min")) c.mamba_dt_min = f.number("dt_min");
   if (f.given("dt_max")) c.mamba_dt_max = f.number("dt_max");
   if (f.given("conv_bias")) c.mamba_conv_bias = f.flag("conv_bias");
@@ -343,10 +342,7 @@ ModelConfig hf_mamba_config(const json& j, const std::string& source) {
   c.tie_word_embeddings = f.flag("tie_word_embeddings");
   c.mamba_dt_min = f.number("time_step_min");
   c.mamba_dt_max = f.number("time_step_max");
-  const json& rank = f.value("time_step_rank");
-  if (rank.is_string() && rank.get<std::string>() == "auto") c.mamba_dt_rank = 0;
-  else if (rank.is_number_integer() && rank.get<int64_t>() >= 1) c.mamba_dt_rank = rank.get<int64_t>();
-  else f.wrong("time_step_rank", "an integer >= 1 or \"auto\"", rank);
+  c.mamba_dt_rank = f.dt_rank("time_step_rank");
   f.require("use_bias", false, "in_proj and out_proj have no bias");
   f.require("hidden_act", "silu", "the Mamba block uses SiLU");
   f.require("rms_norm", true, "norms are RMSNorm");
