@@ -23,6 +23,7 @@
 #include "model/hf_import.h"
 #include "model/presets.h"
 #include "model/summary.h"
+#include "model/torch_checkpoint.h"
 #include "test_util.h"
 
 namespace hymba {
@@ -136,7 +137,8 @@ TEST_P(PublishedLayout, HfExportLoadsBackWithTheSameLogits) {
   fs::remove_all(out);
 }
 
-INSTANTIATE_TEST_SUITE_P(Import, PublishedLayout, ::testing::Values("hf_hymba", "hf_mamba", "state_spaces_mamba"));
+INSTANTIATE_TEST_SUITE_P(Import, PublishedLayout, ::testing::Values("hf_hymba", "hf_mamba", "state_spaces_mamba",
+                                                                           "state_spaces_mamba_bin"));
 
 TEST(Import, DetectsEachLayout) {
   auto layout_of = [](const std::string& name) {
@@ -337,12 +339,37 @@ TEST(ImportErrors, WeightFiles) {
     expect_error(d, "model.safetensors", "backbone.embedding.weight");
     fs::remove_all(d);
   }
-  {  // only a PyTorch pickle
-    const fs::path d = copy_fixture("state_spaces_mamba", "pickle");
-    fs::rename(d / "model.safetensors", d / "pytorch_model.bin");
-    expect_error(d, "pytorch_model.bin", "safetensors");
+  {  // a truncated pytorch_model.bin
+    const fs::path d = copy_fixture("state_spaces_mamba_bin", "truncated");
+    fs::resize_file(d / "pytorch_model.bin", fs::file_size(d / "pytorch_model.bin") / 2);
+    expect_error(d, "pytorch_model.bin", "zip");
     fs::remove_all(d);
   }
+}
+
+TEST(ImportErrors, PickleThatWouldRunCodeIsRefused) {
+  // {"weight": tensor, "hook": os.system}: unpickling would import os.system.
+  const std::string path = kRoot + "/pickle_with_code/pytorch_model.bin";
+  try {
+    TorchCheckpoint::open(path);
+    FAIL() << "opened a pickle that refers to os.system";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("system"), std::string::npos) << msg;
+  }
+}
+
+TEST(Import, TorchCheckpointTensorsShareStorage) {
+  const TorchCheckpoint c = TorchCheckpoint::open(kRoot + "/state_spaces_mamba_bin/pytorch_model.bin");
+  const SafetensorsEntry* head = c.find("lm_head.weight");
+  const SafetensorsEntry* emb = c.find("backbone.embedding.weight");
+  ASSERT_NE(head, nullptr);
+  ASSERT_NE(emb, nullptr);
+  EXPECT_EQ(head->begin, emb->begin);  // tied: one storage, two names
+  EXPECT_EQ(emb->dtype, "F32");
+  EXPECT_EQ(emb->shape, (std::vector<int64_t>{56, 8}));
+  EXPECT_EQ(c.read_f32("lm_head.weight"), c.read_f32("backbone.embedding.weight"));
 }
 
 TEST(ImportErrors, TiedHeadThatDiffersFromTheEmbedding) {

@@ -15,6 +15,8 @@ the Hub, at toy size:
   state_spaces_mamba/  state-spaces/mamba-* original style: d_model/n_layer/
                        ssm_cfg config, padded vocabulary, backbone.embedding
                        names, F32 weights with the tied lm_head stored too
+  state_spaces_mamba_bin/  the same as published: pytorch_model.bin only
+                       (torch.save zip), lm_head sharing the embedding's storage
 
 and expected.safetensors: "ids" [B, T] and "logits" [B, T, V] (float64
 reference rounded to F32). The reference follows the released code's
@@ -24,6 +26,7 @@ not share code with the engine.
 Needs Debian's python3-torch; only used to (re)generate the committed fixtures:
   tools/make_import_fixtures.py tests/fixtures/import
 """
+import collections
 import json
 import math
 import os
@@ -302,6 +305,25 @@ def make_state_spaces(out, gen):
     return ids, mamba_logits(rounded(W, "F32"), ids, L, R, N, 1e-5, "backbone.embedding.weight", "lm_head.weight")
 
 
+def make_state_spaces_bin(out, gen):
+    """As published: only pytorch_model.bin (torch.save of the state_dict, F32),
+    the tied lm_head stored under its own name on the embedding's storage."""
+    L, d, N, K, R = 2, 8, 4, 4, 1
+    V, multiple = 50, 8
+    Vp = (V + multiple - 1) // multiple * multiple
+    c = {"d_model": d, "n_layer": L, "vocab_size": V, "ssm_cfg": {"d_state": N}, "rms_norm": True, "residual_in_fp32": True,
+         "fused_add_norm": True, "pad_vocab_size_multiple": multiple}
+    W = mamba_weights(gen, L, d, Vp, N, R, K, "backbone.embedding.weight")
+    sd = collections.OrderedDict((k, v.to(torch.float32).contiguous()) for k, v in W.items())
+    sd["lm_head.weight"] = sd["backbone.embedding.weight"]
+    sd._metadata = collections.OrderedDict({"": {"version": 1}})  # as Module.state_dict() sets it
+    torch.save(sd, f"{out}/pytorch_model.bin")
+    write_json(f"{out}/config.json", c)
+    ids = torch.randint(0, V, (2, 7), generator=gen)
+    W = rounded(dict(W, **{"lm_head.weight": W["backbone.embedding.weight"]}), "F32")
+    return ids, mamba_logits(W, ids, L, R, N, 1e-5, "backbone.embedding.weight", "lm_head.weight")
+
+
 # ---------------------------------------------------------------- tokenizer
 
 
@@ -353,13 +375,17 @@ def write_bpe_tokenizer(out):
 
 def main(root):
     gen = torch.Generator().manual_seed(10)
-    for name in ("hf_hymba", "hf_mamba", "state_spaces_mamba"):
+    for name in ("hf_hymba", "hf_mamba", "state_spaces_mamba", "state_spaces_mamba_bin"):
         os.makedirs(f"{root}/{name}", exist_ok=True)
     results = {}
     results["hf_hymba"] = make_hf_hymba(f"{root}/hf_hymba", gen)
     tok_vocab = write_bpe_tokenizer(f"{root}/hf_mamba")
     results["hf_mamba"] = make_hf_mamba(f"{root}/hf_mamba", gen, (tok_vocab + 7) // 8 * 8)
     results["state_spaces_mamba"] = make_state_spaces(f"{root}/state_spaces_mamba", gen)
+    results["state_spaces_mamba_bin"] = make_state_spaces_bin(f"{root}/state_spaces_mamba_bin", gen)
+    # A pickle that would run a shell command if unpickled: the reader must refuse it.
+    os.makedirs(f"{root}/pickle_with_code", exist_ok=True)
+    torch.save({"weight": torch.zeros(2), "hook": os.system}, f"{root}/pickle_with_code/pytorch_model.bin")
     for name, (ids, logits) in results.items():
         write_safetensors(f"{root}/{name}/expected.safetensors", {"ids": ids.double(), "logits": logits}, "F32")
         print(f"{name}: logits {tuple(logits.shape)}, max |logit| {logits.abs().max().item():.3f}")

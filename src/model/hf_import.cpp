@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "model/layout.h"
+#include "model/torch_checkpoint.h"
 
 namespace hymba {
 
@@ -428,76 +429,99 @@ ModelConfig config_from_published(const json& j, CheckpointLayout layout, const 
 
 namespace {
 
-// The tensors of a checkpoint directory, over one or several safetensors files.
+// One weights file: safetensors, or a torch.save zip (model/torch_checkpoint.h).
+class WeightFile {
+ public:
+  explicit WeightFile(const std::string& path) {
+    if (path.size() >= 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0)
+      st_ = std::make_unique<SafetensorsFile>(SafetensorsFile::open(path));
+    else
+      pt_ = std::make_unique<TorchCheckpoint>(TorchCheckpoint::open(path));
+  }
+  const std::string& path() const { return st_ ? st_->path() : pt_->path(); }
+  const std::vector<SafetensorsEntry>& entries() const { return st_ ? st_->entries() : pt_->entries(); }
+  const SafetensorsEntry* find(const std::string& name) const { return st_ ? st_->find(name) : pt_->find(name); }
+  void read_into(const std::string& name, float* dst, int64_t n) const {
+    if (st_) st_->read_into(name, dst, n);
+    else pt_->read_into(name, dst, n);
+  }
+  std::vector<float> read_f32(const std::string& name) const {
+    return st_ ? st_->read_f32(name) : pt_->read_f32(name);
+  }
+
+ private:
+  std::unique_ptr<SafetensorsFile> st_;
+  std::unique_ptr<TorchCheckpoint> pt_;
+};
+
+// The tensors of a checkpoint directory, over one file or the shards of an
+// index: safetensors first, else PyTorch's pytorch_model.bin.
 class WeightFiles {
  public:
   explicit WeightFiles(const std::string& dir) {
     const fs::path d(dir);
-    const fs::path index = d / "model.safetensors.index.json", single = d / "model.safetensors";
-    if (fs::exists(index)) {
-      const std::string ipath = index.string();
-      const json j = read_json_file(ipath);
-      HYMBA_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), ipath,
-                  ": field 'weight_map' must be an object of tensor name -> file");
-      std::map<std::string, size_t> opened;
-      for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-        HYMBA_CHECK(it->is_string(), ipath, ": field 'weight_map' entry '", it.key(), "' must be a file name");
-        const std::string shard = it->get<std::string>();
-        HYMBA_CHECK(!shard.empty() && shard.find('/') == std::string::npos && shard != "..", ipath,
-                    ": field 'weight_map' entry '", it.key(), "' names '", shard,
-                    "', not a file beside the index");
-        auto found = opened.find(shard);
-        if (found == opened.end()) {
-          const fs::path p = d / shard;
-          HYMBA_CHECK(fs::exists(p), p.string(), ": missing (listed in ", ipath, ")");
-          files_.push_back(std::make_unique<SafetensorsFile>(SafetensorsFile::open(p.string())));
-          found = opened.emplace(shard, files_.size() - 1).first;
-        }
-        listed_[it.key()] = found->second;
+    for (const char* stem : {"model.safetensors", "pytorch_model.bin"}) {
+      const fs::path index = d / (std::string(stem) + ".index.json"), single = d / stem;
+      if (fs::exists(index)) {
+        index_ = index.string();
+        open_index();
+        return;
       }
-      HYMBA_CHECK(!files_.empty(), ipath, ": field 'weight_map' lists no tensors");
-      for (const auto& [name, fi] : listed_)
-        HYMBA_CHECK(files_[fi]->find(name) != nullptr, files_[fi]->path(), ": tensor '", name,
-                    "' is missing (listed in ", ipath, ")");
-      for (size_t fi = 0; fi < files_.size(); ++fi)
-        for (const SafetensorsEntry& e : files_[fi]->entries()) {
-          auto it = listed_.find(e.name);
-          HYMBA_CHECK(it != listed_.end() && it->second == fi, files_[fi]->path(), ": tensor '", e.name,
-                      "' is not listed for this file in ", ipath);
-        }
-      return;
+      if (fs::exists(single)) {
+        files_.push_back(std::make_unique<WeightFile>(single.string()));
+        for (const SafetensorsEntry& e : files_[0]->entries()) listed_[e.name] = 0;
+        return;
+      }
     }
-    if (fs::exists(single)) {
-      files_.push_back(std::make_unique<SafetensorsFile>(SafetensorsFile::open(single.string())));
-      for (const SafetensorsEntry& e : files_[0]->entries()) listed_[e.name] = 0;
-      return;
-    }
-    for (const char* pickle : {"pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "consolidated.pth"}) {
-      const fs::path p = d / pickle;
-      HYMBA_CHECK(!fs::exists(p), p.string(),
-                  ": PyTorch pickle checkpoints are not read (they can run code); convert to safetensors first, "
-                  "e.g. safetensors.torch.save_file(torch.load(f), 'model.safetensors')");
-    }
-    fail(dir, ": no model.safetensors or model.safetensors.index.json");
+    fail(dir, ": no model.safetensors, pytorch_model.bin or their .index.json");
   }
 
-  const SafetensorsEntry* find(const std::string& name, const SafetensorsFile** file) const {
+  const SafetensorsEntry* find(const std::string& name, const WeightFile** file) const {
     auto it = listed_.find(name);
     if (it == listed_.end()) return nullptr;
     *file = files_[it->second].get();
     return files_[it->second]->find(name);
   }
   const std::map<std::string, size_t>& listed() const { return listed_; }
-  const SafetensorsFile& file_of(const std::string& name) const { return *files_[listed_.at(name)]; }
+  const WeightFile& file_of(const std::string& name) const { return *files_[listed_.at(name)]; }
   // For messages about a tensor that is absent: the one file, or the index.
-  std::string where(const std::string& dir) const {
-    return files_.size() == 1 && !fs::exists(fs::path(dir) / "model.safetensors.index.json")
-               ? files_[0]->path()
-               : (fs::path(dir) / "model.safetensors.index.json").string();
-  }
+  std::string where() const { return index_.empty() ? files_[0]->path() : index_; }
 
  private:
-  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  void open_index() {
+    const json j = read_json_file(index_);
+    HYMBA_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), index_,
+                ": field 'weight_map' must be an object of tensor name -> file");
+    const fs::path d = fs::path(index_).parent_path();
+    std::map<std::string, size_t> opened;
+    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+      HYMBA_CHECK(it->is_string(), index_, ": field 'weight_map' entry '", it.key(), "' must be a file name");
+      const std::string shard = it->get<std::string>();
+      HYMBA_CHECK(!shard.empty() && shard.find('/') == std::string::npos && shard != "..", index_,
+                  ": field 'weight_map' entry '", it.key(), "' names '", shard, "', not a file beside the index");
+      auto found = opened.find(shard);
+      if (found == opened.end()) {
+        const fs::path p = d / shard;
+        HYMBA_CHECK(fs::exists(p), p.string(), ": missing (listed in ", index_, ")");
+        files_.push_back(std::make_unique<WeightFile>(p.string()));
+        found = opened.emplace(shard, files_.size() - 1).first;
+      }
+      listed_[it.key()] = found->second;
+    }
+    HYMBA_CHECK(!files_.empty(), index_, ": field 'weight_map' lists no tensors");
+    for (const auto& [name, fi] : listed_)
+      HYMBA_CHECK(files_[fi]->find(name) != nullptr, files_[fi]->path(), ": tensor '", name,
+                  "' is missing (listed in ", index_, ")");
+    for (size_t fi = 0; fi < files_.size(); ++fi)
+      for (const SafetensorsEntry& e : files_[fi]->entries()) {
+        auto it = listed_.find(e.name);
+        HYMBA_CHECK(it != listed_.end() && it->second == fi, files_[fi]->path(), ": tensor '", e.name,
+                    "' is not listed for this file in ", index_);
+      }
+  }
+
+  std::string index_;
+  std::vector<std::unique_ptr<WeightFile>> files_;
   std::map<std::string, size_t> listed_;  // tensor -> index into files_
 };
 
@@ -515,14 +539,14 @@ void load_checkpoint_weights(const std::string& dir, CheckpointLayout layout, co
   HYMBA_CHECK(table.values_block() != nullptr || table.rows().empty(), dir,
               ": cannot load parameters before they are allocated");
   const WeightFiles files(dir);
-  const std::string where = files.where(dir);
+  const std::string where = files.where();
   const ModelTensorNames names = tensor_names(cfg);
 
   std::map<std::string, std::string> source_of;  // engine name -> published name
   std::set<std::string> used;
   for (const ParamInfo& p : table.rows()) {
     const std::string name = published_name(p.name, layout);
-    const SafetensorsFile* file = nullptr;
+    const WeightFile* file = nullptr;
     const SafetensorsEntry* e = files.find(name, &file);
     HYMBA_CHECK(e != nullptr, where, ": tensor '", name, "' is missing",
                 p.name == names.lm_head ? " (the config says tie_word_embeddings false)" : "");
@@ -540,10 +564,10 @@ void load_checkpoint_weights(const std::string& dir, CheckpointLayout layout, co
   std::string tied_head;
   for (const auto& [name, fi] : files.listed()) {
     if (used.count(name)) continue;
-    const SafetensorsFile& file = files.file_of(name);
+    const WeightFile& file = files.file_of(name);
     if (name == "lm_head.weight" && cfg.tie_word_embeddings) {
       const SafetensorsEntry* e = file.find(name);
-      const SafetensorsFile* efile = nullptr;
+      const WeightFile* efile = nullptr;
       const SafetensorsEntry* emb = files.find(published_name(names.embed, layout), &efile);
       HYMBA_CHECK(e->is_float() && emb != nullptr && e->shape == emb->shape, file.path(),
                   ": tensor 'lm_head.weight' has shape ", e->shape_str(),

@@ -3,7 +3,8 @@
 //   - HF transformers MambaForCausalLM (backbone.embeddings, backbone.layers.*),
 //   - original state-spaces Mamba (d_model / n_layer / ssm_cfg config,
 //     backbone.embedding, vocabulary padded to pad_vocab_size_multiple),
-// in safetensors, one file or shards listed by model.safetensors.index.json,
+// in safetensors, one file or shards listed by model.safetensors.index.json
+// (else pytorch_model.bin, read without running its pickle: torch_checkpoint.h),
 // F32 / BF16 / F16 (converted to F32). Every refusal is one line naming the
 // file and the field or tensor.
 #pragma once
@@ -30,7 +31,8 @@ CheckpointLayout detect_layout(const nlohmann::json& config, const std::string& 
 ModelConfig config_from_published(const nlohmann::json& config, CheckpointLayout layout, const std::string& source);
 
 // Fills every row of `table` from the checkpoint directory's weights
-// (model.safetensors, or the shards of model.safetensors.index.json), mapping
+// (model.safetensors or pytorch_model.bin, one file or the shards of its
+// .index.json), mapping
 // the layout's tensor names. All names, dtypes and shapes are checked before
 // a value is written; tensors the model lacks are errors, except a stored
 // lm_head equal to the embedding when the embeddings are tied.
