@@ -29,6 +29,8 @@ TEST(CliImport, InfoOnThePublished15BConfig) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("(1522797824)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("consumer of 16"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("RoPE: ntk, base 74534.8"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("a query sees 1025 keys (q - k <= 1024)"), std::string::npos) << r.output;
 }
 
 TEST(CliImport, ImportGenerateAndExport) {
