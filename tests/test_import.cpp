@@ -372,6 +372,32 @@ TEST(Import, TorchCheckpointTensorsShareStorage) {
   EXPECT_EQ(c.read_f32("lm_head.weight"), c.read_f32("backbone.embedding.weight"));
 }
 
+TEST(ImportErrors, CorruptTorchFilesAreErrorsNeverCrashes) {
+  const std::string good = read_file(kRoot + "/state_spaces_mamba_bin/pytorch_model.bin");
+  const fs::path d = temp_dir("corrupt_bin");
+  const std::string path = (d / "pytorch_model.bin").string();
+  int refused = 0, opened = 0;
+  for (size_t at = 0; at < good.size(); at += 61) {
+    for (const bool cut : {true, false}) {
+      std::string bad = good;
+      if (cut) bad.resize(at);
+      else bad[at] = static_cast<char>(bad[at] ^ 0x5A);
+      std::ofstream(path, std::ios::binary | std::ios::trunc) << bad;  // no fsync: fast
+      try {
+        const TorchCheckpoint c = TorchCheckpoint::open(path);
+        for (const SafetensorsEntry& e : c.entries()) c.read_f32(e.name);
+        ++opened;  // a flipped byte inside tensor data is still a valid file
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+        ++refused;
+      }
+    }
+  }
+  EXPECT_GT(refused, 0);
+  EXPECT_GT(opened, 0);
+  fs::remove_all(d);
+}
+
 TEST(ImportErrors, TiedHeadThatDiffersFromTheEmbedding) {
   // Rewrite the state-spaces file with an lm_head that is not the embedding.
   const fs::path d = copy_fixture("state_spaces_mamba", "tied");

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -84,10 +85,16 @@ std::map<std::string, ZipEntry> read_zip_directory(int fd, uint64_t file_size, c
       const uint64_t id = le(&cd[x], 2), len = le(&cd[x + 2], 2);
       if (id == 1) {
         size_t at = x + 4;
+        const size_t end = std::min(x + 4 + len, p + 46 + name_len + extra_len);
+        auto next64 = [&] {
+          HYMBA_CHECK(at + 8 <= end, path, ": corrupt zip64 extra field for '", name, "'");
+          at += 8;
+          return le(&cd[at - 8], 8);
+        };
         const uint64_t usize = le(&cd[p + 24], 4), csize = le(&cd[p + 20], 4);
-        if (usize == 0xFFFFFFFF) size = le(&cd[at], 8), at += 8;
-        if (csize == 0xFFFFFFFF) at += 8;
-        if (local == 0xFFFFFFFF) local = le(&cd[at], 8);
+        if (usize == 0xFFFFFFFF) size = next64();
+        if (csize == 0xFFFFFFFF) next64();
+        if (local == 0xFFFFFFFF) local = next64();
       }
       x += 4 + len;
     }
@@ -408,12 +415,16 @@ TorchCheckpoint TorchCheckpoint::open(const std::string& path) {
     e.dtype = v->dtype;
     int64_t numel = 1;
     for (const Ref& x : v->items) {
-      HYMBA_CHECK(x->i >= 0 && x->i < (int64_t{1} << 40), path, ": tensor '", k->s, "' has a bad size");
+      // Every product stays below 2^40 elements, so byte counts cannot overflow.
+      HYMBA_CHECK(x->i >= 0 && (x->i == 0 || numel <= (int64_t{1} << 40) / x->i), path, ": tensor '", k->s,
+                  "' has a bad size");
       e.shape.push_back(x->i);
       numel *= x->i;
     }
     const auto eb = static_cast<uint64_t>(element_bytes(e.dtype));
-    HYMBA_CHECK(v->offset >= 0 && static_cast<uint64_t>(v->offset + numel) * eb <= it->second.size, path,
+    HYMBA_CHECK(v->offset >= 0 && v->offset <= (int64_t{1} << 40) &&
+                    static_cast<uint64_t>(v->offset + numel) * eb <= it->second.size,
+                path,
                 ": tensor '", k->s, "' runs past the end of its storage");
     e.begin = it->second.data_offset + static_cast<uint64_t>(v->offset) * eb;
     e.end = e.begin + static_cast<uint64_t>(numel) * eb;
