@@ -326,7 +326,7 @@ ModelConfig hf_mamba_config(const json& j, const std::string& source) {
   ignore_generic_hf_keys(f);
   // Initialisation, kernel and precision choices: no effect on a float32 forward.
   f.ignore({"residual_in_fp32", "rescale_prenorm_residual", "time_step_scale", "time_step_init_scheme",
-            "time_step_floor", "use_mambapy", "fused_add_norm", "pad_vocab_size_multiple"});
+            "time_step_floor", "use_mambapy", "use_associative_scan", "fused_add_norm", "pad_vocab_size_multiple"});
   if (f.given("model_type")) f.require("model_type", "mamba", "a Mamba config");
   ModelConfig c = pure_mamba_base();
   c.vocab_size = f.integer("vocab_size");
