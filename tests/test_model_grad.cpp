@@ -55,6 +55,13 @@ std::vector<Family> families() {
              {"kv_reuse_group", "auto"}, {"num_memory_tokens", 1}}),
        2, 5, 0.0},
       {"hybrid_fused_concat", base({{"layer_types", "hybrid"}, {"fusion", "concat"}}), 2, 5, 0.0},
+      // The released Hymba's conventions (hymba import): NTK RoPE, W + 1 keys; and RoPE off.
+      {"hybrid_released_ntk_inclusive_window",
+       base({{"layer_types", "hybrid"}, {"num_hidden_layers", 3}, {"global_attn_idx", {0}}, {"sliding_window", 2},
+             {"sliding_window_inclusive", true}, {"rope_type", "ntk"}, {"max_position_embeddings", 64},
+             {"orig_max_position_embeddings", 16}, {"qk_head_dim", 4}, {"num_memory_tokens", 1}}),
+       2, 6, 0.0},
+      {"attention_rope_off", base({{"layer_types", "attention"}, {"rope", false}}), 2, 5, 0.0},
       {"hybrid_separate_mean_ratio",
        base({{"layer_types", "hybrid"}, {"proj_style", "separate"}, {"fusion", "mean"},
              {"attn_mamba_ratio", {1, 1}}, {"sliding_window", 2}}),

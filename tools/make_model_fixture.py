@@ -39,11 +39,22 @@ def read_safetensors(path):
     return out
 
 
-def write_safetensors(path, tensors):
+DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+
+
+def to_bytes(t, dtype):
+    t = t.detach().to(DTYPES[dtype]).contiguous()
+    # numpy has no bfloat16: write its bits
+    return (t.view(torch.int16) if dtype == "BF16" else t).numpy().tobytes()
+
+
+def write_safetensors(path, tensors, dtype="F32", metadata=None):
     header, blobs, offset = {}, [], 0
+    if metadata:
+        header["__metadata__"] = metadata
     for name, t in tensors.items():
-        raw = t.detach().to(torch.float32).contiguous().numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        raw = to_bytes(t, dtype)
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
         blobs.append(raw)
         offset += len(raw)
     h = json.dumps(header, separators=(",", ":")).encode()

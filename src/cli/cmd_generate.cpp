@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "core/error.h"
+#include "data/hf_tokenizer.h"
 #include "data/tokenizer.h"
 #include "infer/bench.h"
 #include "infer/generate.h"
@@ -62,7 +63,7 @@ void register_generate(CLI::App& app, const GlobalOptions& global) {
   auto opts = std::make_shared<Options>();
   infer::GenerateOptions& g = opts->gen;
   CLI::App* cmd = app.add_subcommand("generate", "Continue text with a checkpoint (cached decoding)");
-  cmd->add_option("--ckpt", opts->ckpt, "Checkpoint directory (with tokenizer.model) or training run directory")
+  cmd->add_option("--ckpt", opts->ckpt, "Checkpoint directory (with tokenizer.model or tokenizer.json; published HF/state-spaces layouts too) or training run directory")
       ->required();
   auto* prompt = cmd->add_option("--prompt", opts->prompt, "Text to continue");
   auto* prompt_file = cmd->add_option("--prompt-file", opts->prompt_file, "File with one prompt per line");
@@ -92,16 +93,16 @@ void register_generate(CLI::App& app, const GlobalOptions& global) {
       texts.push_back(opts->prompt);
     }
     const std::string ckpt = resolve_checkpoint(opts->ckpt);
-    const fs::path tok_path = fs::path(ckpt) / kTokenizerFile;
-    HYMBA_CHECK(fs::exists(tok_path), tok_path.string(), ": no tokenizer next to the checkpoint");
+    CheckpointTokenizer tok = load_checkpoint_tokenizer(ckpt);  // tokenizer.model or tokenizer.json
     auto model = load_model(ckpt, false);
-    auto tokenizer = load_tokenizer(tok_path.string());
+    const std::unique_ptr<Tokenizer>& tokenizer = tok.tokenizer;
 
     std::vector<std::vector<int32_t>> prompts;
     std::vector<size_t> source;  // which text each sequence continues
     for (size_t i = 0; i < texts.size(); ++i) {
       std::vector<int32_t> ids = tokenizer->encode(texts[i]);
       HYMBA_CHECK(!ids.empty(), "--prompt: prompt ", i + 1, " encodes to no tokens");
+      if (tok.add_bos) ids.insert(ids.begin(), tokenizer->bos_id());  // tokenizer_config.json add_bos_token
       for (int64_t k = 0; k < opts->batch; ++k) {
         prompts.push_back(ids);
         source.push_back(i);

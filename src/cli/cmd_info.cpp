@@ -47,6 +47,17 @@ void print_model(const std::string& label, const ModelConfig& cfg, const ModelSu
                 l.kv_role.c_str());
   }
   if (cfg.num_memory_tokens > 0) std::printf("  meta tokens: %lld\n", static_cast<long long>(cfg.num_memory_tokens));
+  bool any_attention = false;
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) any_attention = any_attention || cfg.has_attention(l);
+  if (any_attention) {
+    std::printf("  RoPE: %s", !cfg.rope ? "off" : cfg.rope_ntk ? "ntk" : "default");
+    if (cfg.rope) std::printf(", base %.1f", cfg.rope_base());
+    if (cfg.sliding_window > 0)
+      std::printf("; sliding window %lld: a query sees %lld keys (q - k %s %lld)", static_cast<long long>(cfg.sliding_window),
+                  static_cast<long long>(cfg.sliding_window_inclusive ? cfg.sliding_window + 1 : cfg.sliding_window),
+                  cfg.sliding_window_inclusive ? "<=" : "<", static_cast<long long>(cfg.sliding_window));
+    std::printf("\n");
+  }
   std::printf("  cache at %lld tokens: KV %.2f MiB fp16 / %.2f MiB fp32 (%lld positions over producer layers), "
               "Mamba state %.2f MiB fp16 / %.2f MiB fp32, total %.2f MiB fp16\n",
               static_cast<long long>(s.context), mib(s.kv_cache_bytes(2)), mib(s.kv_cache_bytes(4)),

@@ -10,6 +10,7 @@
 #include "core/json_io.h"
 #include "core/threading.h"
 #include "data/corpus.h"
+#include "data/hf_tokenizer.h"
 #include "eval/evaluate.h"
 #include "model/checkpoint.h"
 #include "model/memory_estimate.h"
@@ -105,7 +106,7 @@ void register_eval(CLI::App& app, const GlobalOptions& global) {
     apply_global_options(global);
     const std::string ckpt = resolve_checkpoint(opts->ckpt);
     auto model = load_model(ckpt, false);
-    auto tok = load_tokenizer((fs::path(ckpt) / kTokenizerFile).string());
+    auto tok = load_checkpoint_tokenizer(ckpt).tokenizer;  // tokenizer.model or tokenizer.json
     // Defaults from the training run when this is one of its checkpoints.
     std::string data = opts->data;
     int64_t seq_len = opts->seq_len;

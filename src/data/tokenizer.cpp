@@ -23,6 +23,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "data/hf_tokenizer.h"
 
 namespace hymba {
 
@@ -545,6 +546,9 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   std::string contents = read_file(path);
   HYMBA_CHECK(!contents.empty(), path, ": empty file, not a tokenizer");
   if (contents.compare(0, kByteMagic.size(), kByteMagic) == 0) return load_byte_tokenizer(path, contents);
+  // An HF tokenizer.json (data/hf_tokenizer.h); sentencepiece models are binary.
+  const size_t first = contents.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && contents[first] == '{') return load_hf_tokenizer_json(path, contents);
   return std::make_unique<SentencePieceTokenizer>(std::move(contents), path);
 }
 

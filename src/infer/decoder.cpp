@@ -132,11 +132,11 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
     layer_input_projection(plan, lp, P, arena_, a, R, &linear);
     const int64_t W = lp.proj_width;
     if (lp.attn) {
-      cpu::rope_forward(a.proj + lp.q_col, W, R, 1, Hq, c.qk_head_dim, positions_.data(),
-                        static_cast<float>(c.rope_theta));
-      if (lp.producer)
-        cpu::rope_forward(a.proj + lp.k_col, W, R, 1, Hkv, c.qk_head_dim, positions_.data(),
-                          static_cast<float>(c.rope_theta));
+      if (c.rope) {
+        const auto base = static_cast<float>(c.rope_base());
+        cpu::rope_forward(a.proj + lp.q_col, W, R, 1, Hq, c.qk_head_dim, positions_.data(), base);
+        if (lp.producer) cpu::rope_forward(a.proj + lp.k_col, W, R, 1, Hkv, c.qk_head_dim, positions_.data(), base);
+      }
       // Keys and values: the producer's cache (as it was before this step)
       // plus the producer's row for the current token.
       const LayerPlan& pp = plan.layers[static_cast<size_t>(lp.producer_layer)];

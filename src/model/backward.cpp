@@ -221,8 +221,9 @@ class Backward {
                             a.attn, Wa, a.lse, args);
     // Consumers come later in the stack, so by now they have all added into
     // this producer's dK: un-rotate it once, with dQ (K's heads follow Q's).
-    cpu::rope_backward_table(dp + lp.q_col, W, acts_.B, acts_.S, lp.producer ? Hq + Hkv : Hq, dqk, acts_.rope_cos,
-                             acts_.rope_sin);
+    if (c_.rope)
+      cpu::rope_backward_table(dp + lp.q_col, W, acts_.B, acts_.S, lp.producer ? Hq + Hkv : Hq, dqk, acts_.rope_cos,
+                               acts_.rope_sin);
   }
 
   void mamba(const LayerPlan& lp, const LActs& a, const float* dy, float* dp) {

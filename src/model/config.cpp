@@ -7,6 +7,7 @@
 #include "core/atomic_file.h"
 #include "core/checked.h"
 #include "core/error.h"
+#include "model/hf_import.h"
 
 namespace hymba {
 
@@ -173,6 +174,14 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   r.get("qk_head_dim", c.qk_head_dim);
   r.get("v_head_dim", c.v_head_dim);
   r.get("rope_theta", c.rope_theta);
+  r.get("rope", c.rope);
+  const std::string rope_type = r.get_string("rope_type", "default");
+  if (rope_type == "ntk") c.rope_ntk = true;
+  else if (rope_type != "default")
+    fail(source, ": field 'rope_type' must be \"default\" or \"ntk\" (got \"", rope_type, "\")");
+  r.get("max_position_embeddings", c.max_position_embeddings);
+  r.get("orig_max_position_embeddings", c.orig_max_position_embeddings);
+  r.get("sliding_window_inclusive", c.sliding_window_inclusive);
   r.get("global_attn_idx", c.global_attn_idx);
   r.get("sliding_window", c.sliding_window);
   r.get("num_memory_tokens", c.num_memory_tokens);
@@ -289,7 +298,19 @@ bool ModelConfig::is_global(int64_t layer) const {
   return sliding_window <= 0 ||
          std::find(global_attn_idx.begin(), global_attn_idx.end(), layer) != global_attn_idx.end();
 }
-int64_t ModelConfig::window_of(int64_t layer) const { return is_global(layer) ? 0 : sliding_window; }
+int64_t ModelConfig::window_of(int64_t layer) const {
+  if (is_global(layer)) return 0;
+  return sliding_window_inclusive ? sliding_window + 1 : sliding_window;
+}
+double ModelConfig::rope_base() const {
+  if (!rope_ntk) return rope_theta;
+  const double D = static_cast<double>(qk_head_dim);
+  const double factor = 2.0;  // fixed in the released modeling_hymba.py
+  return rope_theta * std::pow(factor * static_cast<double>(max_position_embeddings) /
+                                       static_cast<double>(orig_max_position_embeddings) -
+                                   (factor - 1.0),
+                               D / (D - 2.0));
+}
 int64_t ModelConfig::kv_producer(int64_t layer) const {
   return producer_.empty() ? layer : producer_[static_cast<size_t>(layer)];
 }
@@ -411,6 +432,14 @@ void ModelConfig::validate() const {
     HYMBA_CHECK(qk_head_dim % 2 == 0, "config: field 'qk_head_dim' must be even for RoPE (got ", qk_head_dim, ")");
     positive("v_head_dim", v_head_dim);
     HYMBA_CHECK(rope_theta > 0, "config: field 'rope_theta' must be > 0");
+    if (rope && rope_ntk) {
+      HYMBA_CHECK(qk_head_dim > 2, "config: field 'rope_type' \"ntk\" needs qk_head_dim > 2 (got ", qk_head_dim, ")");
+      HYMBA_CHECK(orig_max_position_embeddings >= 1,
+                  "config: field 'orig_max_position_embeddings' must be >= 1 with rope_type \"ntk\"");
+      HYMBA_CHECK(max_position_embeddings >= orig_max_position_embeddings,
+                  "config: field 'max_position_embeddings' must be >= orig_max_position_embeddings (",
+                  orig_max_position_embeddings, ") with rope_type \"ntk\"");
+    }
   } else {
     HYMBA_CHECK(global_attn_idx.empty(), "config: field 'global_attn_idx' is set but no layer has attention");
   }
@@ -477,6 +506,12 @@ json ModelConfig::to_json() const {
   j["qk_head_dim"] = qk_head_dim;
   j["v_head_dim"] = v_head_dim;
   j["rope_theta"] = rope_theta;
+  // Written only when set, so configs of models without them stay as they were.
+  if (!rope) j["rope"] = false;
+  if (rope_ntk) j["rope_type"] = "ntk";
+  if (max_position_embeddings > 0) j["max_position_embeddings"] = max_position_embeddings;
+  if (orig_max_position_embeddings > 0) j["orig_max_position_embeddings"] = orig_max_position_embeddings;
+  if (sliding_window_inclusive) j["sliding_window_inclusive"] = true;
   j["global_attn_idx"] = global_attn_idx;
   j["sliding_window"] = sliding_window;
   j["num_memory_tokens"] = num_memory_tokens;
@@ -497,7 +532,9 @@ json ModelConfig::to_json() const {
 }
 
 ModelConfig load_config_file(const std::string& path) {
-  return ModelConfig::from_json(read_json_file(path), path);
+  const json j = read_json_file(path);
+  // Published configs (HF Hymba / Mamba, state-spaces) are mapped (model/hf_import.h).
+  return config_from_published(j, detect_layout(j, path), path);
 }
 
 }  // namespace hymba

@@ -43,8 +43,18 @@ struct ModelConfig {
   int64_t qk_head_dim = 0;  // 0: derived (hidden / heads, or from the ratio)
   int64_t v_head_dim = 0;   // 0: derived (= qk_head_dim; fused norm_mean: d_inner / heads)
   double rope_theta = 10000.0;
+  // rope false: no rotary embedding at all. rope_type "ntk": the released
+  // Hymba's fixed NTK scaling, base = rope_theta * (2 * max_position_embeddings
+  // / orig_max_position_embeddings - 1)^(D / (D - 2)) with D = qk_head_dim.
+  bool rope = true;
+  bool rope_ntk = false;                     // JSON rope_type: "default" | "ntk"
+  int64_t max_position_embeddings = 0;       // ntk only
+  int64_t orig_max_position_embeddings = 0;  // ntk only
   std::vector<int64_t> global_attn_idx;  // layers with full causal attention
   int64_t sliding_window = 0;            // window of the other attention layers (0: all global)
+  // false: a query sees W keys (q - k < W). true: W + 1 keys (q - k <= W), the
+  // released Hymba's full forward. Prefill and cached decode agree under both.
+  bool sliding_window_inclusive = false;
   int64_t num_memory_tokens = 0;         // meta tokens prepended to every sequence
   bool kv_reuse_auto = false;            // "auto": consecutive pairs of local layers
   std::vector<std::vector<int64_t>> kv_reuse_group;
@@ -84,7 +94,8 @@ struct ModelConfig {
   // Index of the layer whose K/V this layer reads (itself when it produces).
   int64_t kv_producer(int64_t layer) const;
   bool is_kv_producer(int64_t layer) const { return kv_producer(layer) == layer; }
-  int64_t window_of(int64_t layer) const;  // 0 = global
+  int64_t window_of(int64_t layer) const;  // keys a query sees (0 = global)
+  double rope_base() const;                // rope_theta, NTK-scaled when rope_ntk
   int64_t attn_dim_in() const;             // width of the attention branch input (d_model)
   int64_t attn_out_width() const { return num_attention_heads * v_head_dim; }
   int64_t mamba_width() const;             // Mamba branch model width (hidden, or ratio share)

@@ -95,10 +95,11 @@ void attention_forward(const ModelPlan& plan, const LayerPlan& lp, const Activat
   const int64_t dqk = c.qk_head_dim, dv = c.v_head_dim;
   // RoPE rotates Q here and K in the producer (consumers reuse rotated K).
   auto rope = [&](T* x, int64_t H) {
+    if (!c.rope) return;
     if constexpr (std::is_same_v<T, float>)
       cpu::rope_forward_table(x, W, acts.B, acts.S, H, dqk, acts.rope_cos, acts.rope_sin);
     else
-      Ops<T>::rope(x, W, acts.B, acts.S, H, dqk, c.rope_theta);
+      Ops<T>::rope(x, W, acts.B, acts.S, H, dqk, c.rope_base());
   };
   // K's heads follow Q's in proj (k_col = q_col + Hq * dqk): one pass for both.
   rope(a.proj + lp.q_col, lp.producer ? Hq + Hkv : Hq);
@@ -321,11 +322,11 @@ LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, c
   if constexpr (std::is_same_v<T, float>) {
     bool any_attention = false;
     for (const LayerPlan& lp : plan.layers) any_attention = any_attention || lp.attn;
-    if (any_attention) {
+    if (any_attention && c.rope) {
       const int64_t half = c.qk_head_dim / 2;
       acts.rope_cos = arena.alloc_uninit(S * half);
       acts.rope_sin = arena.alloc_uninit(S * half);
-      cpu::rope_table(acts.rope_cos, acts.rope_sin, S, c.qk_head_dim, static_cast<float>(c.rope_theta));
+      cpu::rope_table(acts.rope_cos, acts.rope_sin, S, c.qk_head_dim, static_cast<float>(c.rope_base()));
     }
   }
 

@@ -149,7 +149,10 @@ void add_paper(std::vector<Preset>& out) {
   out.push_back({"hymba-1.5b", "Hymba-1.5B", "paper", "nvidia/Hymba-1.5B-Base: 32 blocks, hidden 1600, 25 heads, 5 KV",
                  merged(base, {{"hidden_size", 1600}, {"num_hidden_layers", 32}, {"num_attention_heads", 25},
                                {"num_key_value_heads", 5}, {"intermediate_size", 5504}, {"mamba_dt_rank", 100},
-                               {"global_attn_idx", {0, 15, 31}}, {"kv_reuse_group", groups}})});
+                               {"global_attn_idx", {0, 15, 31}}, {"kv_reuse_group", groups},
+                               // As released: NTK-scaled RoPE and the W + 1 keys its forward shows.
+                               {"rope_type", "ntk"}, {"max_position_embeddings", 8192},
+                               {"orig_max_position_embeddings", 2048}, {"sliding_window_inclusive", true}})});
 }
 
 std::string lower(std::string s) {

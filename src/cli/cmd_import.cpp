@@ -1,0 +1,87 @@
+// `hymba import`: a published checkpoint (official Hymba, HF or state-spaces
+// Mamba; safetensors, sharded or not, or pytorch_model.bin; F32/BF16/F16) into our layout.
+// `hymba export --format hf`: our checkpoint as a directory HF transformers loads.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "data/hf_tokenizer.h"
+#include "model/checkpoint.h"
+#include "model/hf_export.h"
+#include "model/hf_import.h"
+#include "train/run_state.h"
+
+namespace hymba::cli {
+
+namespace fs = std::filesystem;
+
+void register_import_export(CLI::App& app, const GlobalOptions& global) {
+  {
+    struct Options {
+      std::string in, out;
+    };
+    auto opts = std::make_shared<Options>();
+    CLI::App* cmd = app.add_subcommand(
+        "import", "Convert a published checkpoint (HF Hymba, HF or state-spaces Mamba) into a hymba.cpp checkpoint");
+    cmd->add_option("--in", opts->in, "Downloaded model directory (config.json + model.safetensors, its shards, or pytorch_model.bin)")
+        ->required();
+    cmd->add_option("--out", opts->out, "Checkpoint directory to write (config.json, model.safetensors, tokenizer)")
+        ->required();
+    cmd->footer("Any command taking --ckpt also reads such a directory directly; import saves the conversion.");
+    cmd->callback([opts, &global] {
+      apply_global_options(global);
+      HYMBA_CHECK(fs::is_directory(opts->in), "--in ", opts->in, ": not a directory");
+      HYMBA_CHECK(fs::weakly_canonical(opts->in) != fs::weakly_canonical(opts->out),
+                  "--out must differ from --in (import writes a new directory)");
+      const std::string config_path = (fs::path(opts->in) / kConfigFile).string();
+      const CheckpointLayout layout = detect_layout(read_json_file(config_path), config_path);
+      auto model = load_model(opts->in, false);
+      save_model(opts->out, *model, {{"imported_from", to_string(layout)}});
+      // Tokenizer files travel as they are (generate reads tokenizer.model or tokenizer.json).
+      int copied = 0;
+      for (const char* f : {kTokenizerFile, "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
+        const fs::path p = fs::path(opts->in) / f;
+        if (!fs::exists(p)) continue;
+        write_text_atomic((fs::path(opts->out) / f).string(), read_file(p.string()));
+        ++copied;
+      }
+      std::printf("imported %s checkpoint %s: %lld parameters in %zu tensors, %d tokenizer file%s -> %s\n",
+                  to_string(layout), opts->in.c_str(), static_cast<long long>(model->params().num_params()),
+                  model->params().rows().size(), copied, copied == 1 ? "" : "s", opts->out.c_str());
+    });
+  }
+  {
+    struct Options {
+      std::string ckpt, out, format = "hf";
+    };
+    auto opts = std::make_shared<Options>();
+    CLI::App* cmd = app.add_subcommand("export", "Write a checkpoint as a directory HF transformers loads");
+    cmd->add_option("--ckpt", opts->ckpt, "Checkpoint or run directory")->required();
+    cmd->add_option("--format", opts->format, "Output format (hf: config.json with architectures, HF tensor "
+                                              "names, tokenizer files)")
+        ->capture_default_str();
+    cmd->add_option("--out", opts->out, "Directory to write")->required();
+    cmd->callback([opts, &global] {
+      apply_global_options(global);
+      HYMBA_CHECK(opts->format == "hf", "--format '", opts->format, "' is not supported (hf)");
+      const std::string ckpt = resolve_checkpoint(opts->ckpt);
+      HYMBA_CHECK(fs::weakly_canonical(ckpt) != fs::weakly_canonical(opts->out),
+                  "--out must differ from --ckpt (export writes a new directory)");
+      auto model = load_model(ckpt, false);
+      const std::string note = export_hf(*model, ckpt, opts->out);
+      if (!note.empty()) std::fprintf(stderr, "hymba: note: %s\n", note.c_str());
+      std::printf("exported %s (%lld parameters) as HF %s -> %s\n", ckpt.c_str(),
+                  static_cast<long long>(model->params().num_params()),
+                  read_json_file((fs::path(opts->out) / "config.json").string())["architectures"][0]
+                      .get<std::string>()
+                      .c_str(),
+                  opts->out.c_str());
+    });
+  }
+}
+
+}  // namespace hymba::cli

@@ -1,0 +1,595 @@
+#include "model/hf_import.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/safetensors.h"
+#include "model/layout.h"
+#include "model/torch_checkpoint.h"
+
+namespace hymba {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+const char* to_string(CheckpointLayout layout) {
+  switch (layout) {
+    case CheckpointLayout::kNative: return "hymba.cpp";
+    case CheckpointLayout::kHfHymba: return "HF HymbaForCausalLM";
+    case CheckpointLayout::kHfMamba: return "HF MambaForCausalLM";
+    case CheckpointLayout::kStateSpacesMamba: return "state-spaces Mamba";
+  }
+  return "?";
+}
+
+namespace {
+
+bool lists_architecture(const json& j, const char* name) {
+  if (!j.contains("architectures") || !j["architectures"].is_array()) return false;
+  for (const json& a : j["architectures"])
+    if (a.is_string() && a.get<std::string>() == name) return true;
+  return false;
+}
+
+// Reads the keys of a published config: a key that is absent or null takes the
+// published class's default; every key must be read, checked or explicitly
+// ignored, so a key we do not know is an error naming it.
+class PublishedFields {
+ public:
+  PublishedFields(const json& j, json defaults, std::string source)
+      : j_(j), defaults_(std::move(defaults)), source_(std::move(source)) {
+    HYMBA_CHECK(j.is_object(), source_, ": expected a JSON object");
+  }
+
+  // The value of a key (its default when absent or null); null when neither.
+  const json& value(const char* name) {
+    seen_.insert(name);
+    if (j_.contains(name) && !j_.at(name).is_null()) return j_.at(name);
+    if (defaults_.contains(name)) return defaults_.at(name);
+    return null_;
+  }
+  bool given(const char* name) const { return j_.contains(name) && !j_.at(name).is_null(); }
+
+  int64_t integer(const char* name) {
+    const json& v = value(name);
+    if (!v.is_number_integer()) wrong(name, "an integer", v);
+    return v.get<int64_t>();
+  }
+  double number(const char* name) {
+    const json& v = value(name);
+    if (!v.is_number()) wrong(name, "a number", v);
+    return v.get<double>();
+  }
+  bool flag(const char* name) {
+    const json& v = value(name);
+    if (!v.is_boolean()) wrong(name, "true or false", v);
+    return v.get<bool>();
+  }
+  std::string text(const char* name) {
+    const json& v = value(name);
+    if (!v.is_string()) wrong(name, "a string", v);
+    return v.get<std::string>();
+  }
+  std::vector<int64_t> integers(const char* name) {
+    const json& v = value(name);
+    std::vector<int64_t> out;
+    if (v.is_null()) return out;
+    if (!v.is_array()) wrong(name, "a list of integers", v);
+    for (const json& e : v) {
+      if (!e.is_number_integer()) wrong(name, "a list of integers", v);
+      out.push_back(e.get<int64_t>());
+    }
+    return out;
+  }
+  // A Mamba dt rank: an integer >= 1, or "auto" (0 here: ceil(hidden / 16)).
+  int64_t dt_rank(const char* name) {
+    const json& v = value(name);
+    if (v.is_string() && v.get<std::string>() == "auto") return 0;
+    if (!v.is_number_integer() || v.get<int64_t>() < 1) wrong(name, "an integer >= 1 or \"auto\"", v);
+    return v.get<int64_t>();
+  }
+  // A key whose value must be `expected` (the only one the engine computes).
+  void require(const char* name, const json& expected, const char* why) {
+    const json& v = value(name);
+    if (v.is_null() || v == expected) return;
+    fail(source_, ": field '", name, "' is ", v.dump(), "; only ", expected.dump(), " is supported (", why, ")");
+  }
+  // Keys that do not change the numbers a forward pass computes.
+  void ignore(std::initializer_list<const char*> names) {
+    for (const char* n : names) seen_.insert(n);
+  }
+  [[noreturn]] void wrong(const char* name, const char* expected, const json& got) const {
+    fail(source_, ": field '", name, "' must be ", expected, " (got ", got.dump(), ")");
+  }
+  [[noreturn]] void bad(const char* name, const std::string& why) const {
+    fail(source_, ": field '", name, "' ", why);
+  }
+  void reject_unknown() const {
+    for (auto it = j_.begin(); it != j_.end(); ++it)
+      HYMBA_CHECK(seen_.count(it.key()) != 0, source_, ": unknown field '", it.key(), "' for a ", layout_name_,
+                  " config");
+  }
+  void set_layout_name(const char* n) { layout_name_ = n; }
+  const std::string& source() const { return source_; }
+
+ private:
+  const json& j_;
+  json defaults_;
+  std::string source_;
+  std::set<std::string> seen_;
+  json null_;
+  const char* layout_name_ = "";
+};
+
+// Keys every transformers PretrainedConfig may write; none changes the forward.
+void ignore_generic_hf_keys(PublishedFields& f) {
+  f.ignore({"_name_or_path", "architectures", "auto_map", "model_type", "torch_dtype", "transformers_version",
+            "use_cache", "bos_token_id", "eos_token_id", "pad_token_id", "return_dict", "output_hidden_states",
+            "output_attentions", "torchscript", "_attn_implementation_autoset", "initializer_range"});
+}
+
+// Turns an error thrown by ModelConfig::resolve ("config: ...") into one that
+// names the published file.
+ModelConfig resolved(ModelConfig c, const std::string& source) {
+  try {
+    c.resolve();
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    if (msg.rfind("config: ", 0) == 0) msg = source + ": " + msg.substr(8);
+    throw Error(msg + " (after mapping the published config)");
+  }
+  return c;
+}
+
+// HymbaConfig's defaults (configuration_hymba.py of the released model).
+json hymba_defaults() {
+  return {{"vocab_size", 50304}, {"tie_word_embeddings", true}, {"hidden_size", 768},
+          {"intermediate_size", 768 * 3}, {"num_hidden_layers", 12}, {"num_attention_heads", 12},
+          {"hidden_act", "silu"}, {"rms_norm_eps", 1e-6}, {"sliding_window", 1024},
+          {"max_position_embeddings", 8192}, {"orig_max_position_embeddings", 2048}, {"num_experts_per_tok", 1},
+          {"num_experts", 1}, {"mamba_d_state", 16}, {"mamba_d_conv", 4}, {"mamba_expand", 2},
+          {"mamba_dt_rank", "auto"}, {"mamba_conv_bias", true}, {"mamba_proj_bias", false},
+          {"mamba_inner_layernorms", true}, {"kv_reuse_every_i_layer", -1}, {"kv_weight_reuse", false},
+          {"global_attn_idx", {0, 15, 31}}, {"num_mamba", 1}, {"attn_hidden_size", -1}, {"kq_head_dim", -1},
+          {"v_head_dim", 128}, {"kq_norm", "none"}, {"rope", true}, {"rope_theta", 10000.0},
+          {"num_memory_tokens", 128}, {"memory_tokens_interspersed_every", 0}, {"mlp_hidden_act", "silu"},
+          {"kv_reuse_group", {{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 10}, {11, 12}}}};
+}
+
+ModelConfig hymba_config(const json& j, const std::string& source) {
+  PublishedFields f(j, hymba_defaults(), source);
+  f.set_layout_name("HymbaForCausalLM");
+  ignore_generic_hf_keys(f);
+  // Training, kernel and serving choices of the released code.
+  f.ignore({"attention_dropout", "attn_implementation", "attn_implementation_new", "calc_logits_for_entire_prompt",
+            "output_router_logits", "router_aux_loss_coef", "seq_length", "use_mamba_kernels"});
+  if (f.given("model_type")) f.require("model_type", "hymba", "a Hymba config");
+
+  ModelConfig c;
+  c.vocab_size = f.integer("vocab_size");
+  c.hidden_size = f.integer("hidden_size");
+  c.num_hidden_layers = f.integer("num_hidden_layers");
+  c.num_attention_heads = f.integer("num_attention_heads");
+  // HymbaConfig: num_key_value_heads None means one KV head per query head.
+  c.num_key_value_heads = f.given("num_key_value_heads") ? f.integer("num_key_value_heads") : c.num_attention_heads;
+  f.value("num_key_value_heads");
+  c.intermediate_size = f.integer("intermediate_size");
+  c.rms_norm_eps = f.number("rms_norm_eps");
+  c.tie_word_embeddings = f.flag("tie_word_embeddings");
+  c.dropout = 0.0;
+  if (f.given("initializer_range")) c.initializer_range = f.number("initializer_range");
+  HYMBA_CHECK(c.num_hidden_layers >= 1 && c.num_hidden_layers <= 4096, source,
+              ": field 'num_hidden_layers' must be in 1..4096 (got ", c.num_hidden_layers, ")");
+  HYMBA_CHECK(c.num_attention_heads >= 1, source, ": field 'num_attention_heads' must be >= 1");
+
+  // Layer kinds: "h" is the hybrid head block; the released model has only those.
+  const json& types = f.value("layer_type");
+  if (types.is_null()) {
+    c.layer_types.assign(static_cast<size_t>(c.num_hidden_layers), MixerKind::kHybrid);
+  } else {
+    if (!types.is_array()) f.wrong("layer_type", "a list of strings", types);
+    HYMBA_CHECK(static_cast<int64_t>(types.size()) == c.num_hidden_layers, source, ": field 'layer_type' has ",
+                types.size(), " entries but num_hidden_layers is ", c.num_hidden_layers);
+    for (size_t i = 0; i < types.size(); ++i) {
+      HYMBA_CHECK(types[i] == "h", source, ": field 'layer_type' entry ", i, " is ", types[i].dump(),
+                  "; only \"h\" (hybrid attention + Mamba heads) is supported");
+      c.layer_types.push_back(MixerKind::kHybrid);
+    }
+  }
+  f.require("hidden_act", "silu", "the FFN is SwiGLU");
+  f.require("mlp_hidden_act", "silu", "the FFN is SwiGLU");
+  f.require("num_experts", 1, "the FFN is one expert");
+  f.require("num_experts_per_tok", 1, "the FFN is one expert");
+  f.require("num_mamba", 1, "one Mamba head group per layer");
+  f.require("kq_norm", "none", "no Q/K normalisation");
+  f.require("kv_weight_reuse", false, "K/V sharing reuses the cache, not the weights");
+  f.require("mamba_proj_bias", false, "in_proj and out_proj have no bias");
+  f.require("memory_tokens_interspersed_every", 0, "meta tokens are a prefix");
+  if (f.integer("kv_reuse_every_i_layer") > 0)
+    f.bad("kv_reuse_every_i_layer", "> 0 is not supported; list the groups in kv_reuse_group");
+
+  const int64_t attn_hidden = f.integer("attn_hidden_size");
+  HYMBA_CHECK(attn_hidden <= 0 || attn_hidden == c.hidden_size, source, ": field 'attn_hidden_size' is ",
+              attn_hidden, "; only -1 or hidden_size (", c.hidden_size, ") is supported");
+  HYMBA_CHECK(c.hidden_size % c.num_attention_heads == 0, source, ": field 'num_attention_heads' (",
+              c.num_attention_heads, ") must divide hidden_size (", c.hidden_size, ")");
+  const int64_t head_dim = c.hidden_size / c.num_attention_heads;
+  const int64_t kq = f.integer("kq_head_dim"), v = f.integer("v_head_dim");
+  c.qk_head_dim = kq > 0 ? kq : head_dim;
+  c.v_head_dim = v > 0 ? v : head_dim;
+
+  c.rope = f.flag("rope");
+  c.rope_theta = f.number("rope_theta");
+  // The released code treats a missing/null rope_type as plain RoPE.
+  const std::string rope_type = f.given("rope_type") ? f.text("rope_type") : "default";
+  f.ignore({"rope_type"});
+  if (rope_type == "ntk") c.rope_ntk = true;
+  else if (rope_type != "default")
+    f.bad("rope_type", "\"" + rope_type + "\" is not supported (\"default\" or \"ntk\")");
+  c.max_position_embeddings = f.integer("max_position_embeddings");
+  c.orig_max_position_embeddings = f.integer("orig_max_position_embeddings");
+
+  // The released forward lets a local query see W + 1 keys (q - k <= W).
+  c.sliding_window = f.integer("sliding_window");
+  HYMBA_CHECK(c.sliding_window >= 0, source, ": field 'sliding_window' must be >= 0");
+  c.sliding_window_inclusive = true;
+  c.global_attn_idx = f.integers("global_attn_idx");
+  c.num_memory_tokens = f.integer("num_memory_tokens");
+  const json& groups = f.value("kv_reuse_group");
+  if (!groups.is_null()) {
+    if (!groups.is_array()) f.wrong("kv_reuse_group", "a list of layer lists", groups);
+    for (const json& g : groups) {
+      if (!g.is_array()) f.wrong("kv_reuse_group", "a list of layer lists", groups);
+      std::vector<int64_t> group;
+      for (const json& e : g) {
+        if (!e.is_number_integer()) f.wrong("kv_reuse_group", "a list of layer lists", groups);
+        group.push_back(e.get<int64_t>());
+      }
+      c.kv_reuse_group.push_back(group);
+    }
+  }
+
+  c.mamba_d_state = f.integer("mamba_d_state");
+  c.mamba_d_conv = f.integer("mamba_d_conv");
+  c.mamba_expand = f.integer("mamba_expand");
+  c.mamba_dt_rank = f.dt_rank("mamba_dt_rank");
+  c.mamba_conv_bias = f.flag("mamba_conv_bias");
+  c.mamba_inner_layernorms = f.flag("mamba_inner_layernorms");
+
+  // conv_dim: every layer's conv width, which must be the Mamba inner width.
+  const json& conv = f.value("conv_dim");
+  if (!conv.is_null()) {
+    if (!conv.is_object() && !conv.is_array()) f.wrong("conv_dim", "an object of layer -> width", conv);
+    for (auto it = conv.begin(); it != conv.end(); ++it) {
+      if (!it->is_number_integer()) f.wrong("conv_dim", "an object of layer -> width", conv);
+      HYMBA_CHECK(it->get<int64_t>() == c.mamba_expand * c.hidden_size, source, ": field 'conv_dim' has width ",
+                  it->get<int64_t>(), "; only mamba_expand x hidden_size (", c.mamba_expand * c.hidden_size,
+                  ") is supported");
+    }
+  }
+  c.proj_style = ProjStyle::kFused;
+  c.fusion = Fusion::kNormMean;
+  f.reject_unknown();
+  return resolved(c, source);
+}
+
+// mamba_ssm's ssm_cfg (Mamba1 block arguments) into the engine config.
+void read_ssm_cfg(const json& ssm, ModelConfig& c, const std::string& source) {
+  if (ssm.is_null()) return;
+  HYMBA_CHECK(ssm.is_object(), source, ": field 'ssm_cfg' must be an object");
+  const std::string where = source + ": field 'ssm_cfg'";
+  PublishedFields f(ssm, json::object(), where);
+  f.set_layout_name("ssm_cfg");
+  if (f.given("layer")) f.require("layer", "Mamba1", "Mamba-2 blocks are not implemented");
+  if (f.given("d_state")) c.mamba_d_state = f.integer("d_state");
+  if (f.given("d_conv")) c.mamba_d_conv = f.integer("d_conv");
+  if (f.given("expand")) c.mamba_expand = f.integer("expand");
+  if (f.given("dt_rank")) c.mamba_dt_rank = f.dt_rank("dt_rank");
+  if (f.given("dt_min")) c.mamba_dt_min = f.number("dt_min");
+  if (f.given("dt_max")) c.mamba_dt_max = f.number("dt_max");
+  if (f.given("conv_bias")) c.mamba_conv_bias = f.flag("conv_bias");
+  if (f.given("bias")) f.require("bias", false, "in_proj and out_proj have no bias");
+  f.ignore({"dt_init", "dt_scale", "dt_init_floor", "use_fast_path", "layer_idx"});
+  f.reject_unknown();
+}
+
+ModelConfig pure_mamba_base() {
+  ModelConfig c;
+  c.num_attention_heads = 0;
+  c.num_key_value_heads = 0;
+  c.intermediate_size = 0;
+  c.num_memory_tokens = 0;
+  c.mamba_inner_layernorms = false;
+  c.sliding_window = 0;
+  c.rms_norm_eps = 1e-5;  // mamba_ssm's RMSNorm default
+  return c;
+}
+
+// transformers' MambaConfig defaults.
+json hf_mamba_defaults() {
+  return {{"vocab_size", 50280}, {"hidden_size", 768}, {"state_size", 16}, {"num_hidden_layers", 32},
+          {"layer_norm_epsilon", 1e-5}, {"expand", 2}, {"conv_kernel", 4}, {"use_bias", false},
+          {"use_conv_bias", true}, {"hidden_act", "silu"}, {"time_step_rank", "auto"}, {"time_step_min", 0.001},
+          {"time_step_max", 0.1}, {"tie_word_embeddings", true}, {"rms_norm", true}};
+}
+
+ModelConfig hf_mamba_config(const json& j, const std::string& source) {
+  PublishedFields f(j, hf_mamba_defaults(), source);
+  f.set_layout_name("MambaForCausalLM");
+  ignore_generic_hf_keys(f);
+  // Initialisation, kernel and precision choices: no effect on a float32 forward.
+  f.ignore({"residual_in_fp32", "rescale_prenorm_residual", "time_step_scale", "time_step_init_scheme",
+            "time_step_floor", "use_mambapy", "use_associative_scan", "fused_add_norm", "pad_vocab_size_multiple"});
+  if (f.given("model_type")) f.require("model_type", "mamba", "a Mamba config");
+  ModelConfig c = pure_mamba_base();
+  c.vocab_size = f.integer("vocab_size");
+  c.hidden_size = f.integer("hidden_size");
+  c.num_hidden_layers = f.integer("num_hidden_layers");
+  HYMBA_CHECK(c.num_hidden_layers >= 1 && c.num_hidden_layers <= 4096, source,
+              ": field 'num_hidden_layers' must be in 1..4096 (got ", c.num_hidden_layers, ")");
+  c.layer_types.assign(static_cast<size_t>(c.num_hidden_layers), MixerKind::kMamba);
+  c.mamba_d_state = f.integer("state_size");
+  c.mamba_d_conv = f.integer("conv_kernel");
+  c.mamba_expand = f.integer("expand");
+  c.rms_norm_eps = f.number("layer_norm_epsilon");
+  c.mamba_conv_bias = f.flag("use_conv_bias");
+  c.tie_word_embeddings = f.flag("tie_word_embeddings");
+  c.mamba_dt_min = f.number("time_step_min");
+  c.mamba_dt_max = f.number("time_step_max");
+  c.mamba_dt_rank = f.dt_rank("time_step_rank");
+  f.require("use_bias", false, "in_proj and out_proj have no bias");
+  f.require("hidden_act", "silu", "the Mamba block uses SiLU");
+  f.require("rms_norm", true, "norms are RMSNorm");
+  // Legacy keys of the converted repos, which must agree with the HF ones.
+  auto agree = [&](const char* name, int64_t expected, const char* with) {
+    if (!f.given(name)) {
+      f.ignore({name});
+      return;
+    }
+    const int64_t got = f.integer(name);
+    HYMBA_CHECK(got == expected, source, ": field '", name, "' (", got, ") disagrees with ", with, " (", expected, ")");
+  };
+  agree("d_model", c.hidden_size, "hidden_size");
+  agree("n_layer", c.num_hidden_layers, "num_hidden_layers");
+  agree("intermediate_size", c.mamba_expand * c.hidden_size, "expand x hidden_size");
+  agree("d_inner", c.mamba_expand * c.hidden_size, "expand x hidden_size");
+  const json& ssm = f.value("ssm_cfg");
+  HYMBA_CHECK(ssm.is_null() || (ssm.is_object() && ssm.empty()), source,
+              ": field 'ssm_cfg' must be empty in a MambaForCausalLM config (its values are in the HF keys)");
+  f.reject_unknown();
+  return resolved(c, source);
+}
+
+ModelConfig state_spaces_config(const json& j, const std::string& source) {
+  const json defaults = {{"d_intermediate", 0}, {"vocab_size", 50277}, {"rms_norm", true},
+                         {"pad_vocab_size_multiple", 8}, {"tie_embeddings", true}};
+  PublishedFields f(j, defaults, source);
+  f.set_layout_name("state-spaces Mamba");
+  f.ignore({"residual_in_fp32", "fused_add_norm", "attn_cfg"});
+  ModelConfig c = pure_mamba_base();
+  c.hidden_size = f.integer("d_model");
+  c.num_hidden_layers = f.integer("n_layer");
+  HYMBA_CHECK(c.num_hidden_layers >= 1 && c.num_hidden_layers <= 4096, source,
+              ": field 'n_layer' must be in 1..4096 (got ", c.num_hidden_layers, ")");
+  c.layer_types.assign(static_cast<size_t>(c.num_hidden_layers), MixerKind::kMamba);
+  // The embedding has vocab_size rounded up to a multiple of pad_vocab_size_multiple rows.
+  const int64_t vocab = f.integer("vocab_size"), multiple = f.integer("pad_vocab_size_multiple");
+  HYMBA_CHECK(vocab >= 1, source, ": field 'vocab_size' must be >= 1");
+  HYMBA_CHECK(multiple >= 1, source, ": field 'pad_vocab_size_multiple' must be >= 1");
+  c.vocab_size = (vocab + multiple - 1) / multiple * multiple;
+  c.tie_word_embeddings = f.flag("tie_embeddings");
+  f.require("rms_norm", true, "norms are RMSNorm");
+  if (f.integer("d_intermediate") != 0) f.bad("d_intermediate", "must be 0 (Mamba blocks with an MLP are not supported)");
+  if (!f.integers("attn_layer_idx").empty())
+    f.bad("attn_layer_idx", "must be empty (attention layers inside a state-spaces Mamba are not supported)");
+  read_ssm_cfg(f.value("ssm_cfg"), c, source);
+  f.reject_unknown();
+  return resolved(c, source);
+}
+
+}  // namespace
+
+CheckpointLayout detect_layout(const json& j, const std::string& source) {
+  if (!j.is_object()) return CheckpointLayout::kNative;  // from_json reports it
+  if (lists_architecture(j, "HymbaForCausalLM")) return CheckpointLayout::kHfHymba;
+  if (lists_architecture(j, "MambaForCausalLM")) return CheckpointLayout::kHfMamba;
+  if (j.contains("architectures")) {
+    const json& a = j["architectures"];
+    fail(source, ": field 'architectures' is ", a.dump(),
+         "; supported: HymbaForCausalLM, MambaForCausalLM (or a state-spaces Mamba config)");
+  }
+  const std::string type = j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>()
+                                                                                   : "";
+  if (type == "mamba") return CheckpointLayout::kHfMamba;
+  // Our own configs also say "hymba"; the released one has keys ours never write.
+  if (type == "hymba" && (j.contains("layer_type") || j.contains("kq_head_dim") || j.contains("conv_dim") ||
+                          j.contains("attn_hidden_size")))
+    return CheckpointLayout::kHfHymba;
+  if (j.contains("d_model") && j.contains("n_layer") && !j.contains("hidden_size"))
+    return CheckpointLayout::kStateSpacesMamba;
+  return CheckpointLayout::kNative;
+}
+
+ModelConfig config_from_published(const json& j, CheckpointLayout layout, const std::string& source) {
+  switch (layout) {
+    case CheckpointLayout::kHfHymba: return hymba_config(j, source);
+    case CheckpointLayout::kHfMamba: return hf_mamba_config(j, source);
+    case CheckpointLayout::kStateSpacesMamba: return state_spaces_config(j, source);
+    case CheckpointLayout::kNative: break;
+  }
+  return ModelConfig::from_json(j, source);
+}
+
+namespace {
+
+// One weights file: safetensors, or a torch.save zip (model/torch_checkpoint.h).
+class WeightFile {
+ public:
+  explicit WeightFile(const std::string& path) {
+    if (path.size() >= 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0)
+      st_ = std::make_unique<SafetensorsFile>(SafetensorsFile::open(path));
+    else
+      pt_ = std::make_unique<TorchCheckpoint>(TorchCheckpoint::open(path));
+  }
+  const std::string& path() const { return st_ ? st_->path() : pt_->path(); }
+  const std::vector<SafetensorsEntry>& entries() const { return st_ ? st_->entries() : pt_->entries(); }
+  const SafetensorsEntry* find(const std::string& name) const { return st_ ? st_->find(name) : pt_->find(name); }
+  void read_into(const std::string& name, float* dst, int64_t n) const {
+    if (st_) st_->read_into(name, dst, n);
+    else pt_->read_into(name, dst, n);
+  }
+  std::vector<float> read_f32(const std::string& name) const {
+    return st_ ? st_->read_f32(name) : pt_->read_f32(name);
+  }
+
+ private:
+  std::unique_ptr<SafetensorsFile> st_;
+  std::unique_ptr<TorchCheckpoint> pt_;
+};
+
+// The tensors of a checkpoint directory, over one file or the shards of an
+// index: safetensors first, else PyTorch's pytorch_model.bin.
+class WeightFiles {
+ public:
+  explicit WeightFiles(const std::string& dir) {
+    const fs::path d(dir);
+    for (const char* stem : {"model.safetensors", "pytorch_model.bin"}) {
+      const fs::path index = d / (std::string(stem) + ".index.json"), single = d / stem;
+      if (fs::exists(index)) {
+        index_ = index.string();
+        open_index();
+        return;
+      }
+      if (fs::exists(single)) {
+        files_.push_back(std::make_unique<WeightFile>(single.string()));
+        for (const SafetensorsEntry& e : files_[0]->entries()) listed_[e.name] = 0;
+        return;
+      }
+    }
+    fail(dir, ": no model.safetensors, pytorch_model.bin or their .index.json");
+  }
+
+  const SafetensorsEntry* find(const std::string& name, const WeightFile** file) const {
+    auto it = listed_.find(name);
+    if (it == listed_.end()) return nullptr;
+    *file = files_[it->second].get();
+    return files_[it->second]->find(name);
+  }
+  const std::map<std::string, size_t>& listed() const { return listed_; }
+  const WeightFile& file_of(const std::string& name) const { return *files_[listed_.at(name)]; }
+  // For messages about a tensor that is absent: the one file, or the index.
+  std::string where() const { return index_.empty() ? files_[0]->path() : index_; }
+
+ private:
+  void open_index() {
+    const json j = read_json_file(index_);
+    HYMBA_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), index_,
+                ": field 'weight_map' must be an object of tensor name -> file");
+    const fs::path d = fs::path(index_).parent_path();
+    std::map<std::string, size_t> opened;
+    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+      HYMBA_CHECK(it->is_string(), index_, ": field 'weight_map' entry '", it.key(), "' must be a file name");
+      const std::string shard = it->get<std::string>();
+      HYMBA_CHECK(!shard.empty() && shard.find('/') == std::string::npos && shard != "..", index_,
+                  ": field 'weight_map' entry '", it.key(), "' names '", shard, "', not a file beside the index");
+      auto found = opened.find(shard);
+      if (found == opened.end()) {
+        const fs::path p = d / shard;
+        HYMBA_CHECK(fs::exists(p), p.string(), ": missing (listed in ", index_, ")");
+        files_.push_back(std::make_unique<WeightFile>(p.string()));
+        found = opened.emplace(shard, files_.size() - 1).first;
+      }
+      listed_[it.key()] = found->second;
+    }
+    HYMBA_CHECK(!files_.empty(), index_, ": field 'weight_map' lists no tensors");
+    for (const auto& [name, fi] : listed_)
+      HYMBA_CHECK(files_[fi]->find(name) != nullptr, files_[fi]->path(), ": tensor '", name,
+                  "' is missing (listed in ", index_, ")");
+    for (size_t fi = 0; fi < files_.size(); ++fi)
+      for (const SafetensorsEntry& e : files_[fi]->entries()) {
+        auto it = listed_.find(e.name);
+        HYMBA_CHECK(it != listed_.end() && it->second == fi, files_[fi]->path(), ": tensor '", e.name,
+                    "' is not listed for this file in ", index_);
+      }
+  }
+
+  std::string index_;
+  std::vector<std::unique_ptr<WeightFile>> files_;
+  std::map<std::string, size_t> listed_;  // tensor -> index into files_
+};
+
+// Name in the published file of one engine tensor.
+std::string published_name(const std::string& engine_name, CheckpointLayout layout) {
+  if (layout == CheckpointLayout::kStateSpacesMamba && engine_name == "backbone.embeddings.weight")
+    return "backbone.embedding.weight";
+  return engine_name;
+}
+
+}  // namespace
+
+void load_checkpoint_weights(const std::string& dir, CheckpointLayout layout, const ModelConfig& cfg,
+                             ParamTable& table) {
+  HYMBA_CHECK(table.values_block() != nullptr || table.rows().empty(), dir,
+              ": cannot load parameters before they are allocated");
+  const WeightFiles files(dir);
+  const std::string where = files.where();
+  const ModelTensorNames names = tensor_names(cfg);
+
+  std::map<std::string, std::string> source_of;  // engine name -> published name
+  std::set<std::string> used;
+  for (const ParamInfo& p : table.rows()) {
+    const std::string name = published_name(p.name, layout);
+    const WeightFile* file = nullptr;
+    const SafetensorsEntry* e = files.find(name, &file);
+    HYMBA_CHECK(e != nullptr, where, ": tensor '", name, "' is missing",
+                p.name == names.lm_head ? " (the config says tie_word_embeddings false)" : "");
+    HYMBA_CHECK(e->is_float(), file->path(), ": tensor '", name, "' has dtype ", e->dtype,
+                ", expected F32, BF16 or F16");
+    bool same = static_cast<int>(e->shape.size()) == p.shape.rank;
+    for (int i = 0; same && i < p.shape.rank; ++i) same = e->shape[static_cast<size_t>(i)] == p.shape[i];
+    HYMBA_CHECK(same, file->path(), ": tensor '", name, "' has shape ", e->shape_str(), ", expected ",
+                p.shape.str(), " from the config");
+    source_of[p.name] = name;
+    used.insert(name);
+  }
+  // A tied lm_head may still be stored (torch.save keeps both names): it must
+  // then be the embedding; anything else the model lacks is an error.
+  std::string tied_head;
+  for (const auto& [name, fi] : files.listed()) {
+    if (used.count(name)) continue;
+    const WeightFile& file = files.file_of(name);
+    if (name == "lm_head.weight" && cfg.tie_word_embeddings) {
+      const SafetensorsEntry* e = file.find(name);
+      const WeightFile* efile = nullptr;
+      const SafetensorsEntry* emb = files.find(published_name(names.embed, layout), &efile);
+      HYMBA_CHECK(e->is_float() && emb != nullptr && e->shape == emb->shape, file.path(),
+                  ": tensor 'lm_head.weight' has shape ", e->shape_str(),
+                  " but the embeddings are tied (tie_word_embeddings true), so it must equal the embedding");
+      tied_head = name;
+      continue;
+    }
+    fail(file.path(), ": unexpected tensor '", name, "' (not a parameter of this ", to_string(layout), " model)");
+  }
+
+  table.for_each([&](ParamSlot& slot) {
+    const std::string& name = source_of.at(slot.info.name);
+    files.file_of(name).read_into(name, slot.value, slot.numel());
+  });
+  if (!tied_head.empty()) {
+    const std::vector<float> head = files.file_of(tied_head).read_f32(tied_head);
+    const Tensor emb = table.value(names.embed);
+    for (size_t i = 0; i < head.size(); ++i)
+      HYMBA_CHECK(head[i] == emb.data[i] || (std::isnan(head[i]) && std::isnan(emb.data[i])),
+                  files.file_of(tied_head).path(), ": tensor 'lm_head.weight' differs from the embedding at element ",
+                  i, " but the config ties them (tie_word_embeddings true)");
+  }
+}
+
+}  // namespace hymba
