@@ -112,6 +112,7 @@ TEST(HfTokenizer, RefusalsNameTheField) {
   EXPECT_NE(error_of(replaced(R"("merges": [")", R"("merges": [7, ")")).find("model.merges"), std::string::npos);
   EXPECT_NE(error_of("{\"model\": 1").find("tok.json"), std::string::npos);
   EXPECT_NE(error_of(replaced(R"("!": 2,)", "")).find("lacks byte"), std::string::npos);
+  EXPECT_NE(error_of(replaced(R"("!": 2,)", R"("!": 2, "!": 3,)")).find("twice"), std::string::npos);
 }
 
 }  // namespace

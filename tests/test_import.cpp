@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <span>
 #include <unistd.h>
 #include <string>
@@ -398,23 +399,40 @@ TEST(ImportErrors, CorruptTorchFilesAreErrorsNeverCrashes) {
   fs::remove_all(d);
 }
 
-TEST(ImportErrors, TiedHeadThatDiffersFromTheEmbedding) {
-  // Rewrite the state-spaces file with an lm_head that is not the embedding.
-  const fs::path d = copy_fixture("state_spaces_mamba", "tied");
-  const SafetensorsFile f = SafetensorsFile::open((d / "model.safetensors").string());
+// Rewrites a safetensors file in F32, letting `edit` change any tensor's values.
+void rewrite_weights(const fs::path& file, const std::function<void(const std::string&, std::vector<float>&)>& edit) {
+  const SafetensorsFile f = SafetensorsFile::open(file.string());
   std::vector<std::vector<float>> data;
   std::vector<NamedTensor> tensors;
   for (const SafetensorsEntry& e : f.entries()) data.push_back(f.read_f32(e.name));
   size_t i = 0;
   for (const SafetensorsEntry& e : f.entries()) {
-    if (e.name == "lm_head.weight") data[i][5] += 1.0f;
+    edit(e.name, data[i]);
     Shape s;
     s.rank = static_cast<int>(e.shape.size());
     for (int k = 0; k < s.rank; ++k) s.dims[k] = e.shape[static_cast<size_t>(k)];
     tensors.push_back({e.name, s, data[i].data()});
     ++i;
   }
-  save_safetensors((d / "model.safetensors").string(), tensors);
+  save_safetensors(file.string(), tensors);
+}
+
+TEST(ImportErrors, NonFiniteWeightsNameTheTensor) {
+  const fs::path d = copy_fixture("hf_hymba", "nan");
+  const std::string bad = "model.final_layernorm.weight";
+  rewrite_weights(d / "model.safetensors", [&](const std::string& name, std::vector<float>& v) {
+    if (name == bad) v[1] = std::numeric_limits<float>::infinity();
+  });
+  expect_error(d, "model.safetensors", bad);
+  fs::remove_all(d);
+}
+
+TEST(ImportErrors, TiedHeadThatDiffersFromTheEmbedding) {
+  // Rewrite the state-spaces file with an lm_head that is not the embedding.
+  const fs::path d = copy_fixture("state_spaces_mamba", "tied");
+  rewrite_weights(d / "model.safetensors", [](const std::string& name, std::vector<float>& v) {
+    if (name == "lm_head.weight") v[5] += 1.0f;
+  });
   expect_error(d, "model.safetensors", "lm_head.weight");
   edit_config(d, [](nlohmann::json& j) { j["tie_embeddings"] = false; });  // untied: loads
   EXPECT_EQ(load_error(d), "(loaded)");

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
+#include "core/json_io.h"
 #include "core/error.h"
 
 namespace hymba {
@@ -143,12 +144,7 @@ struct AddedToken {
 class HfBpeTokenizer final : public Tokenizer {
  public:
   HfBpeTokenizer(const std::string& path, std::string contents) : contents_(std::move(contents)) {
-    json j;
-    try {
-      j = json::parse(contents_);
-    } catch (const json::exception& e) {
-      fail(path, ": not valid JSON (", e.what(), ")");
-    }
+    const json j = parse_json(contents_, path);  // duplicate keys refused, errors name the file
     HYMBA_CHECK(j.is_object(), path, ": expected a JSON object");
     HYMBA_CHECK(j.contains("model") && j["model"].is_object(), path, ": field 'model' is missing");
     const json& m = j["model"];

@@ -580,7 +580,9 @@ void load_checkpoint_weights(const std::string& dir, CheckpointLayout layout, co
 
   table.for_each([&](ParamSlot& slot) {
     const std::string& name = source_of.at(slot.info.name);
-    files.file_of(name).read_into(name, slot.value, slot.numel());
+    const WeightFile& file = files.file_of(name);
+    file.read_into(name, slot.value, slot.numel());
+    check_finite(file.path(), name, slot.value, slot.numel());
   });
   if (!tied_head.empty()) {
     const std::vector<float> head = files.file_of(tied_head).read_f32(tied_head);
