@@ -258,22 +258,8 @@ void apply_train_settings(TrainOptions& o, const json& settings, const std::stri
 }
 
 json train_settings_json(const TrainOptions& o) {
-  json j = {{"batch", o.batch},
-            {"seq_len", o.seq_len},
-            {"grad_accum", o.grad_accum},
-            {"lr", o.lr},
-            {"min_lr_ratio", o.min_lr_ratio},
-            {"warmup", o.warmup},
-            {"weight_decay", o.adamw.weight_decay},
-            {"beta1", o.adamw.beta1},
-            {"beta2", o.adamw.beta2},
-            {"grad_clip", o.grad_clip},
-            {"label_smoothing", o.label_smoothing},
-            {"eval_interval", o.eval_interval},
-            {"eval_windows", o.eval_windows},
-            {"val_fraction", o.val_fraction},
-            {"seed", o.seed},
-            {"tokenizer", o.tokenizer_type}};
+  json j = recipe_core_json(o);
+  j.update(json{{"eval_interval", o.eval_interval}, {"eval_windows", o.eval_windows}, {"tokenizer", o.tokenizer_type}});
   if (o.steps > 0) j["steps"] = o.steps;
   else j["epochs"] = o.epochs;
   if (o.dropout >= 0) j["dropout"] = o.dropout;

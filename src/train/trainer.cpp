@@ -54,25 +54,14 @@ namespace {
 // windows (they do not touch the weights), the thread count (see
 // resume_checks()) and a --tokenizer file's path (its content is compared).
 json run_recipe(const TrainOptions& o, double dropout) {
-  return {{"data", o.data},
-          {"tokenizer_type", o.tokenizer_path.empty() ? o.tokenizer_type : std::string()},
-          {"tokenizer_vocab", o.tokenizer_path.empty() && o.tokenizer_type != "byte" ? o.tokenizer_vocab : 0},
-          {"batch", o.batch},
-          {"seq_len", o.seq_len},
-          {"grad_accum", o.grad_accum},
-          {"seed", o.seed},
-          {"lr", o.lr},
-          {"min_lr_ratio", o.min_lr_ratio},
-          {"warmup", o.warmup},
-          {"weight_decay", o.adamw.weight_decay},
-          {"beta1", o.adamw.beta1},
-          {"beta2", o.adamw.beta2},
-          {"eps", o.adamw.eps},
-          {"grad_clip", o.grad_clip},
-          {"label_smoothing", o.label_smoothing},
-          {"dropout", dropout},  // the one in effect: --dropout or the model config's
-          {"val_fraction", o.val_fraction},
-          {"threads", num_threads()}};
+  json j = recipe_core_json(o);
+  j.update(json{{"data", o.data},
+                {"tokenizer_type", o.tokenizer_path.empty() ? o.tokenizer_type : std::string()},
+                {"tokenizer_vocab", o.tokenizer_path.empty() && o.tokenizer_type != "byte" ? o.tokenizer_vocab : 0},
+                {"eps", o.adamw.eps},
+                {"dropout", dropout},  // the one in effect: --dropout or the model config's
+                {"threads", num_threads()}});
+  return j;
 }
 
 // The command-line spelling of a recipe key, for messages.
@@ -213,6 +202,22 @@ class MetricsLog {
 const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
 
 }  // namespace
+
+json recipe_core_json(const TrainOptions& o) {
+  return {{"batch", o.batch},
+          {"seq_len", o.seq_len},
+          {"grad_accum", o.grad_accum},
+          {"seed", o.seed},
+          {"lr", o.lr},
+          {"min_lr_ratio", o.min_lr_ratio},
+          {"warmup", o.warmup},
+          {"weight_decay", o.adamw.weight_decay},
+          {"beta1", o.adamw.beta1},
+          {"beta2", o.adamw.beta2},
+          {"grad_clip", o.grad_clip},
+          {"label_smoothing", o.label_smoothing},
+          {"val_fraction", o.val_fraction}};
+}
 
 TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& opt) {
   validate(opt);

@@ -68,6 +68,10 @@ struct TrainSummary {
 // Throws hymba::Error on bad input and when the loss becomes NaN/Inf (the last
 // good checkpoint is kept), and Interrupted (train/stop_signal.h) after saving
 // a checkpoint when SIGINT/SIGTERM arrives.
+// The optimisation recipe's settings that every record of a run shares (the
+// run state, ablation results); each record adds its own keys.
+nlohmann::json recipe_core_json(const TrainOptions& opt);
+
 TrainSummary train(const ModelConfig& cfg, const TrainOptions& opt);
 
 }  // namespace hymba
