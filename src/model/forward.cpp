@@ -346,6 +346,11 @@ LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, c
   acts.hf = arena.alloc_uninit(R * d);
   acts.rstd_f = arena.alloc_uninit(R);
   Ops<T>::rmsnorm(acts.hf, acts.rstd_f, x, P + plan.final_norm, R, d, c.rms_norm_eps);
+  if (opt.hidden_only) {
+    HYMBA_CHECK(targets == nullptr, "forward: hidden_only takes no targets");
+    acts.hf_tok = acts.logits = nullptr;
+    return {};
+  }
   // Meta rows are never scored: only token rows reach the LM head.
   if (M == 0) {
     acts.hf_tok = acts.hf;

@@ -71,6 +71,9 @@ struct ForwardOptions {
   // Also keep each Mamba layer's final SSM state in LayerActs::h_last (float
   // only): the decoder's prefill starts generation from it.
   bool keep_final_ssm_state = false;
+  // Stop after the final norm (acts.hf; no LM head, no logits, no loss): the
+  // features a sequence classifier pools. Targets must then be null.
+  bool hidden_only = false;
 };
 
 // out[rows, OC] = in[rows, C] @ w[OC, C]^T with row strides. The layer pieces

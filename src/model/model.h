@@ -35,6 +35,14 @@ class Model {
   // forward (which needs targets and at least one scored token).
   void backward(float loss_scale = 1.0f);
 
+  // Accumulates into the gradients the gradient of a loss on the final-norm
+  // output of the last forward: dhidden [B, M + T, d], meta rows first in
+  // each sequence (see hidden()). For heads other than the LM head.
+  void backward_from_hidden(const float* dhidden);
+  // [B, M + T, d] final-norm output of the last forward (meta rows first in
+  // each sequence): the features a classification head pools.
+  const float* hidden() const { return acts_.hf; }
+
   // Everything the last forward kept (for tests and debugging tools).
   const Activations<float>& activations() const { return acts_; }
   // [B, T, V] logits of the last forward.
