@@ -144,7 +144,10 @@ json train_classifier(const ClassifyTrainOptions& opt) {
 
   HeadConfig hc;
   hc.pooling = parse_pooling(opt.pooling);
-  hc.fusion = opt.backbones.size() == 2 ? parse_feature_fusion(opt.fusion) : FeatureFusion::kSingle;
+  HYMBA_CHECK(opt.backbones.size() == 2 || opt.fusion.empty(),
+              "--fusion: concat and gated combine two backbones; give --backbone twice");
+  hc.fusion = opt.backbones.size() == 2 ? parse_feature_fusion(opt.fusion.empty() ? "concat" : opt.fusion)
+                                        : FeatureFusion::kSingle;
   hc.hidden = opt.hidden;
   Classifier clf(opt.backbones, hc, classes, opt.max_len, !opt.freeze, true, opt.seed);
   const std::vector<Example> train_ex = clf.encode(train_texts);
@@ -305,6 +308,7 @@ json train_classifier(const ClassifyTrainOptions& opt) {
                          {"val", opt.val_path.empty() ? "split of --data" : opt.val_path},
                          {"val_fraction", opt.val_fraction},
                          {"pooling", opt.pooling},
+                         {"fusion", to_string(plan.cfg.fusion)},
                          {"hidden", opt.hidden},
                          {"freeze", opt.freeze},
                          {"max_len", opt.max_len},

@@ -56,8 +56,8 @@ void register_classify(CLI::App& app, const GlobalOptions& global) {
   train->add_option("--out", o.out_dir, "Classifier directory to write")->required();
   train->add_option("--pooling", o.pooling, "Features: last (last real token) or mean (over real tokens)")
       ->check(CLI::IsMember({"last", "mean"}))->capture_default_str();
-  train->add_option("--fusion", o.fusion, "Two backbones: concat or gated features")
-      ->check(CLI::IsMember({"concat", "gated"}))->capture_default_str();
+  train->add_option("--fusion", o.fusion, "Two backbones: concat (default) or gated features")
+      ->check(CLI::IsMember({"concat", "gated"}));
   train->add_option("--hidden", o.hidden, "Width of a tanh hidden layer in the head (0: linear head)")
       ->check(CLI::Range(0, 1 << 20))->capture_default_str();
   train->add_flag("--unfreeze", t->unfreeze, "Train the backbones too (default: frozen, no gradients or moments)");
