@@ -398,24 +398,10 @@ TEST(ClassifyBackboneGrad, ThroughPoolingMatchesFloat64FiniteDifferences) {
     };
     Rng pick(10);
     for (const ParamInfo& info : table.rows()) {
-      const int64_t count = info.shape.numel();
-      double max_num = 1e-4, max_err = 0;
-      for (int k = 0; k < std::min<int64_t>(8, count); ++k) {
-        const int64_t i = count <= 8 ? k : static_cast<int64_t>(pick.below(count));
-        double& p = P[info.offset + i];
-        const double saved = p, eps = 1e-5;
-        p = saved + eps;
-        const double up = loss();
-        p = saved - eps;
-        const double down = loss();
-        p = saved;
-        const double num = (up - down) / (2 * eps);
-        const double ana = table.grads_block()[info.offset + i];
-        max_num = std::max(max_num, std::abs(num));
-        max_err = std::max(max_err, std::abs(num - ana));
-      }
-      EXPECT_LE(max_err / max_num, 3e-3) << to_string(pooling) << " " << info.name << ": max error " << max_err
-                                         << " vs max |numeric| " << max_num;
+      const test::SampledGradError e = test::sampled_grad_error(
+          loss, P.data() + info.offset, table.grads_block() + info.offset, info.shape.numel(), 8, pick);
+      EXPECT_LE(e.relative(), 3e-3) << to_string(pooling) << " " << info.name << ": max error " << e.max_err
+                                    << " vs max |numeric| " << e.max_num;
     }
   }
 }

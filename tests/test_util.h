@@ -87,4 +87,29 @@ inline void expect_grad_matches(const std::function<double()>& loss, std::vector
   expect_close(analytic, numeric, tol, what + " (analytic vs float64 finite differences)");
 }
 
+// For whole-model checks, where differencing every element is too slow: the
+// largest |analytic - numeric| over `samples` random elements of x[0, count)
+// (all of them when count <= samples), and the largest |numeric| (floor 1e-4).
+struct SampledGradError {
+  double max_err = 0.0, max_num = 1e-4;
+  double relative() const { return max_err / max_num; }
+};
+inline SampledGradError sampled_grad_error(const std::function<double()>& loss, double* x, const float* analytic,
+                                           int64_t count, int64_t samples, Rng& pick, double eps = 1e-5) {
+  SampledGradError e;
+  for (int64_t k = 0; k < std::min(samples, count); ++k) {
+    const int64_t i = count <= samples ? k : static_cast<int64_t>(pick.below(static_cast<uint64_t>(count)));
+    const double saved = x[i];
+    x[i] = saved + eps;
+    const double up = loss();
+    x[i] = saved - eps;
+    const double down = loss();
+    x[i] = saved;
+    const double num = (up - down) / (2 * eps);
+    e.max_num = std::max(e.max_num, std::abs(num));
+    e.max_err = std::max(e.max_err, std::abs(num - static_cast<double>(analytic[i])));
+  }
+  return e;
+}
+
 }  // namespace hymba::test
