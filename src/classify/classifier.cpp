@@ -135,6 +135,7 @@ void Classifier::features(const std::vector<Example>& examples, const std::vecto
     const PaddedBatch& pb = batches[k];
     ForwardOptions fo;
     fo.hidden_only = true;
+    fo.release_activations = !train_backbones_;  // frozen: no backward, keep one layer at a time
     m.forward(pb.ids.data(), nullptr, pb.B, pb.T, fo);
     const int64_t d = m.config().hidden_size, M = m.config().num_memory_tokens;
     feats[k].resize(static_cast<size_t>(pb.B * d));

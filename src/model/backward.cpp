@@ -307,6 +307,8 @@ void model_backward(const ModelPlan& plan, const float* P, float* G, const Activ
 void model_backward_from_hidden(const ModelPlan& plan, const float* P, float* G, const Activations<float>& acts,
                                 const float* dhf, Arena& arena) {
   HYMBA_CHECK(acts.hf != nullptr, "backward: no forward to go back through");
+  HYMBA_CHECK(acts.layers.empty() || acts.layers.front().h != nullptr,
+              "backward: the last forward released its activations (release_activations)");
   Backward(plan, P, G, acts, arena).from_hidden(dhf);
 }
 

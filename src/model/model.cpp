@@ -23,7 +23,7 @@ LossStats Model::forward(const int32_t* ids, const int32_t* targets, int64_t B, 
                          const ForwardOptions& opt) {
   arena_.reset();
   last_opt_ = opt;
-  last_loss_ = model_forward(plan_, params_.values_block(), ids, targets, B, T, opt, arena_, acts_);
+  last_loss_ = model_forward(plan_, params_.values_block(), ids, targets, B, T, opt, arena_, acts_, &scratch_);
   return last_loss_;
 }
 

@@ -49,8 +49,9 @@ class Model {
   const float* logits() const { return acts_.logits; }
   int64_t batch() const { return acts_.B; }
   int64_t seq_len() const { return acts_.T_; }
-  // Arena high-water mark in bytes (activations + backward scratch).
-  size_t activation_bytes() const { return arena_.peak() * sizeof(float); }
+  // Arena high-water marks in bytes (activations + backward scratch, and the
+  // per-layer scratch of forwards that release their activations).
+  size_t activation_bytes() const { return (arena_.peak() + scratch_.peak()) * sizeof(float); }
   // Fill activation buffers that skip zeroing with NaN (tests: a read of an
   // element nobody wrote then shows up in the loss or the gradients).
   void set_activation_poison(bool on) { arena_.set_poison(on); }
@@ -59,6 +60,7 @@ class Model {
   ParamTable params_;
   ModelPlan plan_;
   Arena arena_;
+  Arena scratch_;  // per-layer activations of forwards with release_activations
   Activations<float> acts_;
   ForwardOptions last_opt_;
   LossStats last_loss_;
