@@ -55,20 +55,22 @@ inline void expect_close(const std::vector<float>& actual, const std::vector<flo
   expect_close(actual, to_double(expected), tol, what);
 }
 
-// Central differences of loss() with respect to every element of x (in place
-// perturbation, restored afterwards).
+// d loss / d x by a central difference (x perturbed in place, restored).
+inline double central_difference(const std::function<double()>& loss, double& x, double eps) {
+  const double saved = x;
+  x = saved + eps;
+  const double up = loss();
+  x = saved - eps;
+  const double down = loss();
+  x = saved;
+  return (up - down) / (2 * eps);
+}
+
+// Central differences of loss() with respect to every element of x.
 inline std::vector<double> numeric_grad(const std::function<double()>& loss, std::vector<double>& x,
                                         double eps = 1e-6) {
   std::vector<double> g(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double saved = x[i];
-    x[i] = saved + eps;
-    const double up = loss();
-    x[i] = saved - eps;
-    const double down = loss();
-    x[i] = saved;
-    g[i] = (up - down) / (2 * eps);
-  }
+  for (size_t i = 0; i < x.size(); ++i) g[i] = central_difference(loss, x[i], eps);
   return g;
 }
 
@@ -99,13 +101,7 @@ inline SampledGradError sampled_grad_error(const std::function<double()>& loss, 
   SampledGradError e;
   for (int64_t k = 0; k < std::min(samples, count); ++k) {
     const int64_t i = count <= samples ? k : static_cast<int64_t>(pick.below(static_cast<uint64_t>(count)));
-    const double saved = x[i];
-    x[i] = saved + eps;
-    const double up = loss();
-    x[i] = saved - eps;
-    const double down = loss();
-    x[i] = saved;
-    const double num = (up - down) / (2 * eps);
+    const double num = central_difference(loss, x[i], eps);
     e.max_num = std::max(e.max_num, std::abs(num));
     e.max_err = std::max(e.max_err, std::abs(num - static_cast<double>(analytic[i])));
   }
