@@ -169,6 +169,16 @@ TEST_F(ClassifyTrain, TwoBackboneHeadsConcatAndGated) {
     // Gated with unequal widths projects backbone B's features.
     EXPECT_EQ(clf->head_params().contains("proj_b.weight"), std::string(fusion) == "gated");
   }
+  // Unfrozen, both backbones learn through the gated head.
+  ClassifyTrainOptions o = options("two-gated-unfrozen");
+  o.backbones = {hybrid_, mamba};
+  o.fusion = "gated";
+  o.freeze = false;
+  o.steps = 6;
+  const json s = train_classifier(o);
+  EXPECT_EQ(s["mode"], "unfrozen");
+  EXPECT_NE(weights((dir_ / "two-gated-unfrozen" / "backbone-0").string()), weights(hybrid_));
+  EXPECT_NE(weights((dir_ / "two-gated-unfrozen" / "backbone-1").string()), weights(mamba));
 }
 
 TEST_F(ClassifyTrain, CliTrainEvalAndOneLineErrors) {
