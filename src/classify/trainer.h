@@ -20,7 +20,7 @@ struct ClassifyTrainOptions {
   ReadOptions read;
   std::string classes;          // comma-separated; empty: sorted labels of the training data
   std::string out_dir;
-  std::string pooling = "last";  // last | mean
+  std::string pooling = "mean";  // mean | last
   std::string fusion;            // two backbones: concat (default) | gated; empty with one
   int64_t hidden = 0;            // head hidden layer width (0: linear)
   bool freeze = true;            // backbones frozen (no gradients or moments)
