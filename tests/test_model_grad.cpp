@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "test_util.h"
 
 namespace hymba {
 namespace {
@@ -114,26 +115,11 @@ TEST_P(ModelGradTest, BackwardMatchesFloat64FiniteDifferences) {
 
   Rng pick(5);
   for (const ParamInfo& info : table.rows()) {
-    const int64_t count = info.shape.numel();
-    std::vector<int64_t> idx;
-    for (int k = 0; k < std::min<int64_t>(kSamplesPerTensor, count); ++k)
-      idx.push_back(count <= kSamplesPerTensor ? k : static_cast<int64_t>(pick.below(count)));
-    double max_num = 1e-4, max_err = 0;
-    for (int64_t i : idx) {
-      double& p = P[info.offset + i];
-      const double saved = p, eps = 1e-5;
-      p = saved + eps;
-      const double up = loss();
-      p = saved - eps;
-      const double down = loss();
-      p = saved;
-      const double num = (up - down) / (2 * eps);
-      const double ana = table.grads_block()[info.offset + i];
-      max_num = std::max(max_num, std::abs(num));
-      max_err = std::max(max_err, std::abs(num - ana));
-    }
-    EXPECT_LE(max_err / max_num, kGradTol) << fam.name << ": " << info.name << " max |analytic - numeric| = "
-                                           << max_err << " vs max |numeric| = " << max_num;
+    const test::SampledGradError e = test::sampled_grad_error(loss, P.data() + info.offset,
+                                                              table.grads_block() + info.offset, info.shape.numel(),
+                                                              kSamplesPerTensor, pick);
+    EXPECT_LE(e.relative(), kGradTol) << fam.name << ": " << info.name << " max |analytic - numeric| = " << e.max_err
+                                      << " vs max |numeric| = " << e.max_num;
   }
 }
 

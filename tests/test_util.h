@@ -55,20 +55,22 @@ inline void expect_close(const std::vector<float>& actual, const std::vector<flo
   expect_close(actual, to_double(expected), tol, what);
 }
 
-// Central differences of loss() with respect to every element of x (in place
-// perturbation, restored afterwards).
+// d loss / d x by a central difference (x perturbed in place, restored).
+inline double central_difference(const std::function<double()>& loss, double& x, double eps) {
+  const double saved = x;
+  x = saved + eps;
+  const double up = loss();
+  x = saved - eps;
+  const double down = loss();
+  x = saved;
+  return (up - down) / (2 * eps);
+}
+
+// Central differences of loss() with respect to every element of x.
 inline std::vector<double> numeric_grad(const std::function<double()>& loss, std::vector<double>& x,
                                         double eps = 1e-6) {
   std::vector<double> g(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double saved = x[i];
-    x[i] = saved + eps;
-    const double up = loss();
-    x[i] = saved - eps;
-    const double down = loss();
-    x[i] = saved;
-    g[i] = (up - down) / (2 * eps);
-  }
+  for (size_t i = 0; i < x.size(); ++i) g[i] = central_difference(loss, x[i], eps);
   return g;
 }
 
@@ -85,6 +87,25 @@ inline void expect_grad_matches(const std::function<double()>& loss, std::vector
                                 double eps = 1e-6) {
   std::vector<double> numeric = numeric_grad(loss, x, eps);
   expect_close(analytic, numeric, tol, what + " (analytic vs float64 finite differences)");
+}
+
+// For whole-model checks, where differencing every element is too slow: the
+// largest |analytic - numeric| over `samples` random elements of x[0, count)
+// (all of them when count <= samples), and the largest |numeric| (floor 1e-4).
+struct SampledGradError {
+  double max_err = 0.0, max_num = 1e-4;
+  double relative() const { return max_err / max_num; }
+};
+inline SampledGradError sampled_grad_error(const std::function<double()>& loss, double* x, const float* analytic,
+                                           int64_t count, int64_t samples, Rng& pick, double eps = 1e-5) {
+  SampledGradError e;
+  for (int64_t k = 0; k < std::min(samples, count); ++k) {
+    const int64_t i = count <= samples ? k : static_cast<int64_t>(pick.below(static_cast<uint64_t>(count)));
+    const double num = central_difference(loss, x[i], eps);
+    e.max_num = std::max(e.max_num, std::abs(num));
+    e.max_err = std::max(e.max_err, std::abs(num - static_cast<double>(analytic[i])));
+  }
+  return e;
 }
 
 }  // namespace hymba::test

@@ -62,6 +62,13 @@ class Backward {
       for (int64_t b = 0; b < B; ++b) copy_cols(dhf + (b * S + M) * d, d, dhf_tok + b * T * d, d, T, d);
     }
 
+    from_hidden(dhf);
+  }
+
+  // Everything below the final norm's output, from its gradient dhf [R, d].
+  void from_hidden(const float* dhf) {
+    const int64_t d = c_.hidden_size, M = acts_.M, S = acts_.S, R = acts_.R, B = acts_.B, T = acts_.T_;
+    const int64_t V = c_.vocab_size;
     // dx: gradient of the residual stream, walked back layer by layer.
     float* dx = arena_.alloc(R * d);
     const float* x_last = acts_.layers.back().x_out;
@@ -296,6 +303,14 @@ void model_backward(const ModelPlan& plan, const float* P, float* G, const Activ
                     double label_smoothing, Arena& arena) {
   HYMBA_CHECK(acts.has_targets, "backward: the last forward had no targets");
   Backward(plan, P, G, acts, arena).run(dloss, label_smoothing);
+}
+
+void model_backward_from_hidden(const ModelPlan& plan, const float* P, float* G, const Activations<float>& acts,
+                                const float* dhf, Arena& arena) {
+  HYMBA_CHECK(acts.hf != nullptr, "backward: no forward to go back through");
+  HYMBA_CHECK(acts.layers.empty() || acts.layers.front().h != nullptr,
+              "backward: the last forward released its activations (release_activations)");
+  Backward(plan, P, G, acts, arena).from_hidden(dhf);
 }
 
 }  // namespace hymba

@@ -12,4 +12,11 @@ namespace hymba {
 void model_backward(const ModelPlan& plan, const float* P, float* G, const Activations<float>& acts, float dloss,
                     double label_smoothing, Arena& arena);
 
+// Accumulates into G the gradient of a loss whose gradient with respect to
+// the final-norm output acts.hf is dhf [R, d] (every row, meta rows included;
+// rows a loss does not read are zero). The entry point for heads other than
+// the LM head (sequence classification); the last forward may be hidden_only.
+void model_backward_from_hidden(const ModelPlan& plan, const float* P, float* G, const Activations<float>& acts,
+                                const float* dhf, Arena& arena);
+
 }  // namespace hymba

@@ -305,9 +305,13 @@ void layer_residual_ffn(const ModelPlan& plan, const LayerPlan& lp, const T* P, 
 
 template <typename T>
 LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, const int32_t* targets, int64_t B,
-                        int64_t T_, const ForwardOptions& opt, BasicArena<T>& arena, Activations<T>& acts) {
+                        int64_t T_, const ForwardOptions& opt, BasicArena<T>& arena, Activations<T>& acts,
+                        BasicArena<T>* scratch) {
   const ModelConfig& c = plan.cfg;
   HYMBA_CHECK(B >= 1 && T_ >= 1, "forward: empty batch (B=", B, ", T=", T_, ")");
+  const bool release = opt.release_activations;
+  HYMBA_CHECK(!release || (opt.hidden_only && scratch != nullptr),
+              "forward: release_activations needs hidden_only and a scratch arena");
   const int64_t d = c.hidden_size, M = c.num_memory_tokens, S = M + T_, R = B * S, V = c.vocab_size;
   acts.B = B;
   acts.T_ = T_;
@@ -340,13 +344,37 @@ LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, c
 
   T* x = acts.x0;
   for (const LayerPlan& lp : plan.layers) {
-    layer_forward(plan, lp, P, opt, arena, acts, x);
-    x = acts.layers[static_cast<size_t>(lp.index)].x_out;
+    LayerActs<T>& a = acts.layers[static_cast<size_t>(lp.index)];
+    layer_forward(plan, lp, P, opt, release ? *scratch : arena, acts, x);
+    if (release) {
+      // Keep the layer's output and, for a KV producer whose K/V a later
+      // layer reads, its projections; everything else goes with the scratch.
+      bool read_later = false;
+      for (const LayerPlan& later : plan.layers)
+        read_later = read_later || (later.index > lp.index && later.attn && later.producer_layer == lp.index);
+      T* x_out = arena.alloc_uninit(R * d);
+      std::copy(a.x_out, a.x_out + R * d, x_out);
+      T* proj = nullptr;
+      if (read_later) {
+        proj = arena.alloc_uninit(R * lp.proj_width);
+        std::copy(a.proj, a.proj + R * lp.proj_width, proj);
+      }
+      a = LayerActs<T>{};
+      a.x_out = x_out;
+      a.proj = proj;
+      scratch->reset();
+    }
+    x = a.x_out;
   }
 
   acts.hf = arena.alloc_uninit(R * d);
   acts.rstd_f = arena.alloc_uninit(R);
   Ops<T>::rmsnorm(acts.hf, acts.rstd_f, x, P + plan.final_norm, R, d, c.rms_norm_eps);
+  if (opt.hidden_only) {
+    HYMBA_CHECK(targets == nullptr, "forward: hidden_only takes no targets");
+    acts.hf_tok = acts.logits = nullptr;
+    return {};
+  }
   // Meta rows are never scored: only token rows reach the LM head.
   if (M == 0) {
     acts.hf_tok = acts.hf;
@@ -365,9 +393,11 @@ template ScanParams<float> layer_scan_params<float>(const ModelPlan&, const Laye
 template ScanParams<double> layer_scan_params<double>(const ModelPlan&, const LayerPlan&, const double*,
                                                      const LayerActs<double>&, int64_t, int64_t);
 template LossStats model_forward<float>(const ModelPlan&, const float*, const int32_t*, const int32_t*, int64_t,
-                                        int64_t, const ForwardOptions&, BasicArena<float>&, Activations<float>&);
+                                        int64_t, const ForwardOptions&, BasicArena<float>&, Activations<float>&,
+                                        BasicArena<float>*);
 template LossStats model_forward<double>(const ModelPlan&, const double*, const int32_t*, const int32_t*, int64_t,
-                                         int64_t, const ForwardOptions&, BasicArena<double>&, Activations<double>&);
+                                         int64_t, const ForwardOptions&, BasicArena<double>&, Activations<double>&,
+                                         BasicArena<double>*);
 
 #define HYMBA_INSTANTIATE_LAYER_PIECES(T)                                                                       \
   template void layer_input_projection<T>(const ModelPlan&, const LayerPlan&, const T*, BasicArena<T>&,            \

@@ -71,6 +71,15 @@ struct ForwardOptions {
   // Also keep each Mamba layer's final SSM state in LayerActs::h_last (float
   // only): the decoder's prefill starts generation from it.
   bool keep_final_ssm_state = false;
+  // Stop after the final norm (acts.hf; no LM head, no logits, no loss): the
+  // features a sequence classifier pools. Targets must then be null.
+  bool hidden_only = false;
+  // With hidden_only and a scratch arena given to model_forward: each layer
+  // runs in the scratch arena, which is rewound after it; only its output
+  // (and the K/V projections later KV-sharing layers read) is kept. Peak
+  // activation memory is then about one layer's, for inference that needs no
+  // backward (frozen backbones); acts.layers hold only x_out and proj.
+  bool release_activations = false;
 };
 
 // out[rows, OC] = in[rows, C] @ w[OC, C]^T with row strides. The layer pieces
@@ -110,6 +119,7 @@ ScanParams<T> layer_scan_params(const ModelPlan& plan, const LayerPlan& lp, cons
 // which the caller resets between steps.
 template <typename T>
 LossStats model_forward(const ModelPlan& plan, const T* params, const int32_t* ids, const int32_t* targets,
-                        int64_t B, int64_t T_, const ForwardOptions& opt, BasicArena<T>& arena, Activations<T>& acts);
+                        int64_t B, int64_t T_, const ForwardOptions& opt, BasicArena<T>& arena, Activations<T>& acts,
+                        BasicArena<T>* scratch = nullptr);
 
 }  // namespace hymba

@@ -25,7 +25,7 @@ LossStats Model::forward(const int32_t* ids, const int32_t* targets, int64_t B, 
                          const ForwardOptions& opt) {
   arena_.reset();
   last_opt_ = opt;
-  last_loss_ = model_forward(plan_, params_.values_block(), ids, targets, B, T, opt, arena_, acts_);
+  last_loss_ = model_forward(plan_, params_.values_block(), ids, targets, B, T, opt, arena_, acts_, &scratch_);
   return last_loss_;
 }
 
@@ -35,6 +35,11 @@ void Model::backward(float loss_scale) {
   if (last_loss_.scored == 0) return;  // nothing scored: zero gradient
   model_backward(plan_, params_.values_block(), params_.grads_block(), acts_,
                  loss_scale / static_cast<float>(last_loss_.scored), last_opt_.label_smoothing, arena_);
+}
+
+void Model::backward_from_hidden(const float* dhidden) {
+  HYMBA_CHECK(params_.has_grads(), "backward: model was built for inference (no gradients)");
+  model_backward_from_hidden(plan_, params_.values_block(), params_.grads_block(), acts_, dhidden, arena_);
 }
 
 }  // namespace hymba

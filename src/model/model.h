@@ -35,14 +35,23 @@ class Model {
   // forward (which needs targets and at least one scored token).
   void backward(float loss_scale = 1.0f);
 
+  // Accumulates into the gradients the gradient of a loss on the final-norm
+  // output of the last forward: dhidden [B, M + T, d], meta rows first in
+  // each sequence (see hidden()). For heads other than the LM head.
+  void backward_from_hidden(const float* dhidden);
+  // [B, M + T, d] final-norm output of the last forward (meta rows first in
+  // each sequence): the features a classification head pools.
+  const float* hidden() const { return acts_.hf; }
+
   // Everything the last forward kept (for tests and debugging tools).
   const Activations<float>& activations() const { return acts_; }
   // [B, T, V] logits of the last forward.
   const float* logits() const { return acts_.logits; }
   int64_t batch() const { return acts_.B; }
   int64_t seq_len() const { return acts_.T_; }
-  // Arena high-water mark in bytes (activations + backward scratch).
-  size_t activation_bytes() const { return arena_.peak() * sizeof(float); }
+  // Arena high-water marks in bytes (activations + backward scratch, and the
+  // per-layer scratch of forwards that release their activations).
+  size_t activation_bytes() const { return (arena_.peak() + scratch_.peak()) * sizeof(float); }
   // Fill activation buffers that skip zeroing with NaN (tests: a read of an
   // element nobody wrote then shows up in the loss or the gradients).
   void set_activation_poison(bool on) { arena_.set_poison(on); }
@@ -51,6 +60,7 @@ class Model {
   ParamTable params_;
   ModelPlan plan_;
   Arena arena_;
+  Arena scratch_;  // per-layer activations of forwards with release_activations
   Activations<float> acts_;
   ForwardOptions last_opt_;
   LossStats last_loss_;

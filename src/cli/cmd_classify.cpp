@@ -1,0 +1,126 @@
+// `hymba classify train` and `hymba classify eval`: sequence classification
+// with a head on one or two frozen or unfrozen backbones (docs/classify.md).
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "classify/trainer.h"
+#include "cli/commands.h"
+
+namespace hymba::cli {
+
+namespace {
+
+void add_read_options(CLI::App* cmd, classify::ReadOptions& r) {
+  cmd->add_option("--format", r.format, "auto (.jsonl/.json: JSONL, else TSV), tsv or jsonl")
+      ->check(CLI::IsMember({"auto", "tsv", "jsonl"}))->capture_default_str();
+  cmd->add_option("--label-field", r.label_field, "JSONL field holding the label")->capture_default_str();
+  cmd->add_option("--text-field", r.text_field, "JSONL field holding the text")->capture_default_str();
+}
+
+void print_metrics(const nlohmann::json& s) {
+  const auto& m = s.at("metrics");
+  std::printf("accuracy %.4f  macro-F1 %.4f  loss %.4f  (%lld examples)\n", m.at("accuracy").get<double>(),
+              m.at("macro_f1").get<double>(), m.at("loss").get<double>(),
+              static_cast<long long>(m.at("examples").get<int64_t>()));
+  for (const auto& c : m.at("per_class"))
+    std::printf("  %-16s precision %.4f  recall %.4f  F1 %.4f  support %lld\n", c.at("class").get<std::string>().c_str(),
+                c.at("precision").get<double>(), c.at("recall").get<double>(), c.at("f1").get<double>(),
+                static_cast<long long>(c.at("support").get<int64_t>()));
+  const auto& mem = s.at("memory");
+  std::printf("peak RSS %.1f MB, backbone grads + AdamW %.2f MB, activations %.2f MB\n",
+              mem.at("peak_rss_mb").get<double>(), mem.at("backbone_grads_optimizer_mb").get<double>(),
+              mem.at("activation_peak_mb").get<double>());
+}
+
+}  // namespace
+
+void register_classify(CLI::App& app, const GlobalOptions& global) {
+  CLI::App* group = app.add_subcommand("classify", "Sequence classification with a head on frozen or unfrozen backbones");
+  group->require_subcommand(1);
+
+  struct TrainOpts {
+    classify::ClassifyTrainOptions o;
+    bool unfreeze = false, json = false;
+  };
+  auto t = std::make_shared<TrainOpts>();
+  classify::ClassifyTrainOptions& o = t->o;
+  CLI::App* train = group->add_subcommand(
+      "train", "Train a classification head (and with --unfreeze the backbones) on labelled text");
+  train->add_option("--backbone", o.backbones, "Checkpoint or run directory; give it twice for a two-backbone head")
+      ->required()->expected(1, 2);
+  train->add_option("--data", o.train_path, "Labelled training data: TSV label<TAB>text, or JSONL")->required();
+  train->add_option("--val", o.val_path, "Separate validation file (default: split --val-fraction off --data)");
+  add_read_options(train, o.read);
+  train->add_option("--classes", o.classes, "Comma-separated class names in order (default: sorted labels)");
+  train->add_option("--out", o.out_dir, "Classifier directory to write")->required();
+  train->add_option("--pooling", o.pooling, "Features: last (last real token) or mean (over real tokens)")
+      ->check(CLI::IsMember({"last", "mean"}))->capture_default_str();
+  train->add_option("--fusion", o.fusion, "Two backbones: concat (default) or gated features")
+      ->check(CLI::IsMember({"concat", "gated"}));
+  train->add_option("--hidden", o.hidden, "Width of a tanh hidden layer in the head (0: linear head)")
+      ->check(CLI::Range(0, 1 << 20))->capture_default_str();
+  train->add_flag("--unfreeze", t->unfreeze, "Train the backbones too (default: frozen, no gradients or moments)");
+  train->add_option("--max-len", o.max_len, "Tokens kept per text (the first ones)")
+      ->check(CLI::Range(1, 1 << 24))->capture_default_str();
+  train->add_option("--batch", o.batch, "Examples per step (right-padded, masked)")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  train->add_option("--epochs", o.epochs, "Passes over the training examples (when --steps is 0)")
+      ->check(CLI::Range(1e-6, 1e6))->capture_default_str();
+  train->add_option("--steps", o.steps, "Optimizer steps (overrides --epochs)")->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  train->add_option("--lr", o.lr, "Peak learning rate of the head")->check(CLI::Range(1e-12, 10.0))->capture_default_str();
+  train->add_option("--backbone-lr", o.backbone_lr, "Peak learning rate of unfrozen backbones")
+      ->check(CLI::Range(1e-12, 10.0))->capture_default_str();
+  train->add_option("--min-lr-ratio", o.min_lr_ratio, "Cosine floor as a fraction of the peak")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  train->add_option("--warmup", o.warmup, "Linear warmup steps")->check(CLI::Range(0, 1 << 30))->capture_default_str();
+  train->add_option("--weight-decay", o.adamw.weight_decay, "AdamW decoupled weight decay")
+      ->check(CLI::Range(0.0, 10.0))->capture_default_str();
+  train->add_option("--grad-clip", o.grad_clip, "Global gradient-norm clip over head and backbones (0 = off)")
+      ->check(CLI::Range(0.0, 1e6))->capture_default_str();
+  train->add_option("--val-fraction", o.val_fraction, "Share of --data held out when there is no --val")
+      ->check(CLI::Range(0.001, 0.9))->capture_default_str();
+  train->add_option("--eval-interval", o.eval_interval, "Steps between validations (0: once per epoch)")
+      ->check(CLI::Range(0, 1 << 30))->capture_default_str();
+  train->add_option("--log-interval", o.log_interval, "Steps between metric records")
+      ->check(CLI::Range(1, 1 << 30))->capture_default_str();
+  train->add_option("--seed", o.seed, "Seed for the head's init, the split and the example order")->capture_default_str();
+  train->add_flag("--plain-progress", o.plain_progress, "Periodic lines instead of a live bar");
+  train->add_flag("--quiet", o.quiet, "No progress output");
+  train->add_flag("--json", t->json, "Print summary.json on stdout");
+  train->callback([t, &global] {
+    apply_global_options(global);
+    t->o.freeze = !t->unfreeze;
+    const nlohmann::json s = classify::train_classifier(t->o);
+    if (t->json) {
+      std::cout << s.dump(2) << "\n";
+      return;
+    }
+    print_metrics(s);
+    std::printf("classifier: %s (summary.json, report.md, report.html, metrics.jsonl)\n", t->o.out_dir.c_str());
+  });
+
+  struct EvalOpts {
+    classify::ClassifyEvalOptions o;
+    bool json = false;
+  };
+  auto e = std::make_shared<EvalOpts>();
+  CLI::App* eval = group->add_subcommand("eval", "Score a trained classifier on labelled text");
+  eval->add_option("--classifier", e->o.classifier_dir, "Directory written by 'classify train'")->required();
+  eval->add_option("--data", e->o.data_path, "Labelled data: TSV label<TAB>text, or JSONL")->required();
+  add_read_options(eval, e->o.read);
+  eval->add_option("--out", e->o.out_dir, "Where summary.json and the report go (default: CLASSIFIER/eval)");
+  eval->add_option("--batch", e->o.batch, "Examples per forward")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  eval->add_flag("--json", e->json, "Print summary.json on stdout");
+  eval->callback([e, &global] {
+    apply_global_options(global);
+    const nlohmann::json s = classify::eval_classifier(e->o);
+    if (e->json) {
+      std::cout << s.dump(2) << "\n";
+      return;
+    }
+    print_metrics(s);
+  });
+}
+
+}  // namespace hymba::cli
