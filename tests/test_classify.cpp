@@ -87,6 +87,8 @@ TEST_F(ClassifyData, BadInputNamesFileLineAndField) {
   EXPECT_NE(error_of(write("x.tsv", "a\t  \n")).find("x.tsv:1: field 'text' is empty"), std::string::npos);
   const std::string bad = error_of(write("b.jsonl", "{\"label\":\"a\",\"text\":\"t\"}\n{\"label\": \n"));
   EXPECT_NE(bad.find("b.jsonl:2: not valid JSON"), std::string::npos) << bad;
+  const std::string twice = error_of(write("d.jsonl", "{\"label\":\"a\",\"text\":\"t\",\"label\":\"b\"}\n"));
+  EXPECT_NE(twice.find("d.jsonl:1: the top-level object has key 'label' twice"), std::string::npos) << twice;
   EXPECT_NE(error_of(write("m.jsonl", "{\"text\":\"t\"}\n")).find("m.jsonl:1: field 'label' is missing"),
             std::string::npos);
   EXPECT_NE(error_of(write("n.jsonl", "{\"label\":\"a\",\"text\":3}\n")).find("n.jsonl:1: field 'text' is a number"),

@@ -153,6 +153,21 @@ TEST_F(ClassifyTrain, UnfrozenTrainsTheBackboneAndEvalReloadsIt) {
   }
 }
 
+TEST_F(ClassifyTrain, PublishedCheckpointWithTokenizerJsonIsABackbone) {
+  // An HF MambaForCausalLM directory (sharded safetensors, byte-level BPE
+  // tokenizer.json) is a backbone as it is; the saved classifier keeps its tokenizer.
+  ClassifyTrainOptions o = options("published");
+  o.backbones = {std::string(HYMBA_FIXTURES_DIR) + "/import/hf_mamba"};
+  o.epochs = 2;
+  const json s = train_classifier(o);
+  EXPECT_TRUE(fs::exists(fs::path(o.out_dir) / "backbone-0" / "tokenizer.json"));
+  ClassifyEvalOptions e;
+  e.classifier_dir = o.out_dir;
+  e.data_path = val_;
+  e.quiet = true;
+  EXPECT_EQ(eval_classifier(e)["metrics"]["confusion_matrix"], s["metrics"]["confusion_matrix"]);
+}
+
 TEST_F(ClassifyTrain, TwoBackboneHeadsConcatAndGated) {
   const std::string mamba = backbone("mamba", 12, 2);
   for (const char* fusion : {"concat", "gated"}) {

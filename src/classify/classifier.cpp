@@ -8,6 +8,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/safetensors.h"
+#include "data/hf_tokenizer.h"
 #include "model/checkpoint.h"
 #include "train/run_state.h"
 
@@ -22,7 +23,10 @@ Backbone load_backbone(const std::string& dir, bool trainable) {
   Backbone b;
   b.source = resolve_checkpoint(dir);
   b.model = load_model(b.source, trainable);
-  b.tok = load_tokenizer((fs::path(b.source) / kTokenizerFile).string());
+  // Any checkpoint directory: ours (tokenizer.model) or a published one (tokenizer.json).
+  CheckpointTokenizer ct = load_checkpoint_tokenizer(b.source);
+  b.tok = std::move(ct.tokenizer);
+  b.tok_path = ct.path;
   HYMBA_CHECK(b.tok->vocab_size() == b.model->config().vocab_size, b.source, ": tokenizer has ", b.tok->vocab_size(),
               " tokens but the model's vocab_size is ", b.model->config().vocab_size);
   return b;
@@ -104,7 +108,14 @@ void Classifier::save(const std::string& dir, const json& extra) const {
   meta["backbones"] = json::array();
   for (size_t k = 0; k < backbones_.size(); ++k) {
     const std::string sub = "backbone-" + std::to_string(k);
-    save_inference_checkpoint((fs::path(dir) / sub).string(), *backbones_[k].model, *backbones_[k].tok);
+    const Backbone& b = backbones_[k];
+    const fs::path sub_dir = fs::path(dir) / sub;
+    save_model(sub_dir.string(), *b.model);
+    // Keep the tokenizer's own file name (and its tokenizer_config.json), so the
+    // backbone loads back with the same tokenizer whatever its kind.
+    b.tok->save((sub_dir / fs::path(b.tok_path).filename()).string());
+    const fs::path tok_cfg = fs::path(b.tok_path).parent_path() / "tokenizer_config.json";
+    if (fs::exists(tok_cfg)) write_text_atomic((sub_dir / tok_cfg.filename()).string(), read_file(tok_cfg.string()));
     meta["backbones"].push_back({{"dir", sub},
                                  {"source", backbones_[k].source},
                                  {"frozen", !train_backbones_},

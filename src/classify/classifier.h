@@ -33,6 +33,7 @@ struct Backbone {
   std::string source;  // the checkpoint directory it was loaded from
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tok;
+  std::string tok_path;  // its file: tokenizer.model, or a published tokenizer.json
 };
 
 class Classifier {

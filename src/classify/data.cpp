@@ -9,6 +9,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/json_io.h"
 #include "core/rng.h"
 
 namespace hymba::classify {
@@ -56,12 +57,7 @@ LabeledText parse_tsv_line(std::string_view line, const std::string& where) {
 }
 
 LabeledText parse_jsonl_line(std::string_view line, const std::string& where, const ReadOptions& opt) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(line.begin(), line.end());
-  } catch (const nlohmann::json::parse_error& e) {
-    fail(where, ": not valid JSON (column ", e.byte, ")");
-  }
+  const nlohmann::json j = parse_json(line, where);  // one line naming file:line; duplicate keys refused
   HYMBA_CHECK(j.is_object(), where, ": expected a JSON object, got ", j.type_name());
   LabeledText ex;
   ex.where = where;
