@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/threading.h"
+#include "train/metrics_log.h"
 #include "train/progress.h"
 
 namespace hymba::classify {
@@ -104,22 +105,6 @@ json memory_record(const Classifier& clf) {
           {"activation_peak_mb", mb(clf.activation_peak_bytes())}};
 }
 
-class JsonLines {
- public:
-  explicit JsonLines(const std::string& path) {
-    write_text_atomic(path, "");
-    out_.open(path, std::ios::app);
-    HYMBA_CHECK(out_.good(), path, ": cannot open for writing");
-  }
-  void write(const json& j) {
-    out_ << j.dump() << "\n";
-    out_.flush();
-  }
-
- private:
-  std::ofstream out_;
-};
-
 }  // namespace
 
 json train_classifier(const ClassifyTrainOptions& opt) {
@@ -196,7 +181,7 @@ json train_classifier(const ClassifyTrainOptions& opt) {
 
   LrSchedule head_sched{opt.lr, opt.lr * opt.min_lr_ratio, opt.warmup, total};
   LrSchedule backbone_sched{opt.backbone_lr, opt.backbone_lr * opt.min_lr_ratio, opt.warmup, total};
-  JsonLines metrics((fs::path(opt.out_dir) / "metrics.jsonl").string());
+  MetricsLog metrics((fs::path(opt.out_dir) / "metrics.jsonl").string(), /*fresh=*/true);
   json history = json::array();
   auto evaluate_val = [&](int64_t step_done, Progress& progress) {
     double loss = 0.0;

@@ -20,6 +20,7 @@
 #include "model/checkpoint.h"
 #include "model/memory_estimate.h"
 #include "model/model.h"
+#include "train/metrics_log.h"
 #include "train/progress.h"
 #include "train/run_lock.h"
 #include "train/run_state.h"
@@ -184,20 +185,6 @@ void truncate_metrics(const std::string& path, int64_t step) {
   }
   write_text_atomic(path, kept);
 }
-
-class MetricsLog {
- public:
-  explicit MetricsLog(const std::string& path) : out_(path, std::ios::app) {
-    HYMBA_CHECK(out_.good(), path, ": cannot open for writing");
-  }
-  void write(const json& record) {
-    out_ << record.dump() << "\n";
-    out_.flush();
-  }
-
- private:
-  std::ofstream out_;
-};
 
 const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
 
