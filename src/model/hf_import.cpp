@@ -287,7 +287,7 @@ void read_ssm_cfg(const json& ssm, ModelConfig& c, const std::string& source) {
   const std::string where = source + ": field 'ssm_cfg'";
   PublishedFields f(ssm, json::object(), where);
   f.set_layout_name("ssm_cfg");
-  if (f.given("layer")) f.require("layer", "Mamba1", "Mamba-2 blocks are not implemented");
+  if (f.given("layer")) f.require("layer", "Mamba1", "the engine runs Mamba1 blocks");
   if (f.given("d_state")) c.mamba_d_state = f.integer("d_state");
   if (f.given("d_conv")) c.mamba_d_conv = f.integer("d_conv");
   if (f.given("expand")) c.mamba_expand = f.integer("expand");
