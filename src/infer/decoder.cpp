@@ -197,6 +197,8 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
     }
     layer_mixer_output(plan, lp, P, arena_, a, R, &linear);
     layer_residual_ffn(plan, lp, P, ForwardOptions{}, arena_, a, R, &linear);
+    if (lp.block_first >= 0)
+      layer_block_link(plan, lp, P, arena_, a, acts_[static_cast<size_t>(lp.block_first)].x_in, R, &linear);
     x = a.x_out;
   }
 
