@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   hymba::cli::register_generate(app, global);
   hymba::cli::register_bench_infer(app, global);
   hymba::cli::register_ablate(app, global);
+  hymba::cli::register_synth(app, global);
 
   try {
     app.parse(argc, argv);

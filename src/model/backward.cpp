@@ -50,18 +50,25 @@ class Backward {
         dproj_(static_cast<size_t>(plan.cfg.num_hidden_layers), nullptr) {}
 
   void run(float dloss, double label_smoothing) {
-    const int64_t d = c_.hidden_size, M = acts_.M, S = acts_.S, R = acts_.R, B = acts_.B, T = acts_.T_;
-    const int64_t V = c_.vocab_size, BT = B * T;
+    const int64_t d = c_.hidden_size, BT = acts_.B * acts_.T_, V = c_.vocab_size;
     float* dlogits = arena_.alloc(BT * V);
     cpu::cross_entropy_backward(dlogits, acts_.logits, acts_.targets.data(), BT, V,
                                 static_cast<float>(label_smoothing), dloss);
     float* dhf_tok = arena_.alloc_uninit(BT * d);
     cpu::matmul_backward(dhf_tok, d, G_ + plan_.lm_head, nullptr, dlogits, V, acts_.hf_tok, d, P_ + plan_.lm_head, BT,
                          d, V, /*overwrite_dinp=*/true);
-    float* dhf = dhf_tok;  // without meta rows the token rows are all the rows
+    run_from_hidden(dhf_tok);
+  }
+
+  // From the gradient of the final-norm output's token rows [B*T, d].
+  void run_from_hidden(const float* dhf_tok) {
+    const int64_t d = c_.hidden_size, M = acts_.M, S = acts_.S, R = acts_.R, B = acts_.B, T = acts_.T_;
+    const int64_t V = c_.vocab_size;
+    const float* dhf = dhf_tok;  // without meta rows the token rows are all the rows
     if (M > 0) {
-      dhf = arena_.alloc(R * d);  // meta rows stay zero: they are never scored
-      for (int64_t b = 0; b < B; ++b) copy_cols(dhf + (b * S + M) * d, d, dhf_tok + b * T * d, d, T, d);
+      float* padded = arena_.alloc(R * d);  // meta rows stay zero: they are never scored
+      for (int64_t b = 0; b < B; ++b) copy_cols(padded + (b * S + M) * d, d, dhf_tok + b * T * d, d, T, d);
+      dhf = padded;
     }
 
     // dx: gradient of the residual stream, walked back layer by layer.
@@ -333,6 +340,11 @@ void model_backward(const ModelPlan& plan, const float* P, float* G, const Activ
                     double label_smoothing, Arena& arena) {
   HYMBA_CHECK(acts.has_targets, "backward: the last forward had no targets");
   Backward(plan, P, G, acts, arena).run(dloss, label_smoothing);
+}
+
+void model_backward_from_hidden(const ModelPlan& plan, const float* P, float* G, const Activations<float>& acts,
+                                const float* dhidden, Arena& arena) {
+  Backward(plan, P, G, acts, arena).run_from_hidden(dhidden);
 }
 
 }  // namespace hymba

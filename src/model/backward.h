@@ -12,4 +12,9 @@ namespace hymba {
 void model_backward(const ModelPlan& plan, const float* P, float* G, const Activations<float>& acts, float dloss,
                     double label_smoothing, Arena& arena);
 
+// The same walk from the gradient of the final norm's token rows (hf_tok,
+// [B*T, d]) instead of a loss: for heads other than the LM head.
+void model_backward_from_hidden(const ModelPlan& plan, const float* P, float* G, const Activations<float>& acts,
+                                const float* dhidden, Arena& arena);
+
 }  // namespace hymba

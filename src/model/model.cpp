@@ -35,4 +35,9 @@ void Model::backward(float loss_scale) {
                  loss_scale / static_cast<float>(last_loss_.scored), last_opt_.label_smoothing, arena_);
 }
 
+void Model::backward_from_hidden(const float* dhidden) {
+  HYMBA_CHECK(params_.has_grads(), "backward: model was built for inference (no gradients)");
+  model_backward_from_hidden(plan_, params_.values_block(), params_.grads_block(), acts_, dhidden, arena_);
+}
+
 }  // namespace hymba

@@ -34,6 +34,11 @@ class Model {
   // Accumulates into the gradients d(loss_scale * mean loss) of the last
   // forward (which needs targets and at least one scored token).
   void backward(float loss_scale = 1.0f);
+  // Accumulates the gradients given d(hidden) for the last forward's final
+  // hidden states (hidden(), [B*T, d]): for a head of the caller's own.
+  void backward_from_hidden(const float* dhidden);
+  // [B*T, d] final-norm output of the last forward (the LM head's input).
+  const float* hidden() const { return acts_.hf_tok; }
 
   // Everything the last forward kept (for tests and debugging tools).
   const Activations<float>& activations() const { return acts_; }

@@ -343,6 +343,26 @@ json TaskSpec::to_json() const {
           {"train_scores_all", train_scores_all}};
 }
 
+std::string TaskSpec::summary() const {
+  std::string s = std::string(to_string(kind)) + " V=" + str(vocab_size) + " L=" + str(seq_len);
+  switch (kind) {
+    case TaskKind::kInContextRecall: break;
+    case TaskKind::kNoisyRecall:
+      s += ", " + str(noise_vocab_size) + " noise tokens at p=" + std::to_string(frac_noise).substr(0, 4);
+      break;
+    case TaskKind::kFuzzyRecall: s += ", keys <= " + str(max_key_len) + ", values <= " + str(max_value_len); break;
+    case TaskKind::kSelectiveCopying: s += ", " + str(num_tokens_to_copy) + " to copy"; break;
+    case TaskKind::kCompression: break;
+    case TaskKind::kMemorization: s += ", table seed " + std::to_string(memorization_seed); break;
+    case TaskKind::kMqar: s += ", " + str(num_kv_pairs) + " pairs"; break;
+    case TaskKind::kInductionHeads: break;
+  }
+  if ((kind == TaskKind::kInContextRecall || kind == TaskKind::kNoisyRecall || kind == TaskKind::kFuzzyRecall) &&
+      !train_scores_all)
+    s += ", training scores answers only";
+  return s;
+}
+
 TaskSpec TaskSpec::from_json(const json& j, const TaskSpec& base, const std::string& source) {
   HYMBA_CHECK(j.is_object(), source, ": task settings must be a JSON object");
   TaskSpec s = base;

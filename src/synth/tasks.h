@@ -46,6 +46,8 @@ struct TaskSpec {
   // setting is out of range or the combination is impossible.
   void validate() const;
   nlohmann::json to_json() const;
+  // The settings this task reads, in words: "selective-copying V=16 L=20, 5 to copy".
+  std::string summary() const;
   // Reads the keys to_json() writes (all optional over `base`); unknown keys
   // and wrong types are errors naming `source` and the key.
   static TaskSpec from_json(const nlohmann::json& j, const TaskSpec& base, const std::string& source);
