@@ -45,7 +45,7 @@ struct Options {
   std::string schedule, model, link;
   int64_t hidden_size = 0, num_layers = 0, num_heads = 0, num_blocks = 0, trans_layers = 0, mamba_layers = 0,
           d_state = 0;
-  double ffn_mult = 0;
+  double ffn_mult = 0, init_std = 0;
   std::vector<Override> overrides;
 };
 
@@ -218,6 +218,7 @@ void register_synth(CLI::App& app, const GlobalOptions& global) {
       ->check(CLI::IsMember({"null", "residual", "res", "gated", "gated-res"}));
   add(cmd, x, "--ffn-mult", x.ffn_mult, "model", "ffn_mult", "SwiGLU width / hidden for models with attention (0: none)");
   add(cmd, x, "--d-state", x.d_state, "model", "d_state", "Mamba state size");
+  add(cmd, x, "--init-std", x.init_std, "model", "init_std", "Std of the normal init of embeddings and projections");
   // Training.
   add(cmd, x, "--epochs", x.epochs, "train", "epochs", "Epochs over the training set");
   add(cmd, x, "--batch-size,--batch_size", x.batch_size, "train", "batch_size", "Training batch");

@@ -81,6 +81,7 @@ void ArchSpec::validate() const {
   need(hidden_size >= 2 && hidden_size <= 65536, "--hidden-size", "must be in 2..65536 (got " + std::to_string(hidden_size) + ")");
   need(d_state >= 1 && d_state <= 1024, "--d-state", "must be in 1..1024");
   need(ffn_mult >= 0 && ffn_mult <= 64, "--ffn-mult", "must be in 0..64");
+  need(init_std > 0 && init_std <= 10, "--init-std", "must be in (0, 10]");
   if (kind == ArchKind::kHybrid) {
     need(num_blocks >= 1 && num_blocks <= 256, "--num-blocks", "must be in 1..256");
     need(trans_layers >= 1 && trans_layers <= 256, "--trans-layers", "must be in 1..256 (use --model mamba for none)");
@@ -112,7 +113,7 @@ std::string ArchSpec::label() const {
 
 json ArchSpec::to_json() const {
   json j = {{"model", to_string(kind)}, {"hidden_size", hidden_size}, {"num_heads", num_heads},
-            {"ffn_mult", ffn_mult},     {"d_state", d_state}};
+            {"ffn_mult", ffn_mult},     {"d_state", d_state},     {"init_std", init_std}};
   if (kind == ArchKind::kHybrid) {
     j["num_blocks"] = num_blocks;
     j["trans_layers"] = trans_layers;
@@ -140,6 +141,7 @@ ArchSpec ArchSpec::from_json(const json& j, const ArchSpec& base, const std::str
   f.get("mamba_layers", a.mamba_layers);
   f.get("ffn_mult", a.ffn_mult);
   f.get("d_state", a.d_state);
+  f.get("init_std", a.init_std);
   f.reject_unknown();
   return a;
 }
@@ -147,7 +149,8 @@ ArchSpec ArchSpec::from_json(const json& j, const ArchSpec& base, const std::str
 ModelConfig make_model_config(const ArchSpec& a, int64_t vocab_size) {
   a.validate();
   json j = {{"vocab_size", vocab_size},   {"hidden_size", a.hidden_size},   {"num_attention_heads", a.num_heads},
-            {"num_key_value_heads", a.num_heads}, {"mamba_d_state", a.d_state}, {"tie_word_embeddings", true}};
+            {"num_key_value_heads", a.num_heads}, {"mamba_d_state", a.d_state}, {"tie_word_embeddings", true},
+            {"initializer_range", a.init_std}};
   const int64_t ffn = static_cast<int64_t>(std::llround(a.ffn_mult * static_cast<double>(a.hidden_size)));
   switch (a.kind) {
     case ArchKind::kTransformer:

@@ -28,6 +28,7 @@ struct ArchSpec {
   BlockLink link = BlockLink::kNull;
   double ffn_mult = 4.0;  // SwiGLU width / hidden for models with attention (pure Mamba never has one)
   int64_t d_state = 16;
+  double init_std = 0.02;  // std of the normal init of embeddings and projections (model initializer_range)
 
   void validate() const;                 // errors name the flag
   std::string label() const;             // "Hybrid blocks 1, Null tLrs 2 mLrs 2" (seed 004's wording)
