@@ -277,13 +277,25 @@ TEST_F(SynthSuiteTest, WritesResultsReportAndPlotsAndSkipsMeasuredRows) {
   } else {
     EXPECT_NE(md.find("plots skipped"), std::string::npos);
   }
-  // A rerun keeps both rows; a changed recipe measures again.
+  // A rerun keeps both rows; a changed recipe measures again (no plots: faster).
+  opt.gnuplot.clear();
   const SuiteRunSummary again = run_synth_suite(suite, opt);
   EXPECT_EQ(again.skipped, 2);
   EXPECT_EQ(again.rows[0].result.last().eval_acc, s.rows[0].result.last().eval_acc);
   SynthSuite changed = suite;
   changed.train.epochs = 1;
   EXPECT_EQ(run_synth_suite(changed, opt).trained, 2);
+  // A row dropped from the suite stays in results.json but leaves the report.
+  changed.rows.pop_back();
+  const SuiteRunSummary fewer = run_synth_suite(changed, opt);
+  EXPECT_EQ(fewer.skipped, 1);
+  EXPECT_EQ(read_json_file((dir_ / "out" / "results.json").string())["rows"].size(), 2u);
+  EXPECT_EQ(read_file(fewer.report_md).find("Gated-res"), std::string::npos);
+  // A corrupt record is measured again, not trusted.
+  json broken = read_json_file((dir_ / "out" / "results.json").string());
+  broken["rows"][0].erase("epochs");
+  write_text_atomic((dir_ / "out" / "results.json").string(), broken.dump());
+  EXPECT_EQ(run_synth_suite(changed, opt).trained, 1);
 }
 
 TEST_F(SynthSuiteTest, BadSuiteFilesNameTheKey) {

@@ -1,5 +1,6 @@
 #include "synth/runner.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 
@@ -222,10 +223,15 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
       ++summary.trained;
     }
     summary.rows.push_back(rec);
-    // Saved after every row, so a killed suite keeps what it measured.
+    // Saved after every row, so a killed suite keeps what it measured. Rows
+    // of ids the suite no longer has stay in the file, out of the report.
     json all = header;
     all["rows"] = json::array();
     for (const RowRecord& r : summary.rows) all["rows"].push_back(r.to_json());
+    for (const RowRecord& r : stored) {
+      const bool in_suite = std::any_of(suite.rows.begin(), suite.rows.end(), [&](const SynthRow& x) { return x.id == r.id; });
+      if (!in_suite) all["rows"].push_back(r.to_json());
+    }
     write_text_atomic(results_path, all.dump(2) + "\n");
   }
 
