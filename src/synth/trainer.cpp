@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "core/threading.h"
 #include "model/model.h"
 #include "synth/compression_head.h"
 #include "train/optimizer.h"
@@ -253,6 +254,7 @@ class Learner {
 
   // Loss stats of a batch; with `learn` also accumulates gradients.
   LossStats run(const int32_t* ids, const int32_t* targets, int64_t B, int64_t T, bool learn) {
+    const ThreadLimit threads(threads_for_param_rows(params() * B * T));
     if (!compression_) {
       const LossStats st = model_.forward(ids, targets, B, T);
       if (learn) model_.backward();
@@ -281,6 +283,7 @@ class Learner {
 
   // Clips the global norm over model and head, then one AdamW step.
   void step(const AdamWConfig& cfg, double lr, int64_t t, double clip) {
+    const ThreadLimit threads(threads_for_param_rows(params()));
     if (clip > 0) {
       const double m = grad_global_norm(model_.params()), h = head_ ? grad_global_norm(head_->params()) : 0.0;
       const double norm = std::sqrt(m * m + h * h);
