@@ -327,6 +327,18 @@ TEST_F(SynthSuiteTest, BadSuiteFilesNameTheKey) {
   EXPECT_THROW(load_synth_suite((dir_ / "missing.json").string()), Error);
 }
 
+TEST_F(SynthSuiteTest, InfoShowsTheSequentialBlocksOfAHybridConfig) {
+  ArchSpec a;
+  a.kind = ArchKind::kHybrid;
+  a.num_blocks = 2;
+  a.link = BlockLink::kResidual;
+  const std::string path = (dir_ / "config.json").string();
+  write_text_atomic(path, make_model_config(a, 16).to_json().dump());
+  const auto r = test::run_cli("info --config " + path);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("sequential blocks: 2 of 4 layers, residual link"), std::string::npos) << r.output;
+}
+
 TEST(SynthCli, RunsShowsAndRejectsBadInputWithOneLine) {
   auto r = test::run_cli(
       "-t 1 synth --task selective-copying --vocab_size 8 --seq_len 12 --num_tokens_to_copy 3 --model mamba "
