@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "kernels/cpu/cross_entropy.h"
+#include "synth/settings_json.h"
 
 namespace hymba::synth {
 
@@ -235,10 +236,6 @@ void induction_example(const TaskSpec& s, Rng& r, Dataset& d, int64_t i) {
   tg[L - 1] = in[p + 1];
 }
 
-void need(bool ok, const char* flag, const std::string& why) {
-  if (!ok) fail(flag, ": ", why);
-}
-
 std::string str(int64_t v) { return std::to_string(v); }
 
 }  // namespace
@@ -364,41 +361,23 @@ std::string TaskSpec::summary() const {
 }
 
 TaskSpec TaskSpec::from_json(const json& j, const TaskSpec& base, const std::string& source) {
-  HYMBA_CHECK(j.is_object(), source, ": task settings must be a JSON object");
   TaskSpec s = base;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& k = it.key();
-    const json& v = it.value();
-    auto integer = [&](int64_t& out) {
-      HYMBA_CHECK(v.is_number_integer(), source, ": '", k, "' must be an integer");
-      out = v.get<int64_t>();
-    };
-    auto number = [&](double& out) {
-      HYMBA_CHECK(v.is_number(), source, ": '", k, "' must be a number");
-      out = v.get<double>();
-    };
-    if (k == "task") {
-      HYMBA_CHECK(v.is_string(), source, ": 'task' must be a string");
-      s.kind = parse_task(v.get<std::string>());
-    } else if (k == "vocab_size") integer(s.vocab_size);
-    else if (k == "seq_len") integer(s.seq_len);
-    else if (k == "num_tokens_to_copy") integer(s.num_tokens_to_copy);
-    else if (k == "noise_vocab_size") integer(s.noise_vocab_size);
-    else if (k == "frac_noise") number(s.frac_noise);
-    else if (k == "max_key_len") integer(s.max_key_len);
-    else if (k == "max_value_len") integer(s.max_value_len);
-    else if (k == "num_kv_pairs") integer(s.num_kv_pairs);
-    else if (k == "mqar_power_a") number(s.mqar_power_a);
-    else if (k == "memorization_seed") {
-      HYMBA_CHECK(v.is_number_unsigned(), source, ": 'memorization_seed' must be a non-negative integer");
-      s.memorization_seed = v.get<uint64_t>();
-    } else if (k == "train_scores_all") {
-      HYMBA_CHECK(v.is_boolean(), source, ": 'train_scores_all' must be true or false");
-      s.train_scores_all = v.get<bool>();
-    } else {
-      fail(source, ": unknown task setting '", k, "'");
-    }
-  }
+  JsonFields f(j, source);
+  std::string task = to_string(s.kind);
+  f.get("task", task);
+  s.kind = parse_task(task);
+  f.get("vocab_size", s.vocab_size);
+  f.get("seq_len", s.seq_len);
+  f.get("num_tokens_to_copy", s.num_tokens_to_copy);
+  f.get("noise_vocab_size", s.noise_vocab_size);
+  f.get("frac_noise", s.frac_noise);
+  f.get("max_key_len", s.max_key_len);
+  f.get("max_value_len", s.max_value_len);
+  f.get("num_kv_pairs", s.num_kv_pairs);
+  f.get("mqar_power_a", s.mqar_power_a);
+  f.get("memorization_seed", s.memorization_seed);
+  f.get("train_scores_all", s.train_scores_all);
+  f.reject_unknown();
   return s;
 }
 
