@@ -144,5 +144,22 @@ TEST(Config, LoadFileErrorsNameTheFile) {
   }
 }
 
+TEST(Config, SequentialBlocksRoundTripAndRules) {
+  json j = with(with(valid(), "block_layers", 2), "block_link", "gated");
+  ModelConfig c = ModelConfig::from_json(j);
+  EXPECT_EQ(c.block_layers, 2);
+  EXPECT_EQ(c.block_link, BlockLink::kGated);
+  EXPECT_FALSE(c.closes_linked_block(0));
+  EXPECT_TRUE(c.closes_linked_block(1));
+  EXPECT_TRUE(c.closes_linked_block(3));
+  EXPECT_EQ(ModelConfig::from_json(c.to_json()).to_json(), c.to_json());
+  // A model without blocks writes no block fields (older readers keep working).
+  EXPECT_FALSE(ModelConfig::from_json(valid()).to_json().contains("block_layers"));
+  expect_error(with(valid(), "block_layers", 3), {"block_layers", "divide", "num_hidden_layers"});
+  expect_error(with(valid(), "block_layers", -1), {"block_layers", ">= 0"});
+  expect_error(with(valid(), "block_link", "residual"), {"block_link", "block_layers"});
+  expect_error(with(with(valid(), "block_layers", 2), "block_link", "highway"), {"block_link", "null, residual, gated"});
+}
+
 }  // namespace
 }  // namespace hymba

@@ -87,6 +87,12 @@ std::vector<Family> families() {
       {"hybrid_concat",
        {{"proj_style", "fused"}, {"fusion", "concat"}, {"num_memory_tokens", 1}, {"sliding_window", 5},
         {"global_attn_idx", {1}}, {"mamba_d_conv", 2}}},
+      {"sequential_gated_blocks",
+       {{"layer_types", {"attention", "attention", "mamba", "mamba"}}, {"block_layers", 2}, {"block_link", "gated"},
+        {"sliding_window", 3}, {"global_attn_idx", {0}}}},
+      {"sequential_residual_blocks",
+       {{"layer_types", {"attention", "mamba", "attention", "mamba"}}, {"block_layers", 2},
+        {"block_link", "residual"}, {"num_memory_tokens", 2}}},
   };
 }
 

@@ -67,6 +67,19 @@ std::vector<Family> families() {
        base({{"layer_types", "hybrid"}, {"proj_style", "separate"}, {"fusion", "mean"},
              {"attn_mamba_ratio", {1, 1}}, {"sliding_window", 2}}),
        2, 5, 0.0},
+      // Seed 004's sequential hybrids: blocks of attention then Mamba layers.
+      {"sequential_residual_link",
+       base({{"layer_types", {"attention", "mamba", "attention", "mamba"}}, {"num_hidden_layers", 4},
+             {"block_layers", 2}, {"block_link", "residual"}}),
+       2, 6, 0.0},
+      {"sequential_gated_link_meta",
+       base({{"layer_types", {"attention", "attention", "mamba", "mamba"}}, {"num_hidden_layers", 4},
+             {"block_layers", 4}, {"block_link", "gated"}, {"num_memory_tokens", 1}}),
+       2, 5, 0.0},
+      {"sequential_gated_one_layer_blocks",
+       base({{"layer_types", {"attention", "mamba"}}, {"block_layers", 1}, {"block_link", "gated"},
+             {"intermediate_size", 0}}),
+       2, 5, 0.0},
   };
 }
 

@@ -1,7 +1,7 @@
 #include "ablate/report.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
+#include "ablate/report_kit.h"
+
 
 #include <cstdio>
 #include <cstdlib>
@@ -19,37 +19,7 @@ namespace hymba::ablate {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string md_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '|') out += "\\|";
-    else if (c == '\n') out += ' ';
-    else out += c;
-  }
-  return out;
-}
-
-std::string html_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 namespace {
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 // One table column: header, text of a row, and (for figures) which end is best.
 struct Column {
@@ -106,47 +76,6 @@ bool is_best(const Column& col, const std::optional<double>& best, const RowResu
   return v && *v == *best;
 }
 
-// A string for a gnuplot script: single quotes take no escapes but ''.
-std::string gp_str(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c == '\n' ? ' ' : c);
-  return out + "'";
-}
-
-// A string column of a gnuplot data file.
-std::string gp_data_str(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) out += (c == '"' || c == '\n') ? '\'' : c;
-  return out + "\"";
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// The gnuplot program to run, or nullopt with the reason it is missing.
-std::optional<std::string> find_gnuplot(const std::string& name, std::string& why) {
-  if (name.empty()) {
-    why = "plots skipped (--no-plots)";
-    return std::nullopt;
-  }
-  auto runnable = [](const fs::path& p) { return fs::is_regular_file(p) && ::access(p.c_str(), X_OK) == 0; };
-  if (name.find('/') != std::string::npos) {
-    if (runnable(name)) return name;
-    why = "plots skipped: " + name + " is not an executable gnuplot";
-    return std::nullopt;
-  }
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "");
-  std::string d;
-  while (std::getline(dirs, d, ':'))
-    if (!d.empty() && runnable(fs::path(d) / name)) return (fs::path(d) / name).string();
-  why = "plots skipped: gnuplot not found (install gnuplot-nox, or pass --gnuplot PATH)";
-  return std::nullopt;
-}
-
 // Writes the charts' data and script into plots/ and runs gnuplot once.
 bool write_plots(const ReportInfo& info, const std::vector<RowResult>& rows, std::string& why) {
   const auto gnuplot = find_gnuplot(info.gnuplot, why);
@@ -171,8 +100,7 @@ bool write_plots(const ReportInfo& info, const std::vector<RowResult>& rows, std
   write_text_atomic((dir / "throughput_vs_cache.dat").string(), speed.str());
 
   const std::string ctx = std::to_string(rows.empty() ? 0 : rows.front().cache_context);
-  std::ostringstream body;  // one chart per entry of plot_names(), in order
-  std::vector<std::string> charts;
+  std::vector<std::string> charts;  // one per entry of plot_names(), in order
   {
     std::ostringstream c;
     c << "set title " << gp_str("Validation loss — " + info.title) << "\nset xlabel 'step'\nset ylabel 'validation loss'\n"
@@ -196,29 +124,9 @@ bool write_plots(const ReportInfo& info, const std::vector<RowResult>& rows, std
                    "set offsets graph 0.1, graph 0.1, graph 0.1, graph 0.1\n"
                    "plot 'throughput_vs_cache.dat' using 1:2 with points pt 7 ps 1.5 lc rgb '#59a14f', "
                    "'' using 1:2:3 with labels offset 0,1 font ',9' notitle\n");
-  const auto& names = plot_names();
-  for (const char* term : {"pngcairo size 1000,600 font ',10'", "svg size 1000,600 dynamic font 'sans,11'"}) {
-    const std::string ext = std::string(term).starts_with("png") ? ".png" : ".svg";
-    for (size_t i = 0; i < charts.size(); ++i)
-      body << "reset\nset terminal " << term << "\nset output " << gp_str(names[i] + ext) << "\n" << charts[i]
-           << "unset output\n";
-  }
-  write_text_atomic((dir / "report.gp").string(), body.str());
-  for (const std::string& n : names)
-    for (const char* ext : {".png", ".svg"}) fs::remove(dir / (n + ext));
-
-  const std::string cmd = "cd " + shell_quote(dir.string()) + " && " + shell_quote(*gnuplot) +
-                          " report.gp > gnuplot.log 2>&1";
-  const int rc = std::system(cmd.c_str());
-  bool all = true;
-  for (const std::string& n : names)
-    for (const char* ext : {".png", ".svg"}) all = all && fs::exists(dir / (n + ext)) && fs::file_size(dir / (n + ext)) > 0;
-  if (rc != 0 || !all) {
-    why = "plots skipped: gnuplot failed (exit " + std::to_string(WIFEXITED(rc) ? WEXITSTATUS(rc) : rc) + "; see " +
-          (dir / "gnuplot.log").string() + ")";
-    return false;
-  }
-  return true;
+  std::vector<std::pair<std::string, std::string>> named;
+  for (size_t i = 0; i < charts.size(); ++i) named.emplace_back(plot_names()[i], charts[i]);
+  return render_charts(*gnuplot, dir.string(), named, why);
 }
 
 std::string settings_line(const ReportInfo& info) {
@@ -241,25 +149,23 @@ const std::vector<std::string>& plot_names() {
   return names;
 }
 
-std::string markdown_table(const std::vector<RowResult>& rows) {
+static TextTable result_table(const std::vector<RowResult>& rows) {
   const auto cols = columns(rows.empty() ? 0 : rows.front().cache_context);
   const auto best = best_values(cols, rows);
-  std::ostringstream md;
-  md << "| # |";
-  for (const Column& c : cols) md << " " << c.header << " |";
-  md << "\n|--:|";
-  for (size_t c = 0; c < cols.size(); ++c) md << (c == 0 ? ":--|" : "--:|");
-  md << "\n";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    md << "| " << i + 1 << " |";
+  TextTable t;
+  for (const Column& c : cols) t.headers.push_back(c.header);
+  for (const RowResult& r : rows) {
+    t.cells.emplace_back();
+    t.highlight.emplace_back();
     for (size_t c = 0; c < cols.size(); ++c) {
-      const std::string t = md_escape(cols[c].text(rows[i]));
-      md << " " << (is_best(cols[c], best[c], rows[i]) ? "**" + t + "**" : t) << " |";
+      t.cells.back().push_back(cols[c].text(r));
+      t.highlight.back().push_back(is_best(cols[c], best[c], r));
     }
-    md << "\n";
   }
-  return md.str();
+  return t;
 }
+
+std::string markdown_table(const std::vector<RowResult>& rows) { return markdown_table(result_table(rows)); }
 
 ReportFiles write_report(const ReportInfo& info, const std::vector<RowResult>& rows) {
   ReportFiles files;
@@ -289,27 +195,12 @@ ReportFiles write_report(const ReportInfo& info, const std::vector<RowResult>& r
   files.markdown = (fs::path(info.dir) / "report.md").string();
   write_text_atomic(files.markdown, md.str());
 
-  const auto cols = columns(context);
-  const auto best = best_values(cols, rows);
   std::ostringstream h;
   h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << html_escape(info.title)
-    << "</title>\n<style>body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;"
-       "font-size:14px}th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f0f0f0}"
-       "td:nth-child(2){text-align:left}td.best{font-weight:bold;background:#e8f5e9}pre{background:#f7f7f7;"
-       "padding:8px;white-space:pre-wrap}img{max-width:100%;margin:1em 0}</style></head><body>\n"
+    << "</title>\n" << html_style() << "</head><body>\n"
     << "<h1>" << html_escape(info.title) << "</h1>\n<p>" << html_escape(settings_line(info)) << ".</p>\n<p>Rows "
     << order << "; highlighted = best in its column. Cache figures per sequence at " << context
-    << " tokens in fp16.</p>\n<table>\n<tr><th>#</th>";
-  for (const Column& c : cols) h << "<th>" << html_escape(c.header) << "</th>";
-  h << "</tr>\n";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    h << "<tr><td>" << i + 1 << "</td>";
-    for (size_t c = 0; c < cols.size(); ++c)
-      h << (is_best(cols[c], best[c], rows[i]) ? "<td class=\"best\">" : "<td>") << html_escape(cols[c].text(rows[i]))
-        << "</td>";
-    h << "</tr>\n";
-  }
-  h << "</table>\n";
+    << " tokens in fp16.</p>\n" << html_table(result_table(rows));
   if (files.plots_written) {
     h << "<h2>Plots</h2>\n";
     for (const std::string& n : plot_names()) h << "<img src=\"plots/" << n << ".svg\" alt=\"" << n << "\">\n";

@@ -27,10 +27,6 @@ struct ReportFiles {
   std::string plots_note;  // why plots were skipped, when they were
 };
 
-// Text for a markdown table cell (| escaped, newlines as spaces) and for HTML.
-std::string md_escape(const std::string& s);
-std::string html_escape(const std::string& s);
-
 // The names of the charts, without extension (each is written as .png and .svg).
 const std::vector<std::string>& plot_names();
 

@@ -1,5 +1,7 @@
 #include "ablate/results.h"
 
+#include "ablate/report_kit.h"
+
 #include <cstdio>
 #include <sstream>
 
@@ -125,13 +127,6 @@ void write_results_json(const std::string& path, const json& header, const std::
 }
 
 namespace {
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
 
 std::string num(double v, int digits) {
   char buf[64];

@@ -5,7 +5,7 @@
 #include <sstream>
 #include <vector>
 
-#include "ablate/report.h"
+#include "ablate/report_kit.h"
 #include "core/atomic_file.h"
 
 namespace hymba::classify {

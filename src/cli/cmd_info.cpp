@@ -46,6 +46,10 @@ void print_model(const std::string& label, const ModelConfig& cfg, const ModelSu
     std::printf("    %3lld  %-9s %-12s %s\n", static_cast<long long>(l.index), l.kind.c_str(), l.attention.c_str(),
                 l.kv_role.c_str());
   }
+  if (cfg.block_layers > 0)
+    std::printf("  sequential blocks: %lld of %lld layers, %s link\n",
+                static_cast<long long>(cfg.num_hidden_layers / cfg.block_layers),
+                static_cast<long long>(cfg.block_layers), to_string(cfg.block_link));
   if (cfg.num_memory_tokens > 0) std::printf("  meta tokens: %lld\n", static_cast<long long>(cfg.num_memory_tokens));
   bool any_attention = false;
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) any_attention = any_attention || cfg.has_attention(l);

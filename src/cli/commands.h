@@ -19,6 +19,7 @@ void register_tokenizer(CLI::App& app, const GlobalOptions& global);
 void register_generate(CLI::App& app, const GlobalOptions& global);
 void register_bench_infer(CLI::App& app, const GlobalOptions& global);
 void register_ablate(CLI::App& app, const GlobalOptions& global);
+void register_synth(CLI::App& app, const GlobalOptions& global);
 void register_classify(CLI::App& app, const GlobalOptions& global);
 void register_import_export(CLI::App& app, const GlobalOptions& global);
 

@@ -22,6 +22,11 @@ ThreadLimit::ThreadLimit(int n) : saved_(num_threads()) {
 
 ThreadLimit::~ThreadLimit() { omp_set_num_threads(saved_); }
 
+int threads_for_param_rows(int64_t param_rows) {
+  constexpr int64_t kSerialParamRows = int64_t{256} << 20;
+  return param_rows < kSerialParamRows ? 1 : num_threads();
+}
+
 int max_hardware_threads() {
   unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);

@@ -30,15 +30,10 @@ Decoder::Decoder(Model& model) : model_(model) {
 
 namespace {
 
-// A decode step (or a short prefill) of a small model is microseconds of work
-// per kernel, less than waking a sleeping OpenMP thread costs (hymba runs with
-// passive waits): below this many parameter-rows one thread is faster. Measured
-// with 2 threads: 1 thread won up to 30M parameters x 4 rows (hymba
-// hybrid-official seed scale, 147 vs 132 tok/s; tiny scale 6.3K vs 0.4K).
-constexpr int64_t kSerialParamRows = int64_t{256} << 20;
-
+// A decode step (or a short prefill) of a small model runs on one thread
+// (see threads_for_param_rows).
 int decode_threads(const Model& model, int64_t rows) {
-  return model.params().num_params() * rows < kSerialParamRows ? 1 : num_threads();
+  return threads_for_param_rows(model.params().num_params() * rows);
 }
 
 }  // namespace
@@ -197,6 +192,8 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
     }
     layer_mixer_output(plan, lp, P, arena_, a, R, &linear);
     layer_residual_ffn(plan, lp, P, ForwardOptions{}, arena_, a, R, &linear);
+    if (lp.block_first >= 0)
+      layer_block_link(plan, lp, P, arena_, a, acts_[static_cast<size_t>(lp.block_first)].x_in, R, &linear);
     x = a.x_out;
   }
 

@@ -1,5 +1,7 @@
 #include "model/backward.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/attention.h"
@@ -48,18 +50,24 @@ class Backward {
         dproj_(static_cast<size_t>(plan.cfg.num_hidden_layers), nullptr) {}
 
   void run(float dloss, double label_smoothing) {
-    const int64_t d = c_.hidden_size, M = acts_.M, S = acts_.S, R = acts_.R, B = acts_.B, T = acts_.T_;
-    const int64_t V = c_.vocab_size, BT = B * T;
+    const int64_t d = c_.hidden_size, BT = acts_.B * acts_.T_, V = c_.vocab_size;
     float* dlogits = arena_.alloc(BT * V);
     cpu::cross_entropy_backward(dlogits, acts_.logits, acts_.targets.data(), BT, V,
                                 static_cast<float>(label_smoothing), dloss);
     float* dhf_tok = arena_.alloc_uninit(BT * d);
     cpu::matmul_backward(dhf_tok, d, G_ + plan_.lm_head, nullptr, dlogits, V, acts_.hf_tok, d, P_ + plan_.lm_head, BT,
                          d, V, /*overwrite_dinp=*/true);
-    float* dhf = dhf_tok;  // without meta rows the token rows are all the rows
+    from_token_hidden(dhf_tok);
+  }
+
+  // From the gradient of the final-norm output's token rows [B*T, d].
+  void from_token_hidden(const float* dhf_tok) {
+    const int64_t d = c_.hidden_size, M = acts_.M, S = acts_.S, R = acts_.R, B = acts_.B, T = acts_.T_;
+    const float* dhf = dhf_tok;  // without meta rows the token rows are all the rows
     if (M > 0) {
-      dhf = arena_.alloc(R * d);  // meta rows stay zero: they are never scored
-      for (int64_t b = 0; b < B; ++b) copy_cols(dhf + (b * S + M) * d, d, dhf_tok + b * T * d, d, T, d);
+      float* padded = arena_.alloc(R * d);  // meta rows stay zero: they are never scored
+      for (int64_t b = 0; b < B; ++b) copy_cols(padded + (b * S + M) * d, d, dhf_tok + b * T * d, d, T, d);
+      dhf = padded;
     }
 
     from_hidden(dhf);
@@ -73,7 +81,21 @@ class Backward {
     float* dx = arena_.alloc(R * d);
     const float* x_last = acts_.layers.back().x_out;
     cpu::rmsnorm_backward(dx, G_ + plan_.final_norm, dhf, x_last, P_ + plan_.final_norm, acts_.rstd_f, R, d);
-    for (auto it = plan_.layers.rbegin(); it != plan_.layers.rend(); ++it) layer(*it, dx);
+    // A linked block's skip gradient (to its input) waits until the walk
+    // reaches the block's first layer; blocks do not nest.
+    const float* dskip = nullptr;
+    int64_t skip_to = -1;
+    for (auto it = plan_.layers.rbegin(); it != plan_.layers.rend(); ++it) {
+      if (it->block_first >= 0) {
+        dskip = block_link(*it, dx);
+        skip_to = it->block_first;
+      }
+      layer(*it, dx);
+      if (it->index == skip_to) {
+        for (int64_t i = 0; i < R * d; ++i) dx[i] += dskip[i];
+        skip_to = -1;
+      }
+    }
 
     for (int64_t b = 0; b < B; ++b) {
       const float* rows = dx + b * S * d;
@@ -134,6 +156,28 @@ class Backward {
       if (lp.mamba) project_back(lp.mamba_in_proj, lp.x_col, 2 * lp.dims.d_inner);
     }
     cpu::rmsnorm_backward(dx, G_ + lp.input_norm, dh, a.x_in, P_ + lp.input_norm, a.rstd_in, R, d);
+  }
+
+  // Back through a block link: dx (d of the linked output) becomes d of the
+  // block output in place; returns d of the block input through the link.
+  const float* block_link(const LayerPlan& lp, float* dx) {
+    const int64_t R = acts_.R, d = c_.hidden_size, n = R * d;
+    const LActs& a = acts_.layers[static_cast<size_t>(lp.index)];
+    float* dskip = arena_.alloc_uninit(n);
+    if (c_.block_link == BlockLink::kResidual) {
+      std::copy(dx, dx + n, dskip);
+      return dskip;
+    }
+    const float* x = acts_.layers[static_cast<size_t>(lp.block_first)].x_in;
+    const float* g = a.link_gate;
+    float* dpre = arena_.alloc_uninit(n);  // d of the gate's pre-activation
+    for (int64_t i = 0; i < n; ++i) {
+      dpre[i] = dx[i] * (a.block_out[i] - x[i]) * g[i] * (1.0f - g[i]);
+      dskip[i] = dx[i] * (1.0f - g[i]);
+      dx[i] *= g[i];
+    }
+    cpu::matmul_backward(dskip, d, G_ + lp.link_w, G_ + lp.link_b, dpre, d, x, d, P_ + lp.link_w, R, d, d);
+    return dskip;
   }
 
   void ffn(const LayerPlan& lp, const LActs& a, float* dx) {
@@ -311,6 +355,14 @@ void model_backward_from_hidden(const ModelPlan& plan, const float* P, float* G,
   HYMBA_CHECK(acts.layers.empty() || acts.layers.front().h != nullptr,
               "backward: the last forward released its activations (release_activations)");
   Backward(plan, P, G, acts, arena).from_hidden(dhf);
+}
+
+void model_backward_from_token_hidden(const ModelPlan& plan, const float* P, float* G, const Activations<float>& acts,
+                                      const float* dhf_tok, Arena& arena) {
+  HYMBA_CHECK(acts.hf != nullptr, "backward: no forward to go back through");
+  HYMBA_CHECK(acts.layers.empty() || acts.layers.front().h != nullptr,
+              "backward: the last forward released its activations (release_activations)");
+  Backward(plan, P, G, acts, arena).from_token_hidden(dhf_tok);
 }
 
 }  // namespace hymba

@@ -18,5 +18,9 @@ void model_backward(const ModelPlan& plan, const float* P, float* G, const Activ
 // the LM head (sequence classification); the last forward may be hidden_only.
 void model_backward_from_hidden(const ModelPlan& plan, const float* P, float* G, const Activations<float>& acts,
                                 const float* dhf, Arena& arena);
+// The same from the gradient of the token rows only (acts.hf_tok, [B*T, d]):
+// meta rows get none. For heads that read token positions (synth compression).
+void model_backward_from_token_hidden(const ModelPlan& plan, const float* P, float* G, const Activations<float>& acts,
+                                      const float* dhf_tok, Arena& arena);
 
 }  // namespace hymba

@@ -31,6 +31,14 @@ const char* to_string(Fusion f) {
   }
   return "?";
 }
+const char* to_string(BlockLink l) {
+  switch (l) {
+    case BlockLink::kNull: return "null";
+    case BlockLink::kResidual: return "residual";
+    case BlockLink::kGated: return "gated";
+  }
+  return "?";
+}
 
 namespace {
 
@@ -193,6 +201,12 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   r.get("mamba_dt_min", c.mamba_dt_min);
   r.get("mamba_dt_max", c.mamba_dt_max);
   r.get("intermediate_size", c.intermediate_size);
+  r.get("block_layers", c.block_layers);
+  const std::string link = r.get_string("block_link", "null");
+  if (link == "null") c.block_link = BlockLink::kNull;
+  else if (link == "residual") c.block_link = BlockLink::kResidual;
+  else if (link == "gated") c.block_link = BlockLink::kGated;
+  else fail(source, ": field 'block_link' must be one of null, residual, gated (got \"", link, "\")");
 
   if (r.has("mamba_dt_rank")) {
     const json& v = r.at("mamba_dt_rank");
@@ -386,6 +400,11 @@ void ModelConfig::validate() const {
   HYMBA_CHECK(dropout >= 0 && dropout < 1, "config: field 'dropout' must be in [0, 1) (got ", dropout, ")");
   HYMBA_CHECK(initializer_range > 0, "config: field 'initializer_range' must be > 0");
   HYMBA_CHECK(intermediate_size >= 0, "config: field 'intermediate_size' must be >= 0 (0 = no FFN)");
+  HYMBA_CHECK(block_layers >= 0, "config: field 'block_layers' must be >= 0 (0 = no blocks; got ", block_layers, ")");
+  HYMBA_CHECK(block_layers == 0 || num_hidden_layers % block_layers == 0, "config: field 'block_layers' (",
+              block_layers, ") must divide num_hidden_layers (", num_hidden_layers, ")");
+  HYMBA_CHECK(block_link == BlockLink::kNull || block_layers > 0, "config: field 'block_link' \"",
+              to_string(block_link), "\" needs block_layers >= 1");
   HYMBA_CHECK(num_memory_tokens >= 0, "config: field 'num_memory_tokens' must be >= 0");
   HYMBA_CHECK(sliding_window >= 0, "config: field 'sliding_window' must be >= 1, or 0 for all-global attention (got ",
               sliding_window, ")");
@@ -528,6 +547,10 @@ json ModelConfig::to_json() const {
   j["fusion"] = to_string(fusion);
   if (!attn_mamba_ratio.empty()) j["attn_mamba_ratio"] = attn_mamba_ratio;
   j["intermediate_size"] = intermediate_size;
+  if (block_layers > 0) {  // only sequential-block models carry these
+    j["block_layers"] = block_layers;
+    j["block_link"] = to_string(block_link);
+  }
   return j;
 }
 

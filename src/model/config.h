@@ -20,10 +20,15 @@ enum class ProjStyle { kFused, kSeparate };
 // mean: (o_a(a) + o_m(m)) / 2                                      (seed 002)
 // concat: o([a | m])                                               (seed 002)
 enum class Fusion { kNormMean, kLearnedBeta, kMean, kConcat };
+// Sequential hybrids (seed 004): what joins a block's output y to its input x.
+// null: y (a plain stack); residual: y + x; gated: g*y + (1-g)*x with
+// g = sigmoid(W x + b) per channel (a highway gate).
+enum class BlockLink { kNull, kResidual, kGated };
 
 const char* to_string(MixerKind k);
 const char* to_string(ProjStyle s);
 const char* to_string(Fusion f);
+const char* to_string(BlockLink l);
 
 struct ModelConfig {
   // --- global
@@ -77,6 +82,15 @@ struct ModelConfig {
 
   // --- FFN
   int64_t intermediate_size = 0;  // SwiGLU width; 0 = no FFN
+
+  // --- sequential blocks (seed 004): consecutive groups of block_layers
+  // layers, each closed by block_link. 0: no blocks.
+  int64_t block_layers = 0;
+  BlockLink block_link = BlockLink::kNull;
+  // Whether `layer` closes a block with a residual or gated link.
+  bool closes_linked_block(int64_t layer) const {
+    return block_layers > 0 && block_link != BlockLink::kNull && (layer + 1) % block_layers == 0;
+  }
 
   // Parses JSON; unknown fields, wrong types and broken rules are errors that
   // name the field. `source` names the file for messages.

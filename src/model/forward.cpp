@@ -304,6 +304,30 @@ void layer_residual_ffn(const ModelPlan& plan, const LayerPlan& lp, const T* P, 
 }
 
 template <typename T>
+void layer_block_link(const ModelPlan& plan, const LayerPlan& lp, const T* P, BasicArena<T>& arena, LayerActs<T>& a,
+                      const T* block_in, int64_t R, LinearFn<T> linear) {
+  const LinearFn<T> mm = linear != nullptr ? linear : &Ops<T>::matmul;
+  const int64_t d = plan.cfg.hidden_size, n = R * d;
+  a.block_out = a.x_out;
+  a.x_out = arena.alloc_uninit(n);
+  const T* y = a.block_out;
+  if (plan.cfg.block_link == BlockLink::kResidual) {
+    add(a.x_out, y, block_in, n);
+    return;
+  }
+  a.link_gate = arena.alloc_uninit(n);
+  mm(a.link_gate, d, block_in, d, P + lp.link_w, R, d, d);
+  const T* bias = P + lp.link_b;
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < d; ++c) {
+      const int64_t i = r * d + c;
+      const T g = T(1) / (T(1) + std::exp(-(a.link_gate[i] + bias[c])));
+      a.link_gate[i] = g;
+      a.x_out[i] = g * y[i] + (T(1) - g) * block_in[i];
+    }
+}
+
+template <typename T>
 LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, const int32_t* targets, int64_t B,
                         int64_t T_, const ForwardOptions& opt, BasicArena<T>& arena, Activations<T>& acts,
                         BasicArena<T>* scratch) {
@@ -345,10 +369,15 @@ LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, c
   T* x = acts.x0;
   for (const LayerPlan& lp : plan.layers) {
     LayerActs<T>& a = acts.layers[static_cast<size_t>(lp.index)];
-    layer_forward(plan, lp, P, opt, release ? *scratch : arena, acts, x);
+    BasicArena<T>& layer_arena = release ? *scratch : arena;
+    layer_forward(plan, lp, P, opt, layer_arena, acts, x);
+    if (lp.block_first >= 0)
+      layer_block_link(plan, lp, P, layer_arena, a, acts.layers[static_cast<size_t>(lp.block_first)].x_in, R);
     if (release) {
-      // Keep the layer's output and, for a KV producer whose K/V a later
-      // layer reads, its projections; everything else goes with the scratch.
+      // Keep the layer's output, its input (a block link reads its block's
+      // first input; it is the previous layer's kept output) and, for a KV
+      // producer whose K/V a later layer reads, its projections; everything
+      // else goes with the scratch.
       bool read_later = false;
       for (const LayerPlan& later : plan.layers)
         read_later = read_later || (later.index > lp.index && later.attn && later.producer_layer == lp.index);
@@ -359,7 +388,9 @@ LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, c
         proj = arena.alloc_uninit(R * lp.proj_width);
         std::copy(a.proj, a.proj + R * lp.proj_width, proj);
       }
+      T* x_in = a.x_in;
       a = LayerActs<T>{};
+      a.x_in = x_in;
       a.x_out = x_out;
       a.proj = proj;
       scratch->reset();
@@ -407,7 +438,9 @@ template LossStats model_forward<double>(const ModelPlan&, const double*, const 
   template void layer_mixer_output<T>(const ModelPlan&, const LayerPlan&, const T*, BasicArena<T>&, LayerActs<T>&, \
                                       int64_t, LinearFn<T>);                                                     \
   template void layer_residual_ffn<T>(const ModelPlan&, const LayerPlan&, const T*, const ForwardOptions&,         \
-                                      BasicArena<T>&, LayerActs<T>&, int64_t, LinearFn<T>);
+                                      BasicArena<T>&, LayerActs<T>&, int64_t, LinearFn<T>);                      \
+  template void layer_block_link<T>(const ModelPlan&, const LayerPlan&, const T*, BasicArena<T>&, LayerActs<T>&,   \
+                                    const T*, int64_t, LinearFn<T>);
 HYMBA_INSTANTIATE_LAYER_PIECES(float)
 HYMBA_INSTANTIATE_LAYER_PIECES(double)
 #undef HYMBA_INSTANTIATE_LAYER_PIECES

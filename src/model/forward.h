@@ -47,6 +47,9 @@ struct LayerActs {
   T* f = nullptr;        // [R, d]
   T* mask2 = nullptr;
   T* x_out = nullptr;    // [R, d]
+  // On a layer closing a linked sequential block (x_out is then the linked output):
+  T* block_out = nullptr;  // [R, d] the block's output before the link
+  T* link_gate = nullptr;  // [R, d] gated link: sigmoid(W x_block_in + b)
 };
 
 template <typename T>
@@ -108,6 +111,12 @@ void layer_mixer_output(const ModelPlan& plan, const LayerPlan& lp, const T* par
 template <typename T>
 void layer_residual_ffn(const ModelPlan& plan, const LayerPlan& lp, const T* params, const ForwardOptions& opt,
                         BasicArena<T>& arena, LayerActs<T>& a, int64_t R, LinearFn<T> linear = nullptr);
+
+// On a layer closing a linked block (lp.block_first >= 0): joins a.x_out with
+// the block input `block_in` by the config's link; a.x_out becomes the result.
+template <typename T>
+void layer_block_link(const ModelPlan& plan, const LayerPlan& lp, const T* params, BasicArena<T>& arena,
+                      LayerActs<T>& a, const T* block_in, int64_t R, LinearFn<T> linear = nullptr);
 
 // The selective-scan inputs of a layer, as the forward built them.
 template <typename T>

@@ -7,7 +7,8 @@ namespace hymba {
 bool uses_hf_mamba_names(const ModelConfig& cfg) {
   for (MixerKind k : cfg.layer_types)
     if (k != MixerKind::kMamba) return false;
-  return cfg.intermediate_size == 0 && cfg.num_memory_tokens == 0 && !cfg.mamba_inner_layernorms;
+  return cfg.intermediate_size == 0 && cfg.num_memory_tokens == 0 && !cfg.mamba_inner_layernorms &&
+         cfg.block_link == BlockLink::kNull;
 }
 
 LayerDims layer_dims(const ModelConfig& cfg, int64_t l) {
@@ -122,6 +123,11 @@ ModelTensorNames tensor_names(const ModelConfig& cfg) {
       t.ffn_up = p + "moe.experts.0.up_proj.weight";
       t.ffn_down = p + "moe.experts.0.down_proj.weight";
     }
+    if (cfg.block_link == BlockLink::kGated && cfg.closes_linked_block(l)) {
+      const std::string g = "model.blocks." + std::to_string(l / cfg.block_layers) + ".link_gate.";
+      t.link_gate_weight = g + "weight";
+      t.link_gate_bias = g + "bias";
+    }
     n.layers.push_back(t);
   }
   return n;
@@ -187,6 +193,9 @@ void declare_parameters(const ModelConfig& cfg, ParamTable& table) {
       add(t.ffn_up, {I, d}, dense, true, "ffn");
       add(t.ffn_down, {d, I}, residual_out, true, "ffn");
     }
+    // Gate bias starts at 0: g = sigmoid(W x) begins near 1/2, an even mix of the block and its input.
+    add(t.link_gate_weight, {d, d}, dense, true, "link");
+    add(t.link_gate_bias, {d}, InitRule::constant(0.0f), false, "link");
   }
   add(names.final_norm, {d}, InitRule::ones(), false, "norms");
   add(names.lm_head, {cfg.vocab_size, d}, dense, true, "embedding");

@@ -29,6 +29,8 @@ struct LayerTensorNames {
   std::string fused_out_proj;                       // norm_mean / concat: output projection of the mix
   // FFN
   std::string ffn_norm, ffn_gate, ffn_up, ffn_down;
+  // gated block link (on the layer that closes a sequential block)
+  std::string link_gate_weight, link_gate_bias;
 };
 
 struct ModelTensorNames {

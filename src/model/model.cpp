@@ -42,4 +42,9 @@ void Model::backward_from_hidden(const float* dhidden) {
   model_backward_from_hidden(plan_, params_.values_block(), params_.grads_block(), acts_, dhidden, arena_);
 }
 
+void Model::backward_from_token_hidden(const float* dhidden_tok) {
+  HYMBA_CHECK(params_.has_grads(), "backward: model was built for inference (no gradients)");
+  model_backward_from_token_hidden(plan_, params_.values_block(), params_.grads_block(), acts_, dhidden_tok, arena_);
+}
+
 }  // namespace hymba

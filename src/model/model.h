@@ -42,6 +42,10 @@ class Model {
   // [B, M + T, d] final-norm output of the last forward (meta rows first in
   // each sequence): the features a classification head pools.
   const float* hidden() const { return acts_.hf; }
+  // The same for the token rows only: d(token_hidden()) [B*T, d].
+  void backward_from_token_hidden(const float* dhidden_tok);
+  // [B*T, d] final-norm output of the last forward's token rows (the LM head's input).
+  const float* token_hidden() const { return acts_.hf_tok; }
 
   // Everything the last forward kept (for tests and debugging tools).
   const Activations<float>& activations() const { return acts_; }

@@ -71,6 +71,9 @@ ModelPlan make_plan(const ModelConfig& cfg, const ParamTable& table) {
     p.ffn_gate = off(t.ffn_gate);
     p.ffn_up = off(t.ffn_up);
     p.ffn_down = off(t.ffn_down);
+    if (cfg.closes_linked_block(l)) p.block_first = l + 1 - cfg.block_layers;
+    p.link_w = off(t.link_gate_weight);
+    p.link_b = off(t.link_gate_bias);
     const int64_t d = cfg.hidden_size;
     p.qkv_stacked = p.attn && !p.fused && p.producer && p.k_col == p.q_col + p.dims.q_width &&
                     p.v_col == p.k_col + p.dims.k_width && p.k_proj == p.q_proj + p.dims.q_width * d &&

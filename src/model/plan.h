@@ -29,6 +29,10 @@ struct LayerPlan {
   int64_t dt_norm = -1, b_norm = -1, c_norm = -1, mamba_out_proj = -1;
   int64_t attn_fnorm = -1, mamba_fnorm = -1, beta_a = -1, beta_m = -1, fused_out = -1;
   int64_t ffn_norm = -1, ffn_gate = -1, ffn_up = -1, ffn_down = -1;
+  // Sequential blocks: on a layer closing a block with a residual or gated
+  // link, the block's first layer (whose x_in the link adds back); else -1.
+  int64_t block_first = -1;
+  int64_t link_w = -1, link_b = -1;  // gated link: gate weight [d, d] and bias [d]
 
   // Separate q/k/v (producer) or gate/up weights that sit back to back in the
   // parameter block, as their output columns do in proj / gu: one stacked

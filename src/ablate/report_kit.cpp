@@ -1,0 +1,172 @@
+#include "ablate/report_kit.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "core/atomic_file.h"
+
+namespace hymba::ablate {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool highlighted(const TextTable& t, size_t r, size_t c) {
+  return r < t.highlight.size() && c < t.highlight[r].size() && t.highlight[r][c];
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+std::string md_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n') out += ' ';
+    else out += c;
+  }
+  return out;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string html_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+// Single quotes take no escapes but ''.
+std::string gp_str(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c == '\n' ? ' ' : c);
+  return out + "'";
+}
+
+std::string gp_data_str(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) out += (c == '"' || c == '\n') ? '\'' : c;
+  return out + "\"";
+}
+
+std::string markdown_table(const TextTable& t) {
+  std::ostringstream md;
+  md << "| # |";
+  for (const std::string& h : t.headers) md << " " << md_escape(h) << " |";
+  md << "\n|--:|";
+  for (size_t c = 0; c < t.headers.size(); ++c) md << (c == 0 ? ":--|" : "--:|");
+  md << "\n";
+  for (size_t r = 0; r < t.cells.size(); ++r) {
+    md << "| " << r + 1 << " |";
+    for (size_t c = 0; c < t.cells[r].size(); ++c) {
+      const std::string text = md_escape(t.cells[r][c]);
+      md << " " << (highlighted(t, r, c) ? "**" + text + "**" : text) << " |";
+    }
+    md << "\n";
+  }
+  return md.str();
+}
+
+std::string html_table(const TextTable& t) {
+  std::ostringstream h;
+  h << "<table>\n<tr><th>#</th>";
+  for (const std::string& s : t.headers) h << "<th>" << html_escape(s) << "</th>";
+  h << "</tr>\n";
+  for (size_t r = 0; r < t.cells.size(); ++r) {
+    h << "<tr><td>" << r + 1 << "</td>";
+    for (size_t c = 0; c < t.cells[r].size(); ++c)
+      h << (highlighted(t, r, c) ? "<td class=\"best\">" : "<td>") << html_escape(t.cells[r][c]) << "</td>";
+    h << "</tr>\n";
+  }
+  h << "</table>\n";
+  return h.str();
+}
+
+const char* html_style() {
+  return "<style>body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;"
+         "font-size:14px}th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f0f0f0}"
+         "td:nth-child(2){text-align:left}td.best{font-weight:bold;background:#e8f5e9}pre{background:#f7f7f7;"
+         "padding:8px;white-space:pre-wrap}img{max-width:100%;margin:1em 0}</style>";
+}
+
+std::optional<std::string> find_gnuplot(const std::string& name, std::string& why) {
+  if (name.empty()) {
+    why = "plots skipped (--no-plots)";
+    return std::nullopt;
+  }
+  auto runnable = [](const fs::path& p) { return fs::is_regular_file(p) && ::access(p.c_str(), X_OK) == 0; };
+  if (name.find('/') != std::string::npos) {
+    if (runnable(name)) return name;
+    why = "plots skipped: " + name + " is not an executable gnuplot";
+    return std::nullopt;
+  }
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  std::string d;
+  while (std::getline(dirs, d, ':'))
+    if (!d.empty() && runnable(fs::path(d) / name)) return (fs::path(d) / name).string();
+  why = "plots skipped: gnuplot not found (install gnuplot-nox, or pass --gnuplot PATH)";
+  return std::nullopt;
+}
+
+bool render_charts(const std::string& gnuplot, const std::string& dir_name,
+                   const std::vector<std::pair<std::string, std::string>>& charts, std::string& why) {
+  const fs::path dir(dir_name);
+  std::ostringstream body;
+  for (const char* term : {"pngcairo size 1000,600 font ',10'", "svg size 1000,600 dynamic font 'sans,11'"}) {
+    const std::string ext = std::string(term).starts_with("png") ? ".png" : ".svg";
+    for (const auto& [name, chart] : charts)
+      body << "reset\nset terminal " << term << "\nset output " << gp_str(name + ext) << "\n" << chart
+           << "unset output\n";
+  }
+  write_text_atomic((dir / "report.gp").string(), body.str());
+  for (const auto& chart : charts)
+    for (const char* ext : {".png", ".svg"}) fs::remove(dir / (chart.first + ext));
+
+  const std::string cmd = "cd " + shell_quote(dir.string()) + " && " + shell_quote(gnuplot) +
+                          " report.gp > gnuplot.log 2>&1";
+  const int rc = std::system(cmd.c_str());
+  bool all = true;
+  for (const auto& chart : charts)
+    for (const char* ext : {".png", ".svg"}) {
+      const fs::path f = dir / (chart.first + ext);
+      all = all && fs::exists(f) && fs::file_size(f) > 0;
+    }
+  if (rc != 0 || !all) {
+    why = "plots skipped: gnuplot failed (exit " + std::to_string(WIFEXITED(rc) ? WEXITSTATUS(rc) : rc) + "; see " +
+          (dir / "gnuplot.log").string() + ")";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace hymba::ablate

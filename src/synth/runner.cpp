@@ -1,0 +1,290 @@
+#include "synth/runner.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+
+#include "ablate/report_kit.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "train/progress.h"
+
+namespace hymba::synth {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using ablate::fmt;
+
+namespace {
+
+double number(const json& j, const char* key) {
+  HYMBA_CHECK(j.contains(key) && j[key].is_number(), "field '", key, "' is missing or not a number");
+  return j[key].get<double>();
+}
+
+std::string text(const json& j, const char* key) {
+  HYMBA_CHECK(j.contains(key) && j[key].is_string(), "field '", key, "' is missing or not a string");
+  return j[key].get<std::string>();
+}
+
+// Best eval accuracy over the epochs run.
+double best_acc(const RunResult& r) {
+  double best = 0;
+  for (const EpochStats& e : r.epochs) best = std::max(best, e.eval_acc);
+  return best;
+}
+
+ablate::TextTable table(const std::vector<RowRecord>& rows) {
+  bool refs = false;
+  for (const RowRecord& r : rows) refs = refs || r.reference.has_value();
+  ablate::TextTable t;
+  t.headers = {"Model", "Params", "Epoch", "Train loss", "Eval loss", "Eval acc", "Best acc", "Time"};
+  if (refs) t.headers.insert(t.headers.end(), {"Ref. epoch", "Ref. train loss", "Ref. eval loss", "Ref. eval acc"});
+  double top = -1;
+  for (const RowRecord& r : rows) top = std::max(top, r.result.last().eval_acc);
+  for (const RowRecord& r : rows) {
+    const EpochStats& e = r.result.last();
+    std::vector<std::string> c = {r.name,
+                                  std::to_string(r.result.params),
+                                  std::to_string(e.epoch) + (r.result.stopped_early ? " (stop)" : ""),
+                                  fmt("%.3f", e.train_loss),
+                                  fmt("%.3f", e.eval_loss),
+                                  fmt("%.3f", e.eval_acc),
+                                  fmt("%.3f", best_acc(r.result)),
+                                  format_duration(r.result.seconds)};
+    if (refs) {
+      if (r.reference) {
+        const ReferenceFigures& f = *r.reference;
+        c.insert(c.end(), {std::to_string(f.epoch), fmt("%.3f", f.train_loss), fmt("%.3f", f.eval_loss),
+                           fmt("%.3f", f.eval_acc)});
+      } else {
+        c.insert(c.end(), 4, "—");
+      }
+    }
+    std::vector<bool> h(c.size(), false);
+    h[5] = rows.size() > 1 && e.eval_acc == top;
+    t.cells.push_back(std::move(c));
+    t.highlight.push_back(std::move(h));
+  }
+  return t;
+}
+
+const std::vector<std::string>& chart_names() {
+  static const std::vector<std::string> names = {"accuracy", "eval_loss"};
+  return names;
+}
+
+bool write_plots(const std::string& dir_name, const std::string& title, const std::string& gnuplot_name,
+                 const std::vector<RowRecord>& rows, std::string& why) {
+  const auto gnuplot = ablate::find_gnuplot(gnuplot_name, why);
+  if (!gnuplot) return false;
+  const fs::path dir = fs::path(dir_name) / "plots";
+  fs::create_directories(dir);
+  std::ostringstream data;
+  for (const RowRecord& r : rows) {
+    data << "# " << r.id << "\n";
+    for (const EpochStats& e : r.result.epochs) data << e.epoch << " " << e.eval_acc << " " << e.eval_loss << "\n";
+    data << "\n\n";
+  }
+  write_text_atomic((dir / "epochs.dat").string(), data.str());
+  auto chart = [&](const std::string& what, const std::string& ylabel, int column, const std::string& extra) {
+    std::ostringstream c;
+    c << "set title " << ablate::gp_str(what + " — " + title) << "\nset xlabel 'epoch'\nset ylabel "
+      << ablate::gp_str(ylabel) << "\nset key outside right\nset grid\n" << extra << "plot ";
+    for (size_t i = 0; i < rows.size(); ++i)
+      c << (i ? ", " : "") << "'epochs.dat' index " << i << " using 1:" << column
+        << " with linespoints lw 2 pt 7 ps 0.6 title " << ablate::gp_str(rows[i].name);
+    return c.str() + "\n";
+  };
+  const std::vector<std::pair<std::string, std::string>> charts = {
+      {chart_names()[0], chart("Eval accuracy over scored positions", "eval accuracy", 2, "set yrange [0:1.02]\n")},
+      {chart_names()[1], chart("Eval loss", "eval loss (log scale)", 3, "set logscale y\n")}};
+  return ablate::render_charts(*gnuplot, dir.string(), charts, why);
+}
+
+std::string settings_line(const SynthSuite& s) {
+  const TrainSettings& t = s.train;
+  std::ostringstream o;
+  o << "suite `" << s.name << "`; task " << s.task.summary() << "; "
+    << t.num_train << " train / " << t.num_test << " test examples, up to " << t.epochs << " epochs of batch "
+    << t.batch_size << ", AdamW lr " << t.lr << " (" << t.schedule << "), weight decay " << t.weight_decay
+    << ", seed " << t.seed;
+  if (t.stop_at_acc > 0) o << ", stop at eval accuracy >= " << t.stop_at_acc;
+  return o.str();
+}
+
+}  // namespace
+
+json RowRecord::to_json() const {
+  json epochs = json::array();
+  for (const EpochStats& e : result.epochs)
+    epochs.push_back({{"epoch", e.epoch}, {"train_loss", e.train_loss}, {"eval_loss", e.eval_loss},
+                      {"eval_acc", e.eval_acc}, {"seconds", e.seconds}});
+  json j = {{"id", id},           {"name", name},       {"task", task},
+            {"model", arch},      {"train", train},     {"params", result.params},
+            {"epochs", epochs},   {"stopped_early", result.stopped_early}, {"seconds", result.seconds}};
+  const EpochStats& e = result.last();
+  j["final"] = {{"epoch", e.epoch}, {"train_loss", e.train_loss}, {"eval_loss", e.eval_loss}, {"eval_acc", e.eval_acc}};
+  if (reference)
+    j["reference"] = {{"epoch", reference->epoch}, {"train_loss", reference->train_loss},
+                      {"eval_loss", reference->eval_loss}, {"eval_acc", reference->eval_acc}};
+  return j;
+}
+
+RowRecord RowRecord::from_json(const json& j) {
+  HYMBA_CHECK(j.is_object(), "not a JSON object");
+  RowRecord r;
+  r.id = text(j, "id");
+  r.name = text(j, "name");
+  for (const char* k : {"task", "model", "train"})
+    HYMBA_CHECK(j.contains(k) && j[k].is_object(), "field '", k, "' is missing or not an object");
+  r.task = j["task"];
+  r.arch = j["model"];
+  r.train = j["train"];
+  r.result.params = static_cast<int64_t>(number(j, "params"));
+  r.result.seconds = number(j, "seconds");
+  HYMBA_CHECK(j.contains("stopped_early") && j["stopped_early"].is_boolean(), "field 'stopped_early' is missing");
+  r.result.stopped_early = j["stopped_early"].get<bool>();
+  HYMBA_CHECK(j.contains("epochs") && j["epochs"].is_array() && !j["epochs"].empty(),
+              "field 'epochs' is missing or empty");
+  for (const json& e : j["epochs"])
+    r.result.epochs.push_back({static_cast<int64_t>(number(e, "epoch")), number(e, "train_loss"),
+                               number(e, "eval_loss"), number(e, "eval_acc"), number(e, "seconds")});
+  if (j.contains("reference")) {
+    const json& f = j["reference"];
+    r.reference = ReferenceFigures{static_cast<int64_t>(number(f, "epoch")), number(f, "train_loss"),
+                                   number(f, "eval_loss"), number(f, "eval_acc")};
+  }
+  return r;
+}
+
+std::string synth_markdown_table(const std::vector<RowRecord>& rows) { return ablate::markdown_table(table(rows)); }
+
+SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& opt) {
+  HYMBA_CHECK(!opt.out_dir.empty(), "--out: an output directory is needed");
+  HYMBA_CHECK(!suite.rows.empty(), "suite '", suite.name, "' has no rows");
+  // Everything is checked before the first row trains.
+  std::vector<TaskSpec> tasks;
+  for (const SynthRow& r : suite.rows) {
+    tasks.push_back(row_task(suite, r));
+    tasks.back().validate();
+    make_model_config(r.arch, tasks.back().vocab_size);
+  }
+  suite.train.validate();
+  std::error_code ec;
+  fs::create_directories(opt.out_dir, ec);
+  HYMBA_CHECK(!ec && fs::is_directory(opt.out_dir), "--out: cannot create directory ", opt.out_dir,
+              ec ? " (" + ec.message() + ")" : std::string());
+
+  // Rows measured before under the same settings are kept, not retrained.
+  const std::string results_path = (fs::path(opt.out_dir) / "results.json").string();
+  std::vector<RowRecord> stored;
+  if (fs::exists(results_path)) {
+    const json old = read_json_file(results_path);
+    HYMBA_CHECK(old.is_object() && old.contains("rows") && old["rows"].is_array(), results_path,
+                ": not a synth results file (no 'rows' list)");
+    for (size_t i = 0; i < old["rows"].size(); ++i) {
+      try {
+        stored.push_back(RowRecord::from_json(old["rows"][i]));
+      } catch (const Error& e) {
+        std::fprintf(stderr, "%s: row %zu is unreadable (%s); it will be measured again\n", results_path.c_str(), i,
+                     e.what());
+      }
+    }
+  }
+  const json header = {{"suite", suite.name}, {"title", suite.title}, {"task", suite.task.to_json()},
+                       {"train", suite.train.to_json()}, {"reference_source", suite.reference_source}};
+  SuiteRunSummary summary;
+  for (size_t i = 0; i < suite.rows.size(); ++i) {
+    const SynthRow& row = suite.rows[i];
+    RowRecord rec;
+    rec.id = row.id;
+    rec.name = row.name;
+    rec.task = tasks[i].to_json();
+    rec.arch = row.arch.to_json();
+    rec.train = suite.train.to_json();
+    rec.reference = row.reference;
+    auto same = [&](const RowRecord& r) {
+      return r.id == rec.id && r.task == rec.task && r.arch == rec.arch && r.train == rec.train;
+    };
+    auto found = std::find_if(stored.begin(), stored.end(), same);
+    if (found != stored.end()) {
+      rec.result = found->result;
+      ++summary.skipped;
+      if (!opt.quiet) std::fprintf(opt.log, "[%zu/%zu] %s: measured before, kept\n", i + 1, suite.rows.size(), row.name.c_str());
+    } else {
+      if (!opt.quiet) std::fprintf(opt.log, "[%zu/%zu] %s\n", i + 1, suite.rows.size(), row.name.c_str());
+      rec.result = train_on_task(tasks[i], row.arch, suite.train, [&](const EpochStats& e) {
+        if (opt.quiet) return;
+        std::fprintf(opt.log, "  epoch %3lld  train loss %.4f  eval loss %.4f  eval acc %.4f  (%.1fs)\n",
+                     static_cast<long long>(e.epoch), e.train_loss, e.eval_loss, e.eval_acc, e.seconds);
+        std::fflush(opt.log);
+      });
+      ++summary.trained;
+    }
+    summary.rows.push_back(rec);
+    // Saved after every row, so a killed suite keeps what it measured. Rows
+    // of ids the suite no longer has stay in the file, out of the report.
+    json all = header;
+    all["rows"] = json::array();
+    for (const RowRecord& r : summary.rows) all["rows"].push_back(r.to_json());
+    for (const RowRecord& r : stored) {
+      const bool in_suite = std::any_of(suite.rows.begin(), suite.rows.end(), [&](const SynthRow& x) { return x.id == r.id; });
+      if (!in_suite) all["rows"].push_back(r.to_json());
+    }
+    write_text_atomic(results_path, all.dump(2) + "\n");
+  }
+
+  std::ostringstream csv;
+  csv << "id,model,params,epoch,stopped_early,train_loss,eval_loss,eval_acc,best_acc,seconds,ref_epoch,ref_train_loss,"
+         "ref_eval_loss,ref_eval_acc\n";
+  for (const RowRecord& r : summary.rows) {
+    const EpochStats& e = r.result.last();
+    csv << ablate::csv_field(r.id) << "," << ablate::csv_field(r.name) << "," << r.result.params << "," << e.epoch
+        << "," << (r.result.stopped_early ? "true" : "false") << "," << fmt("%.4f", e.train_loss) << ","
+        << fmt("%.4f", e.eval_loss) << "," << fmt("%.4f", e.eval_acc) << "," << fmt("%.4f", best_acc(r.result)) << ","
+        << fmt("%.1f", r.result.seconds);
+    if (r.reference)
+      csv << "," << r.reference->epoch << "," << r.reference->train_loss << "," << r.reference->eval_loss << ","
+          << r.reference->eval_acc << "\n";
+    else
+      csv << ",,,,\n";
+  }
+  write_text_atomic((fs::path(opt.out_dir) / "results.csv").string(), csv.str());
+
+  std::string why;
+  summary.plots_written = write_plots(opt.out_dir, suite.title, opt.gnuplot, summary.rows, why);
+  if (!summary.plots_written) std::fprintf(stderr, "%s\n", why.c_str());
+  const ablate::TextTable t = table(summary.rows);
+  const std::string ref_note =
+      suite.reference_source.empty() ? "" : " Ref. columns: the figures " + suite.reference_source + " reported.";
+  const std::string legend =
+      "Epoch = the last epoch run (\"stop\": eval accuracy reached the stop threshold). Train loss = mean over the "
+      "epoch's batches; eval loss and accuracy over the scored positions of the test set after that epoch; best acc "
+      "over all epochs; **bold** = best eval acc." + ref_note;
+  std::ostringstream md;
+  md << "# " << suite.title << "\n\n" << settings_line(suite) << ".\n\n" << legend << "\n\n"
+     << ablate::markdown_table(t) << "\n";
+  if (summary.plots_written)
+    for (const std::string& n : chart_names()) md << "![" << n << "](plots/" << n << ".png)\n\n";
+  else
+    md << "_" << why << "._\n";
+  summary.report_md = (fs::path(opt.out_dir) / "report.md").string();
+  write_text_atomic(summary.report_md, md.str());
+
+  std::ostringstream h;
+  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << ablate::html_escape(suite.title)
+    << "</title>\n" << ablate::html_style() << "</head><body>\n<h1>" << ablate::html_escape(suite.title)
+    << "</h1>\n<p>" << ablate::html_escape(settings_line(suite)) << ".</p>\n<p>" << ablate::html_escape(legend)
+    << "</p>\n" << ablate::html_table(t);
+  if (summary.plots_written)
+    for (const std::string& n : chart_names()) h << "<img src=\"plots/" << n << ".svg\" alt=\"" << n << "\">\n";
+  else
+    h << "<p><em>" << ablate::html_escape(why) << ".</em></p>\n";
+  h << "</body></html>\n";
+  summary.report_html = (fs::path(opt.out_dir) / "report.html").string();
+  write_text_atomic(summary.report_html, h.str());
+  return summary;
+}
+
+}  // namespace hymba::synth

@@ -1,0 +1,45 @@
+// Runs a `hymba synth` suite: trains every row, and writes DIR/results.json
+// (settings and per-epoch figures of every row; a rerun skips rows measured
+// under the same settings), results.csv, report.md, report.html and the
+// accuracy and loss charts in DIR/plots (PNG and SVG, through gnuplot).
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "synth/suite.h"
+
+namespace hymba::synth {
+
+struct SuiteRunOptions {
+  std::string out_dir;
+  std::string gnuplot = "gnuplot";  // "" skips the plots
+  bool quiet = false;               // no per-epoch lines
+  std::FILE* log = stdout;
+};
+
+struct RowRecord {
+  std::string id, name;
+  nlohmann::json task, arch, train;  // the settings it ran under
+  std::optional<ReferenceFigures> reference;
+  RunResult result;
+  nlohmann::json to_json() const;
+  static RowRecord from_json(const nlohmann::json& j);  // errors name the field
+};
+
+struct SuiteRunSummary {
+  std::vector<RowRecord> rows;
+  int64_t trained = 0, skipped = 0;
+  bool plots_written = false;
+  std::string report_md, report_html;
+};
+
+SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& opt);
+
+// The report table as markdown (also printed by `hymba synth`).
+std::string synth_markdown_table(const std::vector<RowRecord>& rows);
+
+}  // namespace hymba::synth

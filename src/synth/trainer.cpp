@@ -1,0 +1,360 @@
+#include "synth/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <numeric>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "core/threading.h"
+#include "model/model.h"
+#include "synth/compression_head.h"
+#include "synth/settings_json.h"
+#include "train/optimizer.h"
+
+namespace hymba::synth {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kArchNames[] = {"transformer", "mamba", "hymba", "hybrid"};
+
+}  // namespace
+
+const char* to_string(ArchKind k) { return kArchNames[static_cast<int>(k)]; }
+
+ArchKind parse_arch(const std::string& name) {
+  for (int i = 0; i < 4; ++i)
+    if (name == kArchNames[i]) return static_cast<ArchKind>(i);
+  fail("--model: unknown model '", name, "' (one of transformer, mamba, hymba, hybrid)");
+}
+
+BlockLink parse_link(const std::string& name) {
+  if (name == "null") return BlockLink::kNull;
+  if (name == "residual" || name == "res") return BlockLink::kResidual;
+  if (name == "gated" || name == "gated-res") return BlockLink::kGated;
+  fail("--link: unknown link '", name, "' (one of null, residual, gated)");
+}
+
+void ArchSpec::validate() const {
+  need(hidden_size >= 2 && hidden_size <= 65536, "--hidden-size", "must be in 2..65536 (got " + std::to_string(hidden_size) + ")");
+  need(d_state >= 1 && d_state <= 1024, "--d-state", "must be in 1..1024");
+  need(ffn_mult >= 0 && ffn_mult <= 64, "--ffn-mult", "must be in 0..64");
+  need(init_std > 0 && init_std <= 10, "--init-std", "must be in (0, 10]");
+  if (kind == ArchKind::kHybrid) {
+    need(num_blocks >= 1 && num_blocks <= 256, "--num-blocks", "must be in 1..256");
+    need(trans_layers >= 1 && trans_layers <= 256, "--trans-layers", "must be in 1..256 (use --model mamba for none)");
+    need(mamba_layers >= 1 && mamba_layers <= 256, "--mamba-layers", "must be in 1..256 (use --model transformer for none)");
+  } else {
+    need(num_layers >= 1 && num_layers <= 1024, "--num-layers", "must be in 1..1024 (got " + std::to_string(num_layers) + ")");
+  }
+  if (kind != ArchKind::kMamba) {
+    need(num_heads >= 1 && hidden_size % num_heads == 0, "--num-heads",
+         std::to_string(num_heads) + " must be >= 1 and divide --hidden-size " + std::to_string(hidden_size));
+    need((hidden_size / num_heads) % 2 == 0, "--num-heads",
+         "head width --hidden-size / --num-heads = " + std::to_string(hidden_size / num_heads) + " must be even (RoPE)");
+  }
+}
+
+std::string ArchSpec::label() const {
+  switch (kind) {
+    case ArchKind::kTransformer: return "Transformer layers " + std::to_string(num_layers);
+    case ArchKind::kMamba: return "Mamba layers " + std::to_string(num_layers);
+    case ArchKind::kHymba: return "Hymba layers " + std::to_string(num_layers);
+    case ArchKind::kHybrid: {
+      const char* l = link == BlockLink::kNull ? "Null" : link == BlockLink::kResidual ? "Res" : "Gated-res";
+      return "Hybrid blocks " + std::to_string(num_blocks) + ", " + l + " tLrs " + std::to_string(trans_layers) +
+             " mLrs " + std::to_string(mamba_layers);
+    }
+  }
+  return "?";
+}
+
+json ArchSpec::to_json() const {
+  json j = {{"model", to_string(kind)}, {"hidden_size", hidden_size}, {"num_heads", num_heads},
+            {"ffn_mult", ffn_mult},     {"d_state", d_state},     {"init_std", init_std}};
+  if (kind == ArchKind::kHybrid) {
+    j["num_blocks"] = num_blocks;
+    j["trans_layers"] = trans_layers;
+    j["mamba_layers"] = mamba_layers;
+    j["link"] = hymba::to_string(link);
+  } else {
+    j["num_layers"] = num_layers;
+  }
+  return j;
+}
+
+ArchSpec ArchSpec::from_json(const json& j, const ArchSpec& base, const std::string& source) {
+  ArchSpec a = base;
+  JsonFields f(j, source);
+  std::string kind = to_string(a.kind), link = hymba::to_string(a.link);
+  f.get("model", kind);
+  f.get("link", link);
+  a.kind = parse_arch(kind);
+  a.link = parse_link(link);
+  f.get("hidden_size", a.hidden_size);
+  f.get("num_layers", a.num_layers);
+  f.get("num_heads", a.num_heads);
+  f.get("num_blocks", a.num_blocks);
+  f.get("trans_layers", a.trans_layers);
+  f.get("mamba_layers", a.mamba_layers);
+  f.get("ffn_mult", a.ffn_mult);
+  f.get("d_state", a.d_state);
+  f.get("init_std", a.init_std);
+  f.reject_unknown();
+  return a;
+}
+
+ModelConfig make_model_config(const ArchSpec& a, int64_t vocab_size) {
+  a.validate();
+  json j = {{"vocab_size", vocab_size},   {"hidden_size", a.hidden_size},   {"num_attention_heads", a.num_heads},
+            {"num_key_value_heads", a.num_heads}, {"mamba_d_state", a.d_state}, {"tie_word_embeddings", true},
+            {"initializer_range", a.init_std}};
+  const int64_t ffn = static_cast<int64_t>(std::llround(a.ffn_mult * static_cast<double>(a.hidden_size)));
+  switch (a.kind) {
+    case ArchKind::kTransformer:
+      j["layer_types"] = "attention";
+      j["num_hidden_layers"] = a.num_layers;
+      j["intermediate_size"] = ffn;
+      break;
+    case ArchKind::kMamba:
+      j["layer_types"] = "mamba";
+      j["num_hidden_layers"] = a.num_layers;
+      j["intermediate_size"] = 0;
+      break;
+    case ArchKind::kHymba:
+      j["layer_types"] = "hybrid";
+      j["num_hidden_layers"] = a.num_layers;
+      j["intermediate_size"] = ffn;
+      break;
+    case ArchKind::kHybrid: {
+      json types = json::array();
+      for (int64_t b = 0; b < a.num_blocks; ++b) {
+        for (int64_t l = 0; l < a.trans_layers; ++l) types.push_back("attention");
+        for (int64_t l = 0; l < a.mamba_layers; ++l) types.push_back("mamba");
+      }
+      j["layer_types"] = types;
+      j["num_hidden_layers"] = a.num_blocks * (a.trans_layers + a.mamba_layers);
+      j["block_layers"] = a.trans_layers + a.mamba_layers;
+      j["block_link"] = hymba::to_string(a.link);
+      j["intermediate_size"] = ffn;
+      break;
+    }
+  }
+  return ModelConfig::from_json(j, "synth model");
+}
+
+void TrainSettings::validate() const {
+  need(epochs >= 1 && epochs <= 100000, "--epochs", "must be in 1..100000 (got " + std::to_string(epochs) + ")");
+  need(batch_size >= 1 && batch_size <= 65536, "--batch-size", "must be in 1..65536");
+  need(eval_batch >= 1 && eval_batch <= 65536, "--eval-batch", "must be in 1..65536");
+  need(lr > 0 && lr <= 10, "--lr", "must be in (0, 10]");
+  need(weight_decay >= 0 && weight_decay <= 10, "--weight-decay", "must be in [0, 10]");
+  need(beta2 > 0 && beta2 < 1, "--beta2", "must be in (0, 1)");
+  need(schedule == "constant" || schedule == "cosine", "--schedule", "must be constant or cosine (got " + schedule + ")");
+  need(warmup >= 0, "--warmup", "must be >= 0");
+  need(num_train >= 1 && num_train <= 100000000, "--num-train-examples", "must be in 1..100000000");
+  need(num_test >= 1 && num_test <= 100000000, "--num-test-examples", "must be in 1..100000000");
+  need(stop_at_acc >= 0 && stop_at_acc <= 1, "--stop-at-acc", "must be in [0, 1] (0: off)");
+  need(test_seq_len >= 0, "--test-seq-len", "must be >= 0 (0: the training length)");
+  need(decoder_width >= 0, "--decoder-width", "must be >= 0 (0: 2 x hidden)");
+}
+
+json TrainSettings::to_json() const {
+  return {{"epochs", epochs},       {"batch_size", batch_size}, {"eval_batch", eval_batch},
+          {"lr", lr},               {"weight_decay", weight_decay}, {"beta2", beta2},
+          {"schedule", schedule},   {"warmup", warmup},         {"grad_clip", grad_clip},
+          {"seed", seed},           {"num_train", num_train},   {"num_test", num_test},
+          {"stop_at_acc", stop_at_acc}, {"test_seq_len", test_seq_len}, {"decoder_width", decoder_width}};
+}
+
+TrainSettings TrainSettings::from_json(const json& j, const TrainSettings& base, const std::string& source) {
+  TrainSettings t = base;
+  JsonFields f(j, source);
+  f.get("epochs", t.epochs);
+  f.get("batch_size", t.batch_size);
+  f.get("eval_batch", t.eval_batch);
+  f.get("lr", t.lr);
+  f.get("weight_decay", t.weight_decay);
+  f.get("beta2", t.beta2);
+  f.get("schedule", t.schedule);
+  f.get("warmup", t.warmup);
+  f.get("grad_clip", t.grad_clip);
+  f.get("seed", t.seed);
+  f.get("num_train", t.num_train);
+  f.get("num_test", t.num_test);
+  f.get("stop_at_acc", t.stop_at_acc);
+  f.get("test_seq_len", t.test_seq_len);
+  f.get("decoder_width", t.decoder_width);
+  f.reject_unknown();
+  return t;
+}
+
+namespace {
+
+// One model (and for compression its decoder head) under training.
+class Learner {
+ public:
+  Learner(const TaskSpec& task, const ArchSpec& arch, const TrainSettings& s)
+      : compression_(task.kind == TaskKind::kCompression), model_(make_model_config(arch, task.vocab_size), true) {
+    const Rng init(s.seed);
+    model_.params().init(init.split(1));
+    if (compression_) {
+      const int64_t width = s.decoder_width > 0 ? s.decoder_width : 2 * arch.hidden_size;
+      head_ = std::make_unique<CompressionHead>(task.seq_len, arch.hidden_size, width, task.vocab_size, true);
+      head_->params().init(init.split(2));
+    }
+  }
+
+  int64_t params() const {
+    return model_.params().num_params() + (head_ ? head_->params().num_params() : 0);
+  }
+
+  // Loss stats of a batch; with `learn` also accumulates gradients.
+  LossStats run(const int32_t* ids, const int32_t* targets, int64_t B, int64_t T, bool learn) {
+    const ThreadLimit threads(threads_for_param_rows(params() * B * T));
+    if (!compression_) {
+      const LossStats st = model_.forward(ids, targets, B, T);
+      if (learn) model_.backward();
+      return st;
+    }
+    model_.forward(ids, nullptr, B, T);
+    const int64_t d = model_.config().hidden_size;
+    last_.resize(static_cast<size_t>(B * d));
+    for (int64_t b = 0; b < B; ++b)  // only the last position's state reaches the decoder
+      std::copy_n(model_.token_hidden() + ((b + 1) * T - 1) * d, d, last_.begin() + b * d);
+    const LossStats st = head_->forward(last_.data(), targets, B);
+    if (learn) {
+      std::vector<float> dlast(static_cast<size_t>(B * d));
+      head_->backward(dlast.data());
+      dhidden_.assign(static_cast<size_t>(B * T * d), 0.0f);
+      for (int64_t b = 0; b < B; ++b) std::copy_n(dlast.begin() + b * d, d, dhidden_.begin() + ((b + 1) * T - 1) * d);
+      model_.backward_from_token_hidden(dhidden_.data());
+    }
+    return st;
+  }
+
+  void zero_grad() {
+    model_.params().zero_grad();
+    if (head_) head_->params().zero_grad();
+  }
+
+  // Clips the global norm over model and head, then one AdamW step.
+  void step(const AdamWConfig& cfg, double lr, int64_t t, double clip) {
+    const ThreadLimit threads(threads_for_param_rows(params()));
+    if (clip > 0) {
+      const double m = grad_global_norm(model_.params()), h = head_ ? grad_global_norm(head_->params()) : 0.0;
+      const double norm = std::sqrt(m * m + h * h);
+      if (norm > clip) {
+        const auto scale = static_cast<float>(clip / norm);
+        scale_grads(model_.params(), scale);
+        if (head_) scale_grads(head_->params(), scale);
+      }
+    }
+    adamw_step(model_.params(), cfg, lr, t);
+    if (head_) adamw_step(head_->params(), cfg, lr, t);
+  }
+
+ private:
+  bool compression_;
+  Model model_;
+  std::unique_ptr<CompressionHead> head_;
+  std::vector<float> last_, dhidden_;
+};
+
+void gather(const Dataset& d, const std::vector<int64_t>& order, int64_t from, int64_t count, std::vector<int32_t>& ids,
+            std::vector<int32_t>& targets) {
+  ids.resize(static_cast<size_t>(count * d.seq));
+  targets.resize(ids.size());
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t ex = order[static_cast<size_t>(from + i)];
+    std::copy_n(d.input(ex), d.seq, ids.begin() + i * d.seq);
+    std::copy_n(d.target(ex), d.seq, targets.begin() + i * d.seq);
+  }
+}
+
+}  // namespace
+
+RunResult train_on_task(const TaskSpec& task, const ArchSpec& arch, const TrainSettings& s,
+                        const std::function<void(const EpochStats&)>& on_epoch) {
+  task.validate();
+  arch.validate();
+  s.validate();
+  TaskSpec test_task = task;
+  if (s.test_seq_len > 0) {
+    HYMBA_CHECK(task.kind != TaskKind::kCompression,
+                "--test-seq-len: compression decodes a fixed number of positions; test at the training length");
+    test_task.seq_len = s.test_seq_len;
+    test_task.validate();
+  }
+  const Rng data(s.seed);
+  const Dataset train = generate(task, s.num_train, data.split(11).next_u64(), false);
+  const Dataset test = generate(test_task, s.num_test, data.split(12).next_u64(), true);
+
+  Learner learner(task, arch, s);
+  RunResult result;
+  result.params = learner.params();
+  AdamWConfig adamw;
+  adamw.beta2 = s.beta2;
+  adamw.weight_decay = s.weight_decay;
+  const int64_t batches = (train.n + s.batch_size - 1) / s.batch_size;
+  LrSchedule sched;
+  sched.peak = s.lr;
+  sched.floor = s.schedule == "cosine" ? std::min(1e-6, s.lr) : s.lr;
+  sched.warmup = s.warmup;
+  sched.total = batches * s.epochs;
+
+  std::vector<int64_t> order(static_cast<size_t>(train.n)), identity(static_cast<size_t>(test.n));
+  std::iota(identity.begin(), identity.end(), 0);
+  std::vector<int32_t> ids, targets;
+  const auto t_start = std::chrono::steady_clock::now();
+  int64_t step = 0;
+  for (int64_t epoch = 1; epoch <= s.epochs; ++epoch) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::iota(order.begin(), order.end(), 0);
+    Rng shuffle = data.split(1000 + static_cast<uint64_t>(epoch));
+    for (int64_t i = train.n - 1; i > 0; --i)
+      std::swap(order[static_cast<size_t>(i)], order[shuffle.below(static_cast<uint64_t>(i + 1))]);
+    double loss_sum = 0;
+    for (int64_t b = 0; b < batches; ++b) {
+      const int64_t from = b * s.batch_size, count = std::min(s.batch_size, train.n - from);
+      gather(train, order, from, count, ids, targets);
+      learner.zero_grad();
+      const LossStats st = learner.run(ids.data(), targets.data(), count, train.seq, true);
+      const double mean = st.scored > 0 ? st.loss_sum / static_cast<double>(st.scored) : 0.0;
+      HYMBA_CHECK(std::isfinite(mean), "synth: the training loss became ", mean, " at epoch ", epoch,
+                  " (try a lower --lr)");
+      loss_sum += mean;
+      learner.step(adamw, sched.at(step), step + 1, s.grad_clip);
+      ++step;
+    }
+    EpochStats e;
+    e.epoch = epoch;
+    e.train_loss = loss_sum / static_cast<double>(batches);
+    double eval_loss = 0;
+    int64_t scored = 0, correct = 0;
+    for (int64_t from = 0; from < test.n; from += s.eval_batch) {
+      const int64_t count = std::min(s.eval_batch, test.n - from);
+      gather(test, identity, from, count, ids, targets);
+      const LossStats st = learner.run(ids.data(), targets.data(), count, test.seq, false);
+      eval_loss += st.loss_sum;
+      scored += st.scored;
+      correct += st.correct;
+    }
+    e.eval_loss = scored > 0 ? eval_loss / static_cast<double>(scored) : 0.0;
+    e.eval_acc = scored > 0 ? static_cast<double>(correct) / static_cast<double>(scored) : 0.0;
+    e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    result.epochs.push_back(e);
+    if (on_epoch) on_epoch(e);
+    if (s.stop_at_acc > 0 && e.eval_acc >= s.stop_at_acc) {
+      result.stopped_early = epoch < s.epochs;
+      break;
+    }
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  return result;
+}
+
+}  // namespace hymba::synth
