@@ -349,23 +349,28 @@ TEST(ClassifyPadding, BatchedFeaturesEqualEachSequenceAlone) {
 // Frozen backbones run forwards that keep one layer's activations at a time:
 // the same hidden states bit for bit, a lower activation peak, no backward.
 TEST(ClassifyFrozenForward, ReleasingActivationsKeepsHiddenStatesAndCutsMemory) {
-  const ModelConfig cfg = ModelConfig::from_json(
-      tiny_backbone({{"num_hidden_layers", 4}, {"global_attn_idx", {0, 3}}, {"kv_reuse_group", "auto"}}), "tiny");
-  Model full(cfg, true), lean(cfg, true);
-  full.init(3);
-  lean.init(3);
-  const int64_t B = 3, T = 9, R = B * (cfg.num_memory_tokens + T);
-  std::vector<int32_t> ids(static_cast<size_t>(B * T));
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7 + 3) % cfg.vocab_size);
-  ForwardOptions fo;
-  fo.hidden_only = true;
-  full.forward(ids.data(), nullptr, B, T, fo);
-  fo.release_activations = true;
-  lean.forward(ids.data(), nullptr, B, T, fo);
-  for (int64_t i = 0; i < R * cfg.hidden_size; ++i) ASSERT_EQ(lean.hidden()[i], full.hidden()[i]) << i;
-  EXPECT_LT(lean.activation_bytes() * 2, full.activation_bytes());
-  std::vector<float> dh(static_cast<size_t>(R * cfg.hidden_size), 1.0f);
-  EXPECT_THROW(lean.backward_from_hidden(dh.data()), Error);
+  // KV sharing across layers, and seed 004's sequential blocks (a gated link
+  // reads its block's first input after that layer's activations are gone).
+  for (const json& over : {json{{"num_hidden_layers", 4}, {"global_attn_idx", {0, 3}}, {"kv_reuse_group", "auto"}},
+                           json{{"num_hidden_layers", 4}, {"layer_types", {"attention", "attention", "mamba", "mamba"}},
+                                {"block_layers", 2}, {"block_link", "gated"}, {"num_memory_tokens", 0}}}) {
+    const ModelConfig cfg = ModelConfig::from_json(tiny_backbone(over), "tiny");
+    Model full(cfg, true), lean(cfg, true);
+    full.init(3);
+    lean.init(3);
+    const int64_t B = 3, T = 9, R = B * (cfg.num_memory_tokens + T);
+    std::vector<int32_t> ids(static_cast<size_t>(B * T));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7 + 3) % cfg.vocab_size);
+    ForwardOptions fo;
+    fo.hidden_only = true;
+    full.forward(ids.data(), nullptr, B, T, fo);
+    fo.release_activations = true;
+    lean.forward(ids.data(), nullptr, B, T, fo);
+    for (int64_t i = 0; i < R * cfg.hidden_size; ++i) ASSERT_EQ(lean.hidden()[i], full.hidden()[i]) << over << i;
+    EXPECT_LT(lean.activation_bytes() * 2, full.activation_bytes()) << over;
+    std::vector<float> dh(static_cast<size_t>(R * cfg.hidden_size), 1.0f);
+    EXPECT_THROW(lean.backward_from_hidden(dh.data()), Error);
+  }
 }
 
 // Unfrozen: the backbone's gradients through pooling and the head, against
