@@ -22,8 +22,9 @@ int max_hardware_threads();
 // 6.3K vs 0.4K) and on `hymba synth` training of tiny models.
 int threads_for_param_rows(int64_t param_rows);
 
-// Runs the kernels of its scope on at most `n` threads (results do not depend
-// on the count), restoring the previous count when it ends.
+// Runs the kernels of its scope on at most `n` threads, restoring the previous
+// count when it ends. Results are bit-identical only for the same count
+// (docs/architecture.md, Determinism), so callers derive `n` from the model alone.
 class ThreadLimit {
  public:
   explicit ThreadLimit(int n);
