@@ -349,19 +349,26 @@ void model_backward(const ModelPlan& plan, const float* P, float* G, const Activ
   Backward(plan, P, G, acts, arena).run(dloss, label_smoothing);
 }
 
-void model_backward_from_hidden(const ModelPlan& plan, const float* P, float* G, const Activations<float>& acts,
-                                const float* dhf, Arena& arena) {
+namespace {
+
+// A backward from the hidden states needs a forward that kept its activations.
+void check_kept_activations(const Activations<float>& acts) {
   HYMBA_CHECK(acts.hf != nullptr, "backward: no forward to go back through");
   HYMBA_CHECK(acts.layers.empty() || acts.layers.front().h != nullptr,
               "backward: the last forward released its activations (release_activations)");
+}
+
+}  // namespace
+
+void model_backward_from_hidden(const ModelPlan& plan, const float* P, float* G, const Activations<float>& acts,
+                                const float* dhf, Arena& arena) {
+  check_kept_activations(acts);
   Backward(plan, P, G, acts, arena).from_hidden(dhf);
 }
 
 void model_backward_from_token_hidden(const ModelPlan& plan, const float* P, float* G, const Activations<float>& acts,
                                       const float* dhf_tok, Arena& arena) {
-  HYMBA_CHECK(acts.hf != nullptr, "backward: no forward to go back through");
-  HYMBA_CHECK(acts.layers.empty() || acts.layers.front().h != nullptr,
-              "backward: the last forward released its activations (release_activations)");
+  check_kept_activations(acts);
   Backward(plan, P, G, acts, arena).from_token_hidden(dhf_tok);
 }
 
