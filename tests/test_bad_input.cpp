@@ -27,6 +27,7 @@
 #include "model/memory_estimate.h"
 #include "model/model.h"
 #include "model/presets.h"
+#include "test_util.h"
 
 namespace hymba {
 namespace {
@@ -34,21 +35,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Runs fn and expects one hymba::Error on one line containing every part.
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "not a hymba::Error: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "no hymba::Error thrown; expected one mentioning " << (parts.empty() ? "" : parts[0]);
-}
+using test::expect_error;
 
 class BadInput : public ::testing::Test {
  protected:

@@ -19,6 +19,7 @@
 #include "core/params.h"
 #include "core/rng.h"
 #include "core/safetensors.h"
+#include "test_util.h"
 
 namespace hymba {
 namespace {
@@ -73,18 +74,7 @@ void write_raw(const std::string& path, const std::string& bytes) {
   ASSERT_TRUE(out.good()) << path;
 }
 
-// Runs fn and expects one hymba::Error on one line containing every part.
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-    return;
-  }
-  ADD_FAILURE() << "no hymba::Error thrown; expected one mentioning " << (parts.empty() ? "" : parts[0]);
-}
+using test::expect_error;
 
 bool same_bits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); }
 

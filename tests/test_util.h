@@ -16,9 +16,26 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/rng.h"
 
 namespace hymba::test {
+
+// Runs fn and expects one hymba::Error on one line containing every part.
+inline void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+    return;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not a hymba::Error: " << e.what();
+    return;
+  }
+  ADD_FAILURE() << "no hymba::Error thrown; expected one mentioning " << (parts.empty() ? "" : parts[0]);
+}
 
 inline std::vector<float> random_floats(size_t n, Rng& rng, float lo = -1.0f, float hi = 1.0f) {
   std::vector<float> v(n);
