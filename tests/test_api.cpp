@@ -138,6 +138,14 @@ TEST_F(Api, FinetuneLowersTheLossAndWritesARun) {
   EXPECT_EQ(fs::path(lm.source()).filename(), "ckpt-8");
   const double after = lm.score(kText, so).loss;
   EXPECT_LT(after, before - 0.1) << before << " -> " << after;
+  // It starts from the checkpoint's weights: a step at a negligible rate leaves its loss.
+  TrainOptions still = opt;
+  still.out_dir = path("run-still");
+  still.steps = 1;
+  still.lr = 1e-9;
+  still.eval_interval = 1;
+  finetune(path("ck"), still);
+  EXPECT_NEAR(LanguageModel::load(still.out_dir).score(kText, so).loss, before, 1e-4);
   // The run resumes like any other: two more steps, same init recorded.
   opt.steps = 10;
   opt.resume = true;
@@ -145,6 +153,23 @@ TEST_F(Api, FinetuneLowersTheLossAndWritesARun) {
   // ... and refuses another starting point by name.
   opt.steps = 12;
   expect_error([&] { finetune(path("run/ckpt-10"), opt); }, {"--resume", "--init"});
+}
+
+TEST_F(Api, TrainInitIsTheSameFineTuneOnTheCommandLine) {
+  const std::string base = "--threads 2 train --data " + path("train.txt") +
+                           " --steps 3 --batch 2 --seq-len 16 --val-fraction 0.2 --quiet --init " + path("ck");
+  const auto ok = run_cli(base + " --out " + path("cli-run"));
+  ASSERT_EQ(ok.exit_code, 0) << ok.output;
+  const nlohmann::json state = nlohmann::json::parse(std::ifstream(path("cli-run/ckpt-3/train_state.json")));
+  EXPECT_EQ(state["run"]["init"], path("ck"));
+  EXPECT_EQ(LanguageModel::load(path("cli-run")).config().to_json(), LanguageModel::load(path("ck")).config().to_json());
+  // The model and the tokenizer come from the checkpoint.
+  for (const char* flag : {" --preset hymba", " --tokenizer x.model"}) {
+    const auto bad = run_cli(base + flag + " --out " + path("cli-bad"));
+    EXPECT_NE(bad.exit_code, 0);
+    EXPECT_EQ(test::count_lines(bad.output), 1) << bad.output;
+    EXPECT_NE(bad.output.find("--init"), std::string::npos) << bad.output;
+  }
 }
 
 TEST_F(Api, BadDirectoriesAndInputsAreOneLineErrors) {
