@@ -35,7 +35,8 @@ struct Args {
       if (i + 1 >= argc) die(a + " needs a value");
       flags[a] = argv[++i];
     }
-    if (positional.size() != want) die("expected " + std::to_string(want) + " arguments, got " + std::to_string(positional.size()));
+    if (positional.size() != want)
+      die("expected " + std::to_string(want) + " arguments, got " + std::to_string(positional.size()));
   }
 
   std::string str(const std::string& flag, const std::string& fallback) const {

@@ -71,8 +71,7 @@ TEST_F(Api, GenerateIsDeterministicAndEqualsTheCli) {
   opt.sampling.seed = 7;
   opt.stop_at_eos = false;  // a random model may draw eos at once
   std::string streamed;
-  const infer::Generation a =
-      lm.generate("the cat", opt, [&](int64_t, std::string_view text) { streamed += text; });
+  const infer::Generation a = lm.generate("the cat", opt, [&](int64_t, std::string_view text) { streamed += text; });
   const infer::Generation b = lm.generate("the cat", opt);
   EXPECT_EQ(a.tokens.size(), 16u);
   EXPECT_EQ(a.tokens, b.tokens);
@@ -85,8 +84,8 @@ TEST_F(Api, GenerateIsDeterministicAndEqualsTheCli) {
   // The CLI stops at eos; the same seed gives the same text up to there.
   opt.stop_at_eos = true;
   const infer::Generation g = lm.generate("the cat", opt);
-  const auto cli = run_cli("--threads 2 generate --ckpt " + path("ck") +
-                           " --prompt 'the cat' --max-new-tokens 16 --seed 7");
+  const auto cli =
+      run_cli("--threads 2 generate --ckpt " + path("ck") + " --prompt 'the cat' --max-new-tokens 16 --seed 7");
   ASSERT_EQ(cli.exit_code, 0) << cli.output;
   EXPECT_EQ(cli.output.substr(0, cli.output.find('\n') + 1), "the cat" + g.text + "\n") << cli.output;
 }
@@ -162,7 +161,8 @@ TEST_F(Api, TrainInitIsTheSameFineTuneOnTheCommandLine) {
   ASSERT_EQ(ok.exit_code, 0) << ok.output;
   const nlohmann::json state = nlohmann::json::parse(std::ifstream(path("cli-run/ckpt-3/train_state.json")));
   EXPECT_EQ(state["run"]["init"], path("ck"));
-  EXPECT_EQ(LanguageModel::load(path("cli-run")).config().to_json(), LanguageModel::load(path("ck")).config().to_json());
+  EXPECT_EQ(LanguageModel::load(path("cli-run")).config().to_json(),
+            LanguageModel::load(path("ck")).config().to_json());
   // The model and the tokenizer come from the checkpoint.
   for (const char* flag : {" --preset hymba", " --tokenizer x.model"}) {
     const auto bad = run_cli(base + flag + " --out " + path("cli-bad"));

@@ -181,8 +181,7 @@ void LanguageModel::save(const std::string& dir) {
   save_inference_checkpoint(dir, *model_, *tokenizer_);
   // add_bos_token (and an HF tokenizer's special tokens) travel with the tokenizer.
   const fs::path tokenizer_config = fs::path(source_) / "tokenizer_config.json";
-  if (!source_.empty() && fs::exists(tokenizer_config) &&
-      fs::weakly_canonical(source_) != fs::weakly_canonical(dir))
+  if (!source_.empty() && fs::exists(tokenizer_config) && fs::weakly_canonical(source_) != fs::weakly_canonical(dir))
     write_text_atomic((fs::path(dir) / "tokenizer_config.json").string(), read_file(tokenizer_config.string()));
   source_ = dir;
 }
