@@ -1,12 +1,10 @@
 // `hymba generate`: text from a checkpoint with the cached decoder.
 // `hymba bench infer`: prefill/decode throughput, cache and activation memory.
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <algorithm>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,8 +19,6 @@
 #include "train/run_state.h"
 
 namespace hymba::cli {
-
-namespace fs = std::filesystem;
 
 namespace {
 
