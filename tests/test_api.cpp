@@ -149,9 +149,12 @@ TEST_F(Api, FinetuneLowersTheLossAndWritesARun) {
   opt.steps = 10;
   opt.resume = true;
   EXPECT_EQ(finetune(path("ck"), opt).steps, 10);
+  opt.steps = 12;  // the loaded model resumes its run whatever it was loaded from
+  EXPECT_EQ(lm.finetune(opt).steps, 12);
+  EXPECT_EQ(fs::path(lm.source()).filename(), "ckpt-12");
   // ... and refuses another starting point by name.
-  opt.steps = 12;
-  expect_error([&] { finetune(path("run/ckpt-10"), opt); }, {"--resume", "--init"});
+  opt.steps = 14;
+  expect_error([&] { finetune(path("run/ckpt-12"), opt); }, {"--resume", "--init"});
 }
 
 TEST_F(Api, TrainInitIsTheSameFineTuneOnTheCommandLine) {

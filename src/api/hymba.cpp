@@ -171,8 +171,10 @@ CorpusScore LanguageModel::score_corpus(const CorpusScoreOptions& options) {
 }
 
 TrainSummary LanguageModel::finetune(const TrainOptions& options) {
-  HYMBA_CHECK(!source_.empty(), "finetune: the model has no checkpoint directory yet; save() it first");
-  const TrainSummary summary = hymba::finetune(source_, options);
+  HYMBA_CHECK(options.resume || !source_.empty(),
+              "finetune: the model has no checkpoint directory yet; save() it first");
+  // A resume continues the run in out_dir from its own checkpoint and --init.
+  const TrainSummary summary = hymba::finetune(options.resume ? std::string() : source_, options);
   *this = load(options.out_dir);
   return summary;
 }
@@ -187,7 +189,7 @@ void LanguageModel::save(const std::string& dir) {
 }
 
 TrainSummary finetune(const std::string& from, TrainOptions options) {
-  HYMBA_CHECK(!from.empty(), "--init: give the checkpoint to fine-tune");
+  HYMBA_CHECK(!from.empty() || options.resume, "--init: give the checkpoint to fine-tune");
   options.init_from = from;
   // Keep the thread count chosen with set_threads() (train() applies its own).
   if (options.threads == 0) options.threads = num_threads();

@@ -123,7 +123,8 @@ class LanguageModel {
   // Fine-tunes from source() (save() a created model first) as
   // `hymba train --init SOURCE --out options.out_dir`: a new training run with
   // its checkpoints, metrics and summary; then this object holds the result
-  // (the run's latest checkpoint). options.resume continues such a run.
+  // (the run's latest checkpoint). With options.resume it continues the run
+  // in out_dir instead, from that run's own checkpoint and starting point.
   TrainSummary finetune(const TrainOptions& options);
 
   // Writes config.json, model.safetensors and the tokenizer to dir, which
@@ -140,7 +141,8 @@ class LanguageModel {
 
 // Fine-tuning without loading first: a new run in options.out_dir from the
 // weights and tokenizer of `from` (any directory LanguageModel::load reads).
-// Training from scratch, or resuming: hymba::train (train/trainer.h).
+// With options.resume, continues that run (`from` may then be "": the run's).
+// Training from scratch, or resuming such a run: hymba::train (train/trainer.h).
 TrainSummary finetune(const std::string& from, TrainOptions options);
 
 }  // namespace hymba
