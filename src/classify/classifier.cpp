@@ -20,13 +20,13 @@ using nlohmann::json;
 namespace {
 
 Backbone load_backbone(const std::string& dir, bool trainable) {
-  Backbone b;
-  b.source = resolve_checkpoint(dir);
-  b.model = load_model(b.source, trainable);
   // Any checkpoint directory: ours (tokenizer.model) or a published one (tokenizer.json).
-  CheckpointTokenizer ct = load_checkpoint_tokenizer(b.source);
-  b.tok = std::move(ct.tokenizer);
-  b.tok_path = ct.path;
+  LoadedCheckpoint c = load_checkpoint(dir, trainable);
+  Backbone b;
+  b.source = c.dir;
+  b.model = std::move(c.model);
+  b.tok = std::move(c.tokenizer);
+  b.tok_path = c.tokenizer_path;
   HYMBA_CHECK(b.tok->vocab_size() == b.model->config().vocab_size, b.source, ": tokenizer has ", b.tok->vocab_size(),
               " tokens but the model's vocab_size is ", b.model->config().vocab_size);
   return b;

@@ -1,20 +1,17 @@
 // `hymba generate`: text from a checkpoint with the cached decoder.
 // `hymba bench infer`: prefill/decode throughput, cache and activation memory.
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <algorithm>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "api/hymba.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "core/error.h"
-#include "data/hf_tokenizer.h"
-#include "data/tokenizer.h"
 #include "infer/bench.h"
 #include "infer/generate.h"
 #include "model/checkpoint.h"
@@ -22,8 +19,6 @@
 #include "train/run_state.h"
 
 namespace hymba::cli {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -92,41 +87,15 @@ void register_generate(CLI::App& app, const GlobalOptions& global) {
       HYMBA_CHECK(!opts->prompt.empty(), "--prompt: the prompt is empty");
       texts.push_back(opts->prompt);
     }
-    const std::string ckpt = resolve_checkpoint(opts->ckpt);
-    CheckpointTokenizer tok = load_checkpoint_tokenizer(ckpt);  // tokenizer.model or tokenizer.json
-    auto model = load_model(ckpt, false);
-    const std::unique_ptr<Tokenizer>& tokenizer = tok.tokenizer;
-
-    std::vector<std::vector<int32_t>> prompts;
-    std::vector<size_t> source;  // which text each sequence continues
-    for (size_t i = 0; i < texts.size(); ++i) {
-      std::vector<int32_t> ids = tokenizer->encode(texts[i]);
-      HYMBA_CHECK(!ids.empty(), "--prompt: prompt ", i + 1, " encodes to no tokens");
-      if (tok.add_bos) ids.insert(ids.begin(), tokenizer->bos_id());  // tokenizer_config.json add_bos_token
+    LanguageModel lm = LanguageModel::load(opts->ckpt);
+    std::vector<std::string> prompts;  // --batch copies of each text
+    std::vector<size_t> source;        // which text each sequence continues
+    for (size_t i = 0; i < texts.size(); ++i)
       for (int64_t k = 0; k < opts->batch; ++k) {
-        prompts.push_back(ids);
+        prompts.push_back(texts[i]);
         source.push_back(i);
       }
-    }
 
-    // Caches are allocated for prompt + --max-new-tokens tokens up front:
-    // refuse now, with the figure, rather than fail midway.
-    MemoryEstimate need;
-    double cache_bytes = 0;
-    int64_t longest = 0;
-    for (const auto& p : prompts) {
-      const int64_t len = static_cast<int64_t>(p.size());
-      cache_bytes += static_cast<double>(
-          infer::expected_cache_bytes(model->config(), len + opts->gen.max_new_tokens));
-      longest = std::max(longest, len);
-    }
-    need.add("caches of " + std::to_string(prompts.size()) + " sequence(s) x (prompt + --max-new-tokens " +
-                 std::to_string(opts->gen.max_new_tokens) + ")",
-             cache_bytes, "--max-new-tokens or --batch");
-    need.add("prefill activations", activation_bytes(model->config(), 1, longest, false), "the prompt length");
-    need.require_available("generate");
-
-    // One sequence streams as it goes; several print when all are done.
     // One sequence streams as it goes, its prompt echoed with the first text
     // so errors found before any token print alone; several sequences print
     // each as it finishes.
@@ -151,10 +120,8 @@ void register_generate(CLI::App& app, const GlobalOptions& global) {
         write_now("\n");
       };
     }
-    infer::Decoder decoder(*model);
     infer::GenerateStats stats;
-    const std::vector<infer::Generation> out =
-        infer::generate(decoder, *tokenizer, prompts, opts->gen, on_text, &stats, on_done);
+    const std::vector<infer::Generation> out = lm.generate_batch(prompts, opts->gen, on_text, on_done, &stats);
     if (stream) {
       if (!echoed) write_now(texts.front());
       write_now("\n");

@@ -1,25 +1,15 @@
 // `hymba train` and `hymba eval`.
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 
+#include "api/hymba.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "core/error.h"
-#include "core/json_io.h"
-#include "core/threading.h"
-#include "data/corpus.h"
-#include "data/hf_tokenizer.h"
-#include "eval/evaluate.h"
-#include "model/checkpoint.h"
-#include "model/memory_estimate.h"
-#include "train/run_state.h"
 #include "train/trainer.h"
 
 namespace hymba::cli {
-
-namespace fs = std::filesystem;
 
 void register_train(CLI::App& app, const GlobalOptions& global) {
   struct Options {
@@ -38,7 +28,11 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--resume", t.resume,
                 "Continue the run in --out from its latest checkpoint (the recipe must not change; "
                 "Ctrl-C/SIGTERM save one and exit 130/143)");
-  cmd->add_option("--tokenizer", t.tokenizer_path, "Use this tokenizer file instead of building one");
+  auto* init = cmd->add_option("--init", t.init_from,
+                               "Fine-tune: start from this checkpoint's weights and tokenizer (run, checkpoint or "
+                               "published directory) instead of a fresh model");
+  init->excludes("--preset")->excludes("--config");
+  cmd->add_option("--tokenizer", t.tokenizer_path, "Use this tokenizer file instead of building one")->excludes(init);
   cmd->add_option("--tokenizer-type", t.tokenizer_type, "byte, bpe or unigram")->capture_default_str();
   cmd->add_option("--tokenizer-vocab", t.tokenizer_vocab, "Vocabulary of a trained tokenizer")
       ->check(CLI::Range(16, 1 << 20))->capture_default_str();
@@ -69,7 +63,8 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
     apply_global_options(global);
     opts->train.threads = global.threads;
     opts->train.check_model = !opts->model.preset.empty() || !opts->model.config_path.empty();
-    const ModelConfig cfg = resolve_model(opts->model, opts->train.resume ? "hybrid-official" : "");
+    const ModelConfig cfg = resolve_model(opts->model,  // --resume and --init take the model of their checkpoint
+                                          opts->train.resume || !opts->train.init_from.empty() ? "hybrid-official" : "");
     const TrainSummary s = train(cfg, opts->train);
     if (opts->json) {
       std::cout << s.to_json().dump(2) << "\n";
@@ -88,8 +83,6 @@ void register_eval(CLI::App& app, const GlobalOptions& global) {
     std::string ckpt, data;
     std::string split = "val";
     int64_t seq_len = 0, batch = 8, windows = 0;
-    double val_fraction = 0.1;
-    uint64_t seed = 1234;
     bool json = false;
   };
   auto opts = std::make_shared<Options>();
@@ -104,41 +97,18 @@ void register_eval(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--json", opts->json, "Print JSON");
   cmd->callback([opts, &global] {
     apply_global_options(global);
-    const std::string ckpt = resolve_checkpoint(opts->ckpt);
-    auto model = load_model(ckpt, false);
-    auto tok = load_checkpoint_tokenizer(ckpt).tokenizer;  // tokenizer.model or tokenizer.json
-    // Defaults from the training run when this is one of its checkpoints.
-    std::string data = opts->data;
-    int64_t seq_len = opts->seq_len;
-    double val_fraction = opts->val_fraction;
-    uint64_t seed = opts->seed;
-    const fs::path state_path = fs::path(ckpt) / kTrainStateFile;
-    if (fs::exists(state_path)) {
-      const nlohmann::json state = read_json_file(state_path.string());
-      const JsonFields run = JsonFields(state, state_path.string()).object("run");
-      if (data.empty()) data = run.str("data");
-      if (seq_len == 0) seq_len = run.i64("seq_len");
-      val_fraction = run.f64("val_fraction");
-      seed = run.u64("seed");
-    }
-    HYMBA_CHECK(!data.empty(), "--data: give the text to evaluate on (the checkpoint has no training run record)");
-    if (seq_len == 0) seq_len = 256;
-    DatasetOptions dopt;
-    dopt.val_fraction = val_fraction;
-    dopt.split_seed = seed;
-    const TokenDataset ds = TokenDataset::build(data, *tok, dopt);
-    std::vector<int32_t> all;
-    std::span<const int32_t> tokens = ds.val();
-    if (opts->split == "all") {
-      all.assign(ds.train().begin(), ds.train().end());
-      all.insert(all.end(), ds.val().begin(), ds.val().end());
-      tokens = all;
-    }
-    MemoryEstimate need;  // the weights are loaded already: only the arena is left to allocate
-    need.add("activations for --batch " + std::to_string(opts->batch) + " x --seq-len " + std::to_string(seq_len),
-             activation_bytes(model->config(), opts->batch, seq_len, false), "--batch or --seq-len");
-    need.require_available("eval");
-    const EvalResult r = evaluate(*model, tokens, seq_len, opts->batch, opts->windows);
+    LanguageModel lm = LanguageModel::load(opts->ckpt);
+    CorpusScoreOptions so;
+    so.data = opts->data;
+    so.all_tokens = opts->split == "all";
+    so.seq_len = opts->seq_len;
+    so.batch = opts->batch;
+    so.max_windows = opts->windows;
+    const CorpusScore score = lm.score_corpus(so);
+    const EvalResult& r = score.result;
+    const std::string& ckpt = lm.source();
+    const std::string& data = score.data;
+    const int64_t seq_len = score.seq_len;
     if (opts->json) {
       std::cout << nlohmann::json{{"checkpoint", ckpt}, {"data", data},       {"split", opts->split},
                                   {"loss", r.loss},      {"ppl", r.ppl},       {"accuracy", r.accuracy},

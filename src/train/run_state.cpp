@@ -6,6 +6,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/safetensors.h"
+#include "data/hf_tokenizer.h"
 #include "model/checkpoint.h"
 
 namespace hymba {
@@ -23,6 +24,17 @@ std::string resolve_checkpoint(const std::string& path) {
     return dir.string();
   }
   return path;
+}
+
+LoadedCheckpoint load_checkpoint(const std::string& path, bool training) {
+  LoadedCheckpoint c;
+  c.dir = resolve_checkpoint(path);
+  CheckpointTokenizer tok = load_checkpoint_tokenizer(c.dir);  // the cheaper check first
+  c.tokenizer = std::move(tok.tokenizer);
+  c.tokenizer_path = tok.path;
+  c.add_bos = tok.add_bos;
+  c.model = load_model(c.dir, training);
+  return c;
 }
 
 void save_inference_checkpoint(const std::string& dir, const Model& model, const Tokenizer& tok,

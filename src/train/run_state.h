@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -30,6 +32,20 @@ inline constexpr const char* kOptimizerFile = "optimizer.safetensors";
 // Resolves a checkpoint argument: a run directory (follows `latest`) or a
 // checkpoint directory itself.
 std::string resolve_checkpoint(const std::string& path);
+
+// A model and its tokenizer from any directory a `--ckpt` flag takes: a run
+// directory (its latest checkpoint), a checkpoint of ours, or a published HF
+// Hymba / HF or state-spaces Mamba directory (docs/import.md). The tokenizer
+// is tokenizer.model or tokenizer.json; errors name the directory or file.
+struct LoadedCheckpoint {
+  std::string dir;  // the checkpoint directory itself (after `latest`)
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::string tokenizer_path;  // tokenizer.model, or a published tokenizer.json
+  bool add_bos = false;  // tokenizer_config.json add_bos_token: prompts start with bos
+};
+// training: also allocate gradients and optimizer moments.
+LoadedCheckpoint load_checkpoint(const std::string& path, bool training);
 
 // Writes OUT/ckpt-<step> completely, points `latest` at it, and removes
 // older ckpt-* directories.

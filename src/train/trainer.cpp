@@ -56,9 +56,12 @@ namespace {
 // resume_checks()) and a --tokenizer file's path (its content is compared).
 json run_recipe(const TrainOptions& o, double dropout) {
   json j = recipe_core_json(o);
+  // A tokenizer given as a file, or brought by --init, is not built by the recipe.
+  const bool builds_tokenizer = o.tokenizer_path.empty() && o.init_from.empty();
   j.update(json{{"data", o.data},
-                {"tokenizer_type", o.tokenizer_path.empty() ? o.tokenizer_type : std::string()},
-                {"tokenizer_vocab", o.tokenizer_path.empty() && o.tokenizer_type != "byte" ? o.tokenizer_vocab : 0},
+                {"init", o.init_from},
+                {"tokenizer_type", builds_tokenizer ? o.tokenizer_type : std::string()},
+                {"tokenizer_vocab", builds_tokenizer && o.tokenizer_type != "byte" ? o.tokenizer_vocab : 0},
                 {"eps", o.adamw.eps},
                 {"dropout", dropout},  // the one in effect: --dropout or the model config's
                 {"threads", num_threads()}});
@@ -136,6 +139,8 @@ SavedState read_train_state(const JsonFields& f) {
 
 void validate(const TrainOptions& o) {
   HYMBA_CHECK(!o.out_dir.empty(), "--out: a run directory is required");
+  HYMBA_CHECK(o.init_from.empty() || o.tokenizer_path.empty(),
+              "--tokenizer: not with --init (the run uses the tokenizer of ", o.init_from, ")");
   if (o.tokenizer_path.empty()) (void)parse_tokenizer_kind(o.tokenizer_type, "--tokenizer-type");
   HYMBA_CHECK(o.batch >= 1, "--batch must be >= 1 (got ", o.batch, ")");
   HYMBA_CHECK(o.seq_len >= 1, "--seq-len must be >= 1 (got ", o.seq_len, ")");
@@ -206,8 +211,9 @@ json recipe_core_json(const TrainOptions& o) {
           {"val_fraction", o.val_fraction}};
 }
 
-TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& opt) {
-  validate(opt);
+TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
+  validate(options);
+  TrainOptions opt = options;
   const StopSignals stop_signals;  // SIGINT/SIGTERM: stop at the next step boundary
   set_num_threads(opt.threads);
   std::FILE* log = opt.quiet ? nullptr : stderr;
@@ -240,6 +246,10 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& opt) {
     const json state_json = read_json_file(state_path);
     const JsonFields fields(state_json, state_path);
     state = read_train_state(fields);
+    // A fine-tuning run resumes from its own checkpoint whether or not --init
+    // is given again; given, it must name the run's.
+    const std::string run_init = fields.object("run").has("init") ? fields.object("run").str("init") : "";
+    if (opt.init_from.empty()) opt.init_from = run_init;
     const ModelConfig run_cfg = load_config_file((fs::path(ckpt) / kConfigFile).string());
     std::optional<ModelConfig> asked;
     if (opt.check_model) {
@@ -257,6 +267,21 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& opt) {
     load_optimizer_state(ckpt, *model);
     start_step = state.step;
     if (log) std::fprintf(log, "resuming %s from step %lld\n", opt.out_dir.c_str(), static_cast<long long>(start_step));
+  } else if (!opt.init_from.empty()) {
+    LoadedCheckpoint init = load_checkpoint(opt.init_from, true);
+    tok = std::move(init.tokenizer);
+    if (opt.dropout >= 0) {  // the config is fixed at construction: rebuild with the new dropout
+      json j = init.model->config().to_json();
+      j["dropout"] = opt.dropout;
+      auto with_dropout = std::make_unique<Model>(ModelConfig::from_json(j, "model config"), true);
+      // Dropout declares no parameters: the two tables have one layout.
+      std::copy_n(init.model->params().values_block(), init.model->params().total_floats(),
+                  with_dropout->params().values_block());
+      init.model = std::move(with_dropout);
+    }
+    require_memory(init.model->config());
+    model = std::move(init.model);
+    if (log) std::fprintf(log, "fine-tuning %s from %s\n", opt.out_dir.c_str(), init.dir.c_str());
   } else {
     tok = make_tokenizer(opt, log);
     json j = base_cfg.to_json();
@@ -267,8 +292,11 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& opt) {
     model = std::make_unique<Model>(cfg, true);
     model->init(opt.seed);
   }
-  HYMBA_CHECK(model->config().vocab_size == tok->vocab_size(), "tokenizer has ", tok->vocab_size(),
-              " tokens but the model's vocab_size is ", model->config().vocab_size);
+  // Published models may pad their vocabulary beyond the tokenizer's.
+  HYMBA_CHECK(opt.init_from.empty() ? model->config().vocab_size == tok->vocab_size()
+                                    : model->config().vocab_size >= tok->vocab_size(),
+              "tokenizer has ", tok->vocab_size(), " tokens but the model's vocab_size is ",
+              model->config().vocab_size);
 
   DatasetOptions dopt;
   dopt.val_fraction = opt.val_fraction;

@@ -41,6 +41,10 @@ struct TrainOptions {
   uint64_t seed = 1234;
   int threads = 0;
   bool resume = false;
+  // Fine-tuning: a new run starts from this checkpoint's weights and
+  // tokenizer (any directory load_checkpoint() reads) instead of a fresh
+  // init; the model config comes from it too. A resume reuses the run's.
+  std::string init_from;
   // With resume: the model given by the caller (--preset/--config) must equal
   // the run's; otherwise the run's own model is used without comparison.
   bool check_model = false;

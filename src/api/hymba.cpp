@@ -1,0 +1,199 @@
+#include "api/hymba.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "core/atomic_file.h"
+#include "core/json_io.h"
+#include "core/threading.h"
+#include "data/corpus.h"
+#include "infer/cache.h"
+#include "model/memory_estimate.h"
+#include "train/run_state.h"
+
+namespace hymba {
+
+namespace fs = std::filesystem;
+
+void set_threads(int n) {
+  HYMBA_CHECK(n >= 0, "--threads must be >= 0 (got ", n, ")");
+  set_num_threads(n);
+}
+
+LanguageModel::LanguageModel() = default;
+LanguageModel::LanguageModel(LanguageModel&&) noexcept = default;
+LanguageModel& LanguageModel::operator=(LanguageModel&&) noexcept = default;
+LanguageModel::~LanguageModel() = default;
+
+LanguageModel LanguageModel::load(const std::string& dir, bool trainable) {
+  LoadedCheckpoint c = load_checkpoint(dir, trainable);
+  LanguageModel lm;
+  lm.model_ = std::move(c.model);
+  lm.tokenizer_ = std::move(c.tokenizer);
+  lm.add_bos_ = c.add_bos;
+  lm.source_ = c.dir;
+  return lm;
+}
+
+LanguageModel LanguageModel::create(const ModelConfig& config, std::unique_ptr<Tokenizer> tokenizer, uint64_t seed) {
+  HYMBA_CHECK(tokenizer != nullptr, "create: no tokenizer given");
+  nlohmann::json j = config.to_json();
+  j["vocab_size"] = tokenizer->vocab_size();
+  LanguageModel lm;
+  lm.model_ = std::make_unique<Model>(ModelConfig::from_json(j, "model config"), false);
+  lm.model_->init(seed);
+  lm.tokenizer_ = std::move(tokenizer);
+  return lm;
+}
+
+LanguageModel LanguageModel::create(const std::string& preset, Scale scale, uint64_t seed) {
+  return create(preset_config(preset, scale), make_byte_tokenizer(), seed);
+}
+
+const ModelConfig& LanguageModel::config() const { return model_->config(); }
+int64_t LanguageModel::num_params() const { return model_->params().num_params(); }
+
+std::vector<int32_t> LanguageModel::encode(std::string_view text) const { return tokenizer_->encode(text); }
+std::string LanguageModel::decode(const std::vector<int32_t>& ids) const { return tokenizer_->decode(ids); }
+
+infer::Generation LanguageModel::generate(const std::string& prompt, const infer::GenerateOptions& options,
+                                          const infer::TextCallback& on_text) {
+  return generate_batch({prompt}, options, on_text).front();
+}
+
+std::vector<infer::Generation> LanguageModel::generate_batch(const std::vector<std::string>& texts,
+                                                             const infer::GenerateOptions& options,
+                                                             const infer::TextCallback& on_text,
+                                                             const infer::DoneCallback& on_done,
+                                                             infer::GenerateStats* stats) {
+  infer::validate(options);
+  HYMBA_CHECK(!texts.empty(), "generate: no prompts given");
+  std::vector<std::vector<int32_t>> prompts;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    std::vector<int32_t> ids = tokenizer_->encode(texts[i]);
+    HYMBA_CHECK(!ids.empty(), "--prompt: prompt ", i + 1, " encodes to no tokens");
+    if (add_bos_) ids.insert(ids.begin(), tokenizer_->bos_id());
+    prompts.push_back(std::move(ids));
+  }
+  // Caches are allocated for prompt + max_new_tokens tokens up front:
+  // refuse now, with the figure, rather than fail midway.
+  MemoryEstimate need;
+  double cache_bytes = 0;
+  int64_t longest = 0;
+  for (const auto& p : prompts) {
+    const int64_t len = static_cast<int64_t>(p.size());
+    cache_bytes += static_cast<double>(infer::expected_cache_bytes(config(), len + options.max_new_tokens));
+    longest = std::max(longest, len);
+  }
+  need.add("caches of " + std::to_string(prompts.size()) + " sequence(s) x (prompt + --max-new-tokens " +
+               std::to_string(options.max_new_tokens) + ")",
+           cache_bytes, "--max-new-tokens or --batch");
+  need.add("prefill activations", activation_bytes(config(), 1, longest, false), "the prompt length");
+  need.require_available("generate");
+  infer::Decoder decoder(*model_);
+  return infer::generate(decoder, *tokenizer_, prompts, options, on_text, stats, on_done);
+}
+
+EvalResult LanguageModel::score(std::string_view text, const ScoreOptions& options) {
+  const std::vector<int32_t> ids = tokenizer_->encode(text);
+  return score_ids(ids, options);
+}
+
+EvalResult LanguageModel::score_ids(std::span<const int32_t> ids, const ScoreOptions& options) {
+  HYMBA_CHECK(ids.size() >= 2, "score: ", ids.size(), " token(s); at least two are needed (one to predict)");
+  HYMBA_CHECK(options.seq_len >= 0 && options.batch >= 1 && options.max_windows >= 0,
+              "score: seq_len and max_windows must be >= 0 and batch >= 1");
+  const int64_t seq_len = options.seq_len > 0 ? options.seq_len : static_cast<int64_t>(ids.size()) - 1;
+  const int64_t batch = options.seq_len > 0 ? options.batch : 1;
+  MemoryEstimate need;
+  need.add("activations for batch " + std::to_string(batch) + " x seq_len " + std::to_string(seq_len),
+           activation_bytes(config(), batch, seq_len, false), "seq_len or batch");
+  need.require_available("score");
+  return evaluate(*model_, ids, seq_len, batch, options.max_windows);
+}
+
+std::vector<double> LanguageModel::token_logprobs(std::span<const int32_t> ids) {
+  HYMBA_CHECK(ids.size() >= 2, "token_logprobs: ", ids.size(), " token(s); at least two are needed");
+  const int64_t T = static_cast<int64_t>(ids.size()) - 1, V = config().vocab_size;
+  for (int32_t id : ids) HYMBA_CHECK(id >= 0 && id < V, "token_logprobs: id ", id, " is outside the vocabulary of ", V);
+  MemoryEstimate need;
+  need.add("activations for " + std::to_string(T) + " tokens", activation_bytes(config(), 1, T, false),
+           "the number of ids");
+  need.require_available("token_logprobs");
+  model_->forward(ids.data(), nullptr, 1, T);
+  std::vector<double> out(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) {
+    const float* row = model_->logits() + t * V;
+    const double top = *std::max_element(row, row + V);
+    double sum = 0.0;
+    for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v]) - top);
+    out[static_cast<size_t>(t)] = static_cast<double>(row[ids[static_cast<size_t>(t + 1)]]) - top - std::log(sum);
+  }
+  return out;
+}
+
+CorpusScore LanguageModel::score_corpus(const CorpusScoreOptions& options) {
+  CorpusScore out;
+  out.data = options.data;
+  out.seq_len = options.seq_len;
+  double val_fraction = 0.1;
+  uint64_t seed = 1234;
+  // Defaults from the training run when this is one of its checkpoints.
+  const fs::path state_path = fs::path(source_) / kTrainStateFile;
+  if (!source_.empty() && fs::exists(state_path)) {
+    const nlohmann::json state = read_json_file(state_path.string());
+    const JsonFields run = JsonFields(state, state_path.string()).object("run");
+    if (out.data.empty()) out.data = run.str("data");
+    if (out.seq_len == 0) out.seq_len = run.i64("seq_len");
+    val_fraction = run.f64("val_fraction");
+    seed = run.u64("seed");
+  }
+  HYMBA_CHECK(!out.data.empty(), "--data: give the text to evaluate on (the checkpoint has no training run record)");
+  if (out.seq_len == 0) out.seq_len = 256;
+  DatasetOptions dopt;
+  dopt.val_fraction = val_fraction;
+  dopt.split_seed = seed;
+  const TokenDataset ds = TokenDataset::build(out.data, *tokenizer_, dopt);
+  std::vector<int32_t> all;
+  std::span<const int32_t> tokens = ds.val();
+  if (options.all_tokens) {
+    all.assign(ds.train().begin(), ds.train().end());
+    all.insert(all.end(), ds.val().begin(), ds.val().end());
+    tokens = all;
+  }
+  MemoryEstimate need;  // the weights are loaded already: only the arena is left to allocate
+  need.add("activations for --batch " + std::to_string(options.batch) + " x --seq-len " + std::to_string(out.seq_len),
+           activation_bytes(config(), options.batch, out.seq_len, false), "--batch or --seq-len");
+  need.require_available("eval");
+  out.result = evaluate(*model_, tokens, out.seq_len, options.batch, options.max_windows);
+  return out;
+}
+
+TrainSummary LanguageModel::finetune(const TrainOptions& options) {
+  HYMBA_CHECK(options.resume || !source_.empty(),
+              "finetune: the model has no checkpoint directory yet; save() it first");
+  // A resume continues the run in out_dir from its own checkpoint and --init.
+  const TrainSummary summary = hymba::finetune(options.resume ? std::string() : source_, options);
+  *this = load(options.out_dir);
+  return summary;
+}
+
+void LanguageModel::save(const std::string& dir) {
+  save_inference_checkpoint(dir, *model_, *tokenizer_);
+  // add_bos_token (and an HF tokenizer's special tokens) travel with the tokenizer.
+  const fs::path tokenizer_config = fs::path(source_) / "tokenizer_config.json";
+  if (!source_.empty() && fs::exists(tokenizer_config) && fs::weakly_canonical(source_) != fs::weakly_canonical(dir))
+    write_text_atomic((fs::path(dir) / "tokenizer_config.json").string(), read_file(tokenizer_config.string()));
+  source_ = dir;
+}
+
+TrainSummary finetune(const std::string& from, TrainOptions options) {
+  HYMBA_CHECK(!from.empty() || options.resume, "--init: give the checkpoint to fine-tune");
+  options.init_from = from;
+  // Keep the thread count chosen with set_threads() (train() applies its own).
+  if (options.threads == 0) options.threads = num_threads();
+  return train(ModelConfig{}, options);
+}
+
+}  // namespace hymba
