@@ -184,5 +184,20 @@ TEST(FloatFormats, NamesAndRoundTo) {
   EXPECT_EQ(round_to_format(FloatFormat::kF16, 0.1f), 0.0999755859375f);
 }
 
+// overflow_threshold is the exact boundary: the float below it stays finite.
+TEST(FloatFormats, LargestFiniteAndOverflowThreshold) {
+  EXPECT_EQ(largest_finite(FloatFormat::kF16), 65504.0f);
+  EXPECT_EQ(bits_of(largest_finite(FloatFormat::kBF16)), 0x7F7F0000u);
+  EXPECT_EQ(largest_finite(FloatFormat::kF32), std::numeric_limits<float>::max());
+  EXPECT_TRUE(std::isinf(overflow_threshold(FloatFormat::kF32)));
+  for (FloatFormat f : {FloatFormat::kBF16, FloatFormat::kF16}) {
+    for (float sign : {1.0f, -1.0f}) {
+      const float t = sign * overflow_threshold(f);
+      EXPECT_TRUE(std::isinf(round_to_format(f, t))) << to_string(f);
+      EXPECT_EQ(round_to_format(f, std::nextafter(t, 0.0f)), sign * largest_finite(f)) << to_string(f);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hymba

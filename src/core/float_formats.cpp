@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cmath>
+#include <limits>
 
 namespace hymba {
 
@@ -14,9 +15,9 @@ constexpr uint32_t kF32Inf = 0x7f800000u;
 uint32_t shift_right_rounded(uint32_t m, uint32_t shift) {
   const uint32_t half = 1u << (shift - 1);
   const uint32_t rest = m & ((1u << shift) - 1);
-  uint32_t q = m >> shift;
-  if (rest > half || (rest == half && (q & 1u) != 0)) ++q;
-  return q;
+  const uint32_t q = m >> shift;
+  // Branch-free: the round-up decision is a coin flip on real data.
+  return q + static_cast<uint32_t>((rest > half) | ((rest == half) & ((q & 1u) != 0)));
 }
 
 }  // namespace
@@ -106,6 +107,24 @@ uint16_t f32_to_f16(float x) {
   const uint32_t e = a >> 23;
   const uint32_t m = (a & 0x7fffffu) | 0x800000u;
   return static_cast<uint16_t>(sign | shift_right_rounded(m, 126u - e));
+}
+
+float largest_finite(FloatFormat f) {
+  switch (f) {
+    case FloatFormat::kBF16: return bf16_to_f32(0x7F7Fu);
+    case FloatFormat::kF16: return f16_to_f32(0x7BFFu);
+    case FloatFormat::kF32: break;
+  }
+  return std::numeric_limits<float>::max();
+}
+
+float overflow_threshold(FloatFormat f) {
+  switch (f) {
+    case FloatFormat::kBF16: return std::bit_cast<float>(0x7F7F8000u);  // 0x7F7F plus half an ulp: ties to inf
+    case FloatFormat::kF16: return 65520.0f;                            // 65504 plus half an ulp (16)
+    case FloatFormat::kF32: break;
+  }
+  return std::numeric_limits<float>::infinity();
 }
 
 float round_to_format(FloatFormat f, float x) {

@@ -37,4 +37,11 @@ uint16_t f32_to_f16(float x);
 // x as format f stores it, back in float32 (x itself for kF32).
 float round_to_format(FloatFormat f, float x);
 
+// The format's largest finite value (65504 for f16, ≈ 3.39e38 for bf16,
+// FLT_MAX for f32), and the smallest magnitude that rounds to infinity in it
+// (65520, 0x7F7F8000 ≈ 3.40e38; infinity for f32): a finite x overflows
+// exactly when |x| >= overflow_threshold.
+float largest_finite(FloatFormat f);
+float overflow_threshold(FloatFormat f);
+
 }  // namespace hymba

@@ -122,12 +122,13 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
 // written file would silently differ from the model.
 void check_fits(const std::string& path, const NamedTensor& t, int64_t numel, FloatFormat format) {
   if (format == FloatFormat::kF32) return;
+  const float threshold = overflow_threshold(format);
   for (int64_t i = 0; i < numel; ++i) {
     const float v = t.data[i];
-    if (std::isfinite(v) && std::isinf(round_to_format(format, v)))
+    if (std::abs(v) >= threshold && std::isfinite(v))
       fail(path, ": tensor '", t.name, "' holds ", v, " at index ", i, ", beyond the largest finite ",
-           torch_dtype_name(format), " (", (format == FloatFormat::kF16 ? "65504" : "3.39e38"),
-           "); store it as f32", (format == FloatFormat::kF16 ? " or bf16" : ""));
+           torch_dtype_name(format), " (", largest_finite(format), "); store it as f32",
+           (format == FloatFormat::kF16 ? " or bf16" : ""));
   }
 }
 
