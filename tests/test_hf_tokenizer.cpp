@@ -207,6 +207,9 @@ TEST(HfTokenizer, RefusalsNameTheField) {
   msg = error_of(with_normalizer(R"({"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Strip"}]})"));
   EXPECT_NE(msg.find("field 'normalizer.normalizers[1]'"), std::string::npos) << msg;
   EXPECT_NE(error_of(with_normalizer(R"({"type": "Sequence"})")).find("normalizer.normalizers"), std::string::npos);
+  std::string deep = R"({"type": "NFC"})";
+  for (int i = 0; i < 9; ++i) deep = R"({"type": "Sequence", "normalizers": [)" + deep + "]}";
+  EXPECT_NE(error_of(with_normalizer(deep)).find("more than 8 deep"), std::string::npos);
   EXPECT_NE(error_of(with_normalizer(R"("NFC")")).find("field 'normalizer'"), std::string::npos);
 }
 

@@ -67,8 +67,9 @@ void register_import_export(CLI::App& app, const GlobalOptions& global) {
                                               "names, tokenizer files)")
         ->capture_default_str();
     cmd->add_option("--dtype", opts->dtype,
-                    "Weight dtype in model.safetensors: f32, bf16 or f16 (rounded to nearest even; the published "
-                    "Hymba and Mamba checkpoints are bf16; f16 refuses a weight beyond 65504)")
+                    "Weight dtype in model.safetensors: f32, bf16 or f16, rounded to nearest even (bf16 and f16 halve "
+                    "the file; the released Hymba-1.5B is bf16; f16 refuses a weight that would round to inf, "
+                    "|x| >= 65520)")
         ->capture_default_str();
     cmd->add_option("--out", opts->out, "Directory to write")->required();
     cmd->callback([opts, &global] {

@@ -307,15 +307,17 @@ class HfBpeTokenizer final : public Tokenizer {
   // HF's normalizer: one of the Unicode forms, or a Sequence of normalizers
   // applied in order (nested sequences flatten). Anything else (Lowercase,
   // Replace, ...) is refused naming the field.
-  void add_normalizer(const json& nm, const std::string& field, const std::string& path) {
+  void add_normalizer(const json& nm, const std::string& field, const std::string& path, int depth = 0) {
     HYMBA_CHECK(nm.is_object() && nm.contains("type") && nm["type"].is_string(), path, ": field '", field,
                 "' must be an object with a string \"type\"");
     const std::string type = nm["type"].get<std::string>();
     if (type == "Sequence") {
+      // A hostile file could nest sequences deep enough to exhaust the stack.
+      HYMBA_CHECK(depth < 8, path, ": field '", field, "' nests Sequence normalizers more than 8 deep");
       HYMBA_CHECK(nm.contains("normalizers") && nm["normalizers"].is_array(), path, ": field '", field,
                   ".normalizers' must be a list");
       for (size_t i = 0; i < nm["normalizers"].size(); ++i)
-        add_normalizer(nm["normalizers"][i], field + ".normalizers[" + std::to_string(i) + "]", path);
+        add_normalizer(nm["normalizers"][i], field + ".normalizers[" + std::to_string(i) + "]", path, depth + 1);
       return;
     }
     const std::optional<NormalForm> form = normal_form_from_name(type);
