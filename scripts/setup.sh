@@ -11,6 +11,8 @@ PACKAGES=(
   libopenblas-openmp-dev libomp-dev
   # libraries
   nlohmann-json3-dev libcli11-dev libsentencepiece-dev
+  # Unicode normalization (NFC, NFKC, ...) for tokenizer.json normalizers
+  libunistring-dev
   # tests and micro-benchmarks
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   # built-in default corpus (data files only) and report plots

@@ -3,12 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <unistd.h>
 
 #include "cli_util.h"
 #include "core/atomic_file.h"
 #include "data/tokenizer.h"
+#include "core/safetensors.h"
+#include "model/checkpoint.h"
 
 namespace hymba {
 namespace {
@@ -93,6 +96,48 @@ TEST(CliImport, SentencepieceTokenizerAndAddBos) {
   const int plain = prompt_tokens(false);
   EXPECT_GE(plain, 1);
   EXPECT_EQ(prompt_tokens(true), plain + 1);
+  fs::remove_all(d);
+}
+
+// --dtype bf16 / f16: torch_dtype follows, the weights take half the bytes,
+// the export imports back; an f16 overflow and an unknown dtype are refused.
+TEST(CliImport, ExportDtypes) {
+  const fs::path d = temp_dir("dtype");
+  const std::string ckpt = kRoot + "/state_spaces_mamba";
+  std::map<std::string, uint64_t> size;
+  for (const std::string dtype : {"f32", "bf16", "f16"}) {
+    const fs::path hf = d / dtype;
+    auto r = run_cli("export --ckpt " + ckpt + " --dtype " + dtype + " --out " + hf.string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(", " + dtype + ")"), std::string::npos) << r.output;
+    EXPECT_EQ(read_json_file((hf / "config.json").string())["torch_dtype"],
+              dtype == "f32" ? "float32" : dtype == "bf16" ? "bfloat16" : "float16");
+    const SafetensorsFile st = SafetensorsFile::open((hf / "model.safetensors").string());
+    for (const SafetensorsEntry& e : st.entries()) size[dtype] += e.end - e.begin;  // the data buffer's bytes
+    r = run_cli("import --in " + hf.string() + " --out " + (d / (dtype + "_back")).string());
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+  }
+  EXPECT_EQ(2 * size["bf16"], size["f32"]);
+  EXPECT_EQ(size["f16"], size["bf16"]);
+
+  auto model = load_model(ckpt, false);
+  model->params().for_each([](ParamSlot& slot) {
+    if (slot.info.name == "backbone.norm_f.weight") slot.value[1] = 70000.0f;
+  });
+  save_model((d / "big").string(), *model);
+  auto r = run_cli("export --ckpt " + (d / "big").string() + " --dtype f16 --out " + (d / "big_hf").string());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(count_lines(r.output), 1) << r.output;
+  EXPECT_NE(r.output.find("'backbone.norm_f.weight' holds 70000 at index 1"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(d / "big_hf" / "config.json"));
+  EXPECT_EQ(run_cli("export --ckpt " + (d / "big").string() + " --dtype bf16 --out " + (d / "big_hf").string())
+                .exit_code,
+            0);
+
+  r = run_cli("export --ckpt " + ckpt + " --dtype f64 --out " + (d / "x").string());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(count_lines(r.output), 1) << r.output;
+  EXPECT_NE(r.output.find("--dtype 'f64'"), std::string::npos) << r.output;
   fs::remove_all(d);
 }
 

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "data/hf_tokenizer.h"
+#include "data/unicode_normalize.h"
 
 namespace hymba {
 namespace {
@@ -89,6 +91,91 @@ TEST(HfTokenizer, CheckpointDirectoryTokenizerAndAddBos) {
   EXPECT_THROW(load_checkpoint_tokenizer(d.string()), Error);
 }
 
+// The fixture's text with its normalizer (`{"type": "NFC"}`) replaced.
+std::string with_normalizer(const std::string& normalizer) {
+  std::string s = read_file(kDir + "/tokenizer.json");
+  const std::string from = R"("normalizer": {"type": "NFC"})";
+  const size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos);
+  return s.replace(at, from.size(), "\"normalizer\": " + normalizer);
+}
+
+std::unique_ptr<Tokenizer> tokenizer_with_normalizer(const std::string& normalizer) {
+  return load_hf_tokenizer_json("tok.json", with_normalizer(normalizer));
+}
+
+const std::string kDecomposed = "caf" "e\xCC\x81";  // e + U+0301 COMBINING ACUTE ACCENT
+const std::string kPrecomposed = "caf" "\xC3\xA9";  // U+00E9
+
+TEST(HfTokenizer, NfcNormalizerComposesBeforeBpe) {
+  auto nfc = tokenizer_with_normalizer(R"({"type": "NFC"})");
+  auto none = tokenizer_with_normalizer("null");
+  EXPECT_EQ(nfc->encode(kDecomposed), nfc->encode(kPrecomposed));
+  EXPECT_EQ(nfc->encode(kPrecomposed), none->encode(kPrecomposed));
+  EXPECT_NE(none->encode(kDecomposed), none->encode(kPrecomposed));
+  // around added tokens, each side is normalized; the tokens stay whole
+  EXPECT_EQ(nfc->encode(kDecomposed + "<|endoftext|>" + kDecomposed),
+            none->encode(kPrecomposed + "<|endoftext|>" + kPrecomposed));
+  // a decomposed capital: "E" + U+0301 is U+00C9
+  EXPECT_EQ(nfc->encode("E\xCC\x81"), none->encode("\xC3\x89"));
+}
+
+TEST(HfTokenizer, TextAlreadyNfcIsUnaffected) {
+  auto nfc = tokenizer_with_normalizer(R"({"type": "NFC"})");
+  auto none = tokenizer_with_normalizer("null");
+  for (const std::string s : {"hello world", "the 12 cats's\n\n  x", "caf\xC3\xA9 \xE2\x80\x94 \xF0\x9F\x98\x80!",
+                              "\xEA\xB0\x80 \xE4\xB8\xAD\xE6\x96\x87", "tab\tand  spaces   ", ""}) {
+    EXPECT_EQ(nfc->encode(s), none->encode(s)) << s;
+    EXPECT_EQ(nfc->decode(nfc->encode(s)), s) << s;
+  }
+}
+
+TEST(HfTokenizer, OtherFormsAndSequences) {
+  auto none = tokenizer_with_normalizer("null");
+  // NFKC folds the "fi" ligature U+FB01 to "fi"; NFC leaves it
+  EXPECT_EQ(tokenizer_with_normalizer(R"({"type": "NFKC"})")->encode("\xEF\xAC\x81"), none->encode("fi"));
+  EXPECT_EQ(tokenizer_with_normalizer(R"({"type": "NFC"})")->encode("\xEF\xAC\x81"), none->encode("\xEF\xAC\x81"));
+  // NFD splits; NFKD splits and folds
+  EXPECT_EQ(tokenizer_with_normalizer(R"({"type": "NFD"})")->encode(kPrecomposed), none->encode(kDecomposed));
+  EXPECT_EQ(tokenizer_with_normalizer(R"({"type": "NFKD"})")->encode("\xEF\xAC\x81\xC3\xA9"),
+            none->encode("fie\xCC\x81"));
+  // a Sequence applies its normalizers in order: NFD then NFC is NFC
+  auto seq = tokenizer_with_normalizer(
+      R"({"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "Sequence", "normalizers": [{"type": "NFC"}]}]})");
+  EXPECT_EQ(seq->encode(kDecomposed), none->encode(kPrecomposed));
+  EXPECT_EQ(tokenizer_with_normalizer(R"({"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "NFD"}]})")
+                ->encode(kPrecomposed),
+            none->encode(kDecomposed));
+}
+
+// Invalid UTF-8 takes the documented byte-level fallback: invalid bytes are
+// kept as they are, the valid text around them is still normalized.
+TEST(HfTokenizer, NormalizerKeepsInvalidBytes) {
+  auto nfc = tokenizer_with_normalizer(R"({"type": "NFC"})");
+  auto none = tokenizer_with_normalizer("null");
+  for (const std::string bad : {"\xFF", "\xC3", "\xED\xA0\x80", "\xC0\xAF", "\x80\x80"}) {
+    EXPECT_EQ(nfc->encode(bad + kDecomposed + bad), none->encode(bad + kPrecomposed + bad));
+    EXPECT_EQ(nfc->decode(nfc->encode(bad + kPrecomposed + bad)), bad + kPrecomposed + bad);
+  }
+}
+
+TEST(UnicodeNormalize, FormsOnKnownText) {
+  // canonical reordering: a + U+0301 (above, class 230) + U+0323 (below, class
+  // 220) composes to U+1EA1 (a with dot below) + U+0301
+  EXPECT_EQ(normalize_utf8("a\xCC\x81\xCC\xA3", NormalForm::kNFC), "\xE1\xBA\xA1\xCC\x81");
+  EXPECT_EQ(normalize_utf8("\xE1\xBA\xA1\xCC\x81", NormalForm::kNFD), "a\xCC\xA3\xCC\x81");
+  // Hangul jamo compose algorithmically: U+1100 U+1161 -> U+AC00
+  EXPECT_EQ(normalize_utf8("\xE1\x84\x80\xE1\x85\xA1", NormalForm::kNFC), "\xEA\xB0\x80");
+  EXPECT_EQ(normalize_utf8("x\xE2\x91\xA0", NormalForm::kNFKC), "x1");  // circled digit one
+  EXPECT_EQ(normalize_utf8("x\xE2\x91\xA0", NormalForm::kNFC), "x\xE2\x91\xA0");
+  EXPECT_EQ(normalize_utf8("", NormalForm::kNFC), "");
+  // invalid bytes stay, each one a boundary: the mark after \xFF has no base
+  EXPECT_EQ(normalize_utf8("e\xFF\xCC\x81", NormalForm::kNFC), "e\xFF\xCC\x81");
+  EXPECT_EQ(normalize_utf8("\xC3" "e\xCC\x81\xF0\x9F", NormalForm::kNFC), "\xC3\xC3\xA9\xF0\x9F");
+  EXPECT_EQ(normal_form_from_name("NFKC"), NormalForm::kNFKC);
+  EXPECT_FALSE(normal_form_from_name("nfc").has_value());  // HF's names are upper case
+}
+
 TEST(HfTokenizer, RefusalsNameTheField) {
   const std::string good = read_file(kDir + "/tokenizer.json");
   auto error_of = [&](const std::string& text) -> std::string {
@@ -113,6 +200,17 @@ TEST(HfTokenizer, RefusalsNameTheField) {
   EXPECT_NE(error_of("{\"model\": 1").find("tok.json"), std::string::npos);
   EXPECT_NE(error_of(replaced(R"("!": 2,)", "")).find("lacks byte"), std::string::npos);
   EXPECT_NE(error_of(replaced(R"("!": 2,)", R"("!": 2, "!": 3,)")).find("twice"), std::string::npos);
+  // normalizers other than the Unicode forms (and sequences of them) are refused naming the field
+  std::string msg = error_of(with_normalizer(R"({"type": "Lowercase"})"));
+  EXPECT_NE(msg.find("field 'normalizer'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Lowercase"), std::string::npos) << msg;
+  msg = error_of(with_normalizer(R"({"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Strip"}]})"));
+  EXPECT_NE(msg.find("field 'normalizer.normalizers[1]'"), std::string::npos) << msg;
+  EXPECT_NE(error_of(with_normalizer(R"({"type": "Sequence"})")).find("normalizer.normalizers"), std::string::npos);
+  std::string deep = R"({"type": "NFC"})";
+  for (int i = 0; i < 9; ++i) deep = R"({"type": "Sequence", "normalizers": [)" + deep + "]}";
+  EXPECT_NE(error_of(with_normalizer(deep)).find("more than 8 deep"), std::string::npos);
+  EXPECT_NE(error_of(with_normalizer(R"("NFC")")).find("field 'normalizer'"), std::string::npos);
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 // conventions (NTK RoPE, W + 1 keys) hold in cached decode too.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +19,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/float_formats.h"
 #include "core/safetensors.h"
 #include "infer/decoder.h"
 #include "model/checkpoint.h"
@@ -28,6 +31,10 @@
 #include "test_util.h"
 
 namespace hymba {
+
+// Parameterized test names print the dtype, not its bytes.
+void PrintTo(FloatFormat f, std::ostream* os) { *os << to_string(f); }
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -137,6 +144,76 @@ TEST_P(PublishedLayout, HfExportLoadsBackWithTheSameLogits) {
   EXPECT_EQ(run(*again, l), run(*model, l));
   fs::remove_all(out);
 }
+
+// Rounds to nearest even with `fraction_bits` mantissa bits, subnormals
+// spaced like the smallest normal binade (2^min_exp): plain double arithmetic
+// (nearbyint ties to even), independent of the bit tricks in
+// core/float_formats.cpp.
+float reference_round(float x, int fraction_bits, int min_exp) {
+  if (x == 0.0f) return x;
+  const double ulp = std::ldexp(1.0, std::max(std::ilogb(x), min_exp) - fraction_bits);
+  return static_cast<float>(std::nearbyint(static_cast<double>(x) / ulp) * ulp);
+}
+
+float reference_round(FloatFormat f, float x) {
+  return f == FloatFormat::kBF16 ? reference_round(x, 7, -126) : reference_round(x, 10, -14);
+}
+
+// Every tensor's first elements become exact ties of `f` (half-way between
+// two neighbours), so ties away from zero or truncation change the logits.
+void plant_ties(Model& m, FloatFormat f) {
+  const uint32_t keep = f == FloatFormat::kBF16 ? 0xFFFF0000u : 0xFFFFE000u;
+  const uint32_t half = f == FloatFormat::kBF16 ? 0x8000u : 0x1000u;
+  m.params().for_each([&](ParamSlot& slot) {
+    for (int64_t i = 0; i < std::min<int64_t>(slot.numel(), 4); ++i)
+      slot.value[i] = std::bit_cast<float>((std::bit_cast<uint32_t>(slot.value[i]) & keep) | half);
+  });
+}
+
+uint64_t data_bytes(const fs::path& file) {
+  const SafetensorsFile st = SafetensorsFile::open(file.string());
+  uint64_t n = 0;
+  for (const SafetensorsEntry& e : st.entries()) n += e.end - e.begin;
+  return n;
+}
+
+// `export --dtype bf16 / f16`: the export loads back with exactly the logits
+// of the float32 model whose weights were rounded the same way in memory, in
+// half the bytes.
+class HalfPrecisionExport : public ::testing::TestWithParam<FloatFormat> {};
+
+TEST_P(HalfPrecisionExport, LoadsBackAsTheModelRoundedInMemory) {
+  const FloatFormat format = GetParam();
+  for (const std::string layout : {"state_spaces_mamba", "hf_hymba"}) {
+    const std::string dir = kRoot + "/" + layout;
+    auto model = load_model(dir, false);
+    plant_ties(*model, format);
+    const Logits l = expected(dir);
+    const std::vector<float> unrounded = run(*model, l);
+    const fs::path out = temp_dir(std::string("half_") + to_string(format) + "_" + layout);
+    const fs::path f32 = temp_dir(std::string("half_f32_") + layout);
+    export_hf(*model, dir, out.string(), format);
+    export_hf(*model, dir, f32.string(), FloatFormat::kF32);
+    EXPECT_EQ(read_json_file((out / "config.json").string())["torch_dtype"], torch_dtype_name(format));
+    EXPECT_EQ(read_json_file((f32 / "config.json").string())["torch_dtype"], "float32");
+    EXPECT_EQ(SafetensorsFile::open((out / "model.safetensors").string()).entries()[0].dtype,
+              safetensors_dtype(format));
+    EXPECT_EQ(2 * data_bytes(out / "model.safetensors"), data_bytes(f32 / "model.safetensors"));
+
+    model->params().for_each([&](ParamSlot& slot) {
+      for (int64_t i = 0; i < slot.numel(); ++i) slot.value[i] = reference_round(format, slot.value[i]);
+    });
+    const std::vector<float> rounded = run(*model, l);
+    EXPECT_NE(rounded, unrounded) << layout << ": rounding should change the logits";
+    auto again = load_model(out.string(), false);
+    EXPECT_EQ(run(*again, l), rounded) << layout << " " << to_string(format);
+    fs::remove_all(out);
+    fs::remove_all(f32);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Export, HalfPrecisionExport, ::testing::Values(FloatFormat::kBF16, FloatFormat::kF16),
+                         [](const auto& param_info) { return std::string(to_string(param_info.param)); });
 
 INSTANTIATE_TEST_SUITE_P(Import, PublishedLayout, ::testing::Values("hf_hymba", "hf_mamba", "state_spaces_mamba",
                                                                            "state_spaces_mamba_bin"));

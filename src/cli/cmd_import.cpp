@@ -4,11 +4,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cli/commands.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/float_formats.h"
 #include "data/hf_tokenizer.h"
 #include "model/checkpoint.h"
 #include "model/hf_export.h"
@@ -56,7 +58,7 @@ void register_import_export(CLI::App& app, const GlobalOptions& global) {
   }
   {
     struct Options {
-      std::string ckpt, out, format = "hf";
+      std::string ckpt, out, format = "hf", dtype = "f32";
     };
     auto opts = std::make_shared<Options>();
     CLI::App* cmd = app.add_subcommand("export", "Write a checkpoint as a directory HF transformers loads");
@@ -64,18 +66,25 @@ void register_import_export(CLI::App& app, const GlobalOptions& global) {
     cmd->add_option("--format", opts->format, "Output format (hf: config.json with architectures, HF tensor "
                                               "names, tokenizer files)")
         ->capture_default_str();
+    cmd->add_option("--dtype", opts->dtype,
+                    "Weight dtype in model.safetensors: f32, bf16 or f16, rounded to nearest even (bf16 and f16 halve "
+                    "the file; the released Hymba-1.5B is bf16; f16 refuses a weight that would round to inf, "
+                    "|x| >= 65520)")
+        ->capture_default_str();
     cmd->add_option("--out", opts->out, "Directory to write")->required();
     cmd->callback([opts, &global] {
       apply_global_options(global);
       HYMBA_CHECK(opts->format == "hf", "--format '", opts->format, "' is not supported (hf)");
+      const std::optional<FloatFormat> dtype = float_format_from_name(opts->dtype);
+      HYMBA_CHECK(dtype.has_value(), "--dtype '", opts->dtype, "' is not supported (f32, bf16 or f16)");
       const std::string ckpt = resolve_checkpoint(opts->ckpt);
       HYMBA_CHECK(fs::weakly_canonical(ckpt) != fs::weakly_canonical(opts->out),
                   "--out must differ from --ckpt (export writes a new directory)");
       auto model = load_model(ckpt, false);
-      const std::string note = export_hf(*model, ckpt, opts->out);
+      const std::string note = export_hf(*model, ckpt, opts->out, *dtype);
       if (!note.empty()) std::fprintf(stderr, "hymba: note: %s\n", note.c_str());
-      std::printf("exported %s (%lld parameters) as HF %s -> %s\n", ckpt.c_str(),
-                  static_cast<long long>(model->params().num_params()),
+      std::printf("exported %s (%lld parameters, %s) as HF %s -> %s\n", ckpt.c_str(),
+                  static_cast<long long>(model->params().num_params()), to_string(*dtype),
                   read_json_file((fs::path(opts->out) / "config.json").string())["architectures"][0]
                       .get<std::string>()
                       .c_str(),

@@ -118,26 +118,39 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
   return e;
 }
 
-}  // namespace
-
-float bf16_to_f32(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
-
-float f16_to_f32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  const uint32_t mant = h & 0x3ffu;
-  if (exp == 0) {
-    // Zero or subnormal: mant * 2^-24, exactly representable in float32.
-    float v = std::ldexp(static_cast<float>(mant), -24);
-    return sign != 0 ? -v : v;
+// A finite value that narrowing would turn into infinity is refused: the
+// written file would silently differ from the model.
+void check_fits(const std::string& path, const NamedTensor& t, int64_t numel, FloatFormat format) {
+  if (format == FloatFormat::kF32) return;
+  const float threshold = overflow_threshold(format);
+  for (int64_t i = 0; i < numel; ++i) {
+    const float v = t.data[i];
+    if (std::abs(v) >= threshold && std::isfinite(v))
+      fail(path, ": tensor '", t.name, "' holds ", v, " at index ", i, ", beyond the largest finite ",
+           torch_dtype_name(format), " (", largest_finite(format), "); store it as f32",
+           (format == FloatFormat::kF16 ? " or bf16" : ""));
   }
-  uint32_t bits;
-  if (exp == 31)
-    bits = sign | 0x7f800000u | (mant << 13);  // inf, or NaN with its payload kept
-  else
-    bits = sign | ((exp + (127 - 15)) << 23) | (mant << 13);
-  return std::bit_cast<float>(bits);
 }
+
+// Writes one tensor's elements as `format`; narrowing goes through a bounded
+// staging buffer, so a large tensor needs no second full-size copy.
+void write_tensor(std::FILE* f, const std::string& path, const NamedTensor& t, FloatFormat format) {
+  const int64_t n = t.shape.numel();
+  if (format == FloatFormat::kF32) {
+    write_bytes(f, t.data, static_cast<std::size_t>(n) * sizeof(float), path);
+    return;
+  }
+  uint16_t (*narrow)(float) = format == FloatFormat::kBF16 ? f32_to_bf16 : f32_to_f16;
+  std::vector<uint16_t> staged(static_cast<std::size_t>(std::min<int64_t>(n, 1 << 16)));
+  for (int64_t done = 0; done < n;) {
+    const int64_t count = std::min<int64_t>(n - done, static_cast<int64_t>(staged.size()));
+    for (int64_t i = 0; i < count; ++i) staged[static_cast<std::size_t>(i)] = narrow(t.data[done + i]);
+    write_bytes(f, staged.data(), static_cast<std::size_t>(count) * 2, path);
+    done += count;
+  }
+}
+
+}  // namespace
 
 int64_t SafetensorsEntry::numel() const {
   int64_t n = 1;
@@ -283,7 +296,8 @@ void SafetensorsFile::read_into(const std::string& name, float* dst, int64_t n) 
 }
 
 void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+                      const std::map<std::string, std::string>& metadata, FloatFormat format) {
+  const int esize = bytes_per_element(format);
   // ordered_json keeps insertion order: "__metadata__" first, then tensors in
   // data order, each as {"dtype","shape","data_offsets"}, like the reference.
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
@@ -304,10 +318,11 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
     }
     int64_t numel = 1;
     for (int i = 0; i < t.shape.rank; ++i) numel = checked_mul(numel, t.shape[i], path + ": size of tensor '" + t.name + "'");
-    const auto bytes = static_cast<uint64_t>(checked_mul(numel, sizeof(float), path + ": bytes of tensor '" + t.name + "'"));
+    const auto bytes = static_cast<uint64_t>(checked_mul(numel, esize, path + ": bytes of tensor '" + t.name + "'"));
     HYMBA_CHECK(bytes == 0 || t.data != nullptr, path, ": tensor '", t.name, "' has no data");
+    check_fits(path, t, numel, format);
     nlohmann::ordered_json e = nlohmann::ordered_json::object();
-    e["dtype"] = "F32";
+    e["dtype"] = safetensors_dtype(format);
     e["shape"] = std::move(dims);
     e["data_offsets"] = nlohmann::ordered_json::array({offset, offset + bytes});
     header[t.name] = std::move(e);
@@ -329,18 +344,18 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
     for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(n >> (8 * i));
     write_bytes(f, len_bytes, 8, path);
     write_bytes(f, text.data(), text.size(), path);
-    for (const NamedTensor& t : tensors)
-      write_bytes(f, t.data, static_cast<std::size_t>(t.shape.numel()) * sizeof(float), path);
+    for (const NamedTensor& t : tensors) write_tensor(f, path, t, format);
   });
 }
 
-void save_params(const std::string& path, const ParamTable& table, const std::map<std::string, std::string>& metadata) {
+void save_params(const std::string& path, const ParamTable& table, const std::map<std::string, std::string>& metadata,
+                 FloatFormat format) {
   HYMBA_CHECK(table.values_block() != nullptr || table.rows().empty(), path,
               ": cannot save parameters before they are allocated");
   std::vector<NamedTensor> tensors;
   tensors.reserve(table.rows().size());
   table.for_each([&](const ParamInfo& info, const float* value) { tensors.push_back({info.name, info.shape, value}); });
-  save_safetensors(path, tensors, metadata);
+  save_safetensors(path, tensors, metadata, format);
 }
 
 void load_params(const std::string& path, ParamTable& table) {

@@ -5,9 +5,10 @@
 //
 // The header maps each tensor name to {"dtype", "shape", "data_offsets":
 // [begin, end]} (byte offsets relative to the data buffer) plus an optional
-// "__metadata__" object of string -> string. We write F32 only, with the
-// header padded with spaces to a multiple of 8 as the reference writer does;
-// we read F32, BF16 and F16, converting to float32.
+// "__metadata__" object of string -> string. We write F32 (or BF16 / F16,
+// rounded to nearest even), with the header padded with spaces to a multiple
+// of 8 as the reference writer does; we read F32, BF16 and F16, converting to
+// float32 (core/float_formats.h).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/float_formats.h"
 #include "core/tensor.h"
 
 namespace hymba {
@@ -78,13 +80,18 @@ struct NamedTensor {
   const float* data = nullptr;
 };
 
-// Writes the tensors (F32, in the order given) and metadata atomically.
+// Writes the tensors (in the order given, stored as `format`) and metadata
+// atomically. Narrowing to BF16 / F16 rounds to nearest even; a finite value
+// that the format cannot hold (it would round to infinity) is an error naming
+// the file, tensor, index and value, raised before anything is written.
 void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
-                      const std::map<std::string, std::string>& metadata = {});
+                      const std::map<std::string, std::string>& metadata = {},
+                      FloatFormat format = FloatFormat::kF32);
 
 // Writes every row of an allocated table under its name, in table order.
 void save_params(const std::string& path, const ParamTable& table,
-                 const std::map<std::string, std::string>& metadata = {});
+                 const std::map<std::string, std::string>& metadata = {},
+                 FloatFormat format = FloatFormat::kF32);
 
 // Fills every row of an allocated table from the file. All names, dtypes and
 // shapes are checked before any value is written, and the file must hold no
@@ -96,9 +103,5 @@ void load_params(const std::string& path, ParamTable& table);
 // hymba::Error naming the file, tensor and first index when `data` holds a NaN
 // or an infinity (weights and optimizer moments must be finite to be used).
 void check_finite(const std::string& path, const std::string& name, const float* data, int64_t n);
-
-// Element conversions used when reading half-precision checkpoints.
-float bf16_to_f32(uint16_t bits);
-float f16_to_f32(uint16_t bits);  // exact, including subnormals, inf and NaN
 
 }  // namespace hymba

@@ -1,5 +1,6 @@
 // Byte-level BPE as GPT-2 defined it and HF `tokenizers` stores it:
-//   1. added tokens (<|endoftext|>, ...) are cut out of the text first;
+//   1. added tokens (<|endoftext|>, ...) are cut out of the text first, and
+//      the text between them goes through the normalizer (NFC, ...), if any;
 //   2. the rest is split by GPT-2's pattern
 //        's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 //      (hand-coded below; Unicode classes are exact for ASCII and Latin-1 and
@@ -13,6 +14,7 @@
 #include <climits>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -22,6 +24,7 @@
 #include "core/atomic_file.h"
 #include "core/json_io.h"
 #include "core/error.h"
+#include "data/unicode_normalize.h"
 
 namespace hymba {
 
@@ -157,12 +160,7 @@ class HfBpeTokenizer final : public Tokenizer {
                 ": field 'model.byte_fallback' is true; only byte-level BPE is supported");
     check_byte_level(j, "pre_tokenizer", path, /*required=*/true);
     check_byte_level(j, "decoder", path, /*required=*/false);
-    if (j.contains("normalizer") && !j["normalizer"].is_null()) {
-      const json& nm = j["normalizer"];
-      // NFC is accepted: text is taken as already NFC (nearly all text is).
-      HYMBA_CHECK(nm.is_object() && nm.value("type", "") == "NFC", path, ": field 'normalizer' is ", nm.dump(),
-                  "; only none or NFC is supported");
-    }
+    if (j.contains("normalizer") && !j["normalizer"].is_null()) add_normalizer(j["normalizer"], "normalizer", path);
     add_prefix_space_ = j["pre_tokenizer"].value("add_prefix_space", false);
 
     HYMBA_CHECK(m.contains("vocab") && m["vocab"].is_object(), path, ": field 'model.vocab' must be an object");
@@ -306,6 +304,28 @@ class HfBpeTokenizer final : public Tokenizer {
                 ".use_regex' is false; only GPT-2's split pattern is supported");
   }
 
+  // HF's normalizer: one of the Unicode forms, or a Sequence of normalizers
+  // applied in order (nested sequences flatten). Anything else (Lowercase,
+  // Replace, ...) is refused naming the field.
+  void add_normalizer(const json& nm, const std::string& field, const std::string& path, int depth = 0) {
+    HYMBA_CHECK(nm.is_object() && nm.contains("type") && nm["type"].is_string(), path, ": field '", field,
+                "' must be an object with a string \"type\"");
+    const std::string type = nm["type"].get<std::string>();
+    if (type == "Sequence") {
+      // A hostile file could nest sequences deep enough to exhaust the stack.
+      HYMBA_CHECK(depth < 8, path, ": field '", field, "' nests Sequence normalizers more than 8 deep");
+      HYMBA_CHECK(nm.contains("normalizers") && nm["normalizers"].is_array(), path, ": field '", field,
+                  ".normalizers' must be a list");
+      for (size_t i = 0; i < nm["normalizers"].size(); ++i)
+        add_normalizer(nm["normalizers"][i], field + ".normalizers[" + std::to_string(i) + "]", path, depth + 1);
+      return;
+    }
+    const std::optional<NormalForm> form = normal_form_from_name(type);
+    HYMBA_CHECK(form.has_value(), path, ": field '", field, "' has type \"", type,
+                "\"; only NFC, NFD, NFKC, NFKD or a Sequence of them is supported");
+    normalizers_.push_back(*form);
+  }
+
   void set_piece(int32_t id, const std::string& piece) {
     if (static_cast<size_t>(id) >= pieces_.size()) pieces_.resize(static_cast<size_t>(id) + 1);
     pieces_[static_cast<size_t>(id)] = piece;
@@ -344,13 +364,11 @@ class HfBpeTokenizer final : public Tokenizer {
     if (unk >= 0) unk_ = unk;
   }
 
-  void encode_plain(std::string_view text, std::vector<int32_t>& out) const {
-    if (text.empty()) return;
-    std::string prefixed;
-    if (add_prefix_space_ && text.front() != ' ') {
-      prefixed = " " + std::string(text);
-      text = prefixed;
-    }
+  void encode_plain(std::string_view raw, std::vector<int32_t>& out) const {
+    if (raw.empty()) return;
+    std::string text(raw);
+    for (NormalForm form : normalizers_) text = normalize_utf8(text, form);
+    if (add_prefix_space_ && !text.empty() && text.front() != ' ') text.insert(text.begin(), ' ');
     gpt2_split(text, [&](std::string_view piece) { encode_piece(piece, out); });
   }
 
@@ -404,6 +422,7 @@ class HfBpeTokenizer final : public Tokenizer {
   std::vector<AddedToken> added_;
   std::array<std::string, 256> byte_char_;
   std::unordered_map<uint32_t, unsigned char> char_byte_;
+  std::vector<NormalForm> normalizers_;  // applied in order to the text between added tokens
   bool add_prefix_space_ = false;
   int32_t bos_ = -1, eos_ = -1, pad_ = -1, unk_ = -1;
 };

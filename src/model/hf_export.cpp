@@ -130,7 +130,7 @@ void copy_atomic(const fs::path& from, const fs::path& to) { write_text_atomic(t
 
 }  // namespace
 
-json hf_config_json(const ModelConfig& cfg, int bos_id, int eos_id, int pad_id) {
+json hf_config_json(const ModelConfig& cfg, int bos_id, int eos_id, int pad_id, FloatFormat dtype) {
   bool all_mamba = true;
   for (MixerKind k : cfg.layer_types) all_mamba = all_mamba && k == MixerKind::kMamba;
   json j;
@@ -145,11 +145,12 @@ json hf_config_json(const ModelConfig& cfg, int bos_id, int eos_id, int pad_id) 
   j["bos_token_id"] = bos_id;
   j["eos_token_id"] = eos_id;
   j["pad_token_id"] = pad_id;
-  j["torch_dtype"] = "float32";
+  j["torch_dtype"] = torch_dtype_name(dtype);
   return j;
 }
 
-std::string export_hf(const Model& model, const std::string& tokenizer_dir, const std::string& out_dir) {
+std::string export_hf(const Model& model, const std::string& tokenizer_dir, const std::string& out_dir,
+                      FloatFormat dtype) {
   const ModelConfig& cfg = model.config();
   std::unique_ptr<Tokenizer> tok;
   std::string tok_path;
@@ -158,15 +159,18 @@ std::string export_hf(const Model& model, const std::string& tokenizer_dir, cons
     if (!tok_path.empty()) tok = load_tokenizer(tok_path);
   }
   // HF configs name special ids; without a tokenizer, the released Hymba's.
-  const json config = hf_config_json(cfg, tok ? tok->bos_id() : 1, tok ? tok->eos_id() : 2, tok ? tok->pad_id() : 0);
+  const json config =
+      hf_config_json(cfg, tok ? tok->bos_id() : 1, tok ? tok->eos_id() : 2, tok ? tok->pad_id() : 0, dtype);
 
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   HYMBA_CHECK(!ec, out_dir, ": cannot create the export directory (", ec.message(), ")");
   const fs::path out(out_dir);
-  write_text_atomic((out / "config.json").string(), config.dump(2) + "\n");
   // Our tensor names are the HF names of both classes (model/layout.cpp).
-  save_params((out / "model.safetensors").string(), model.params(), {{"format", "pt"}});
+  // Weights first: a value the dtype cannot hold stops the export before
+  // config.json claims that dtype.
+  save_params((out / "model.safetensors").string(), model.params(), {{"format", "pt"}}, dtype);
+  write_text_atomic((out / "config.json").string(), config.dump(2) + "\n");
 
   if (!tok) return "no tokenizer exported (none beside the checkpoint)";
   const fs::path src(tokenizer_dir);

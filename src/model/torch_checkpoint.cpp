@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/float_formats.h"
 
 namespace hymba {
 
