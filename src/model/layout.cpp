@@ -136,6 +136,9 @@ ModelTensorNames tensor_names(const ModelConfig& cfg) {
 
 namespace {
 
+// mamba_ssm's n_residuals_per_layer: one residual per mixer and one per MLP.
+int mamba_ssm_residuals_per_layer(const ModelConfig& cfg) { return cfg.intermediate_size > 0 ? 2 : 1; }
+
 // One init scheme's rule for each kind of tensor (docs/model-config.md,
 // "Initialisation"). Mamba's own tensors (conv, dt_proj, A_log, D) and the
 // norms are drawn the same way under every scheme: mamba_ssm's Mamba module
@@ -165,9 +168,8 @@ class SchemeRules {
       case InitScheme::kTorch:
         return InitRule::kaiming_uniform(fan_in);
       case InitScheme::kMambaSsm: {
-        // mamba_ssm counts one residual per mixer and one per MLP.
-        const double residuals_per_layer = cfg_.intermediate_size > 0 ? 2.0 : 1.0;
-        const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in) * residuals_per_layer * layers);
+        const double bound =
+            1.0 / std::sqrt(static_cast<double>(fan_in) * mamba_ssm_residuals_per_layer(cfg_) * layers);
         return InitRule::uniform(static_cast<float>(bound));
       }
     }
@@ -202,15 +204,18 @@ std::string describe_init(const ModelConfig& cfg) {
       s << "PyTorch module defaults: embeddings N(0, 1), Linear weights and biases U(+-1/sqrt(fan_in))";
       break;
     case InitScheme::kMambaSsm: {
-      const int residuals = cfg.intermediate_size > 0 ? 2 : 1;
       s << "MambaLMHeadModel: embeddings N(0, " << cfg.initializer_range
-        << "), Linear weights U(+-1/sqrt(fan_in)), residual output projections that / sqrt(" << residuals << " x "
+        << "), Linear weights U(+-1/sqrt(fan_in)), residual output projections that / sqrt("
+        << mamba_ssm_residuals_per_layer(cfg) << " x "
         << cfg.num_hidden_layers << " layers), Linear biases 0";
       break;
     }
   }
-  s << "; Mamba conv U(+-1/sqrt(d_conv)), dt_proj U(+-dt_rank^-0.5), dt bias inverse-softplus of logU(dt_min, "
-       "dt_max), A_log log(1..d_state), D 1";
+  bool any_mamba = false;
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) any_mamba = any_mamba || cfg.has_mamba(l);
+  if (any_mamba)
+    s << "; Mamba conv U(+-1/sqrt(d_conv)), dt_proj U(+-dt_rank^-0.5), dt bias inverse-softplus of logU(dt_min, "
+         "dt_max), A_log log(1..d_state), D 1";
   return s.str();
 }
 
