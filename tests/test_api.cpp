@@ -166,8 +166,8 @@ TEST_F(Api, TrainInitIsTheSameFineTuneOnTheCommandLine) {
   EXPECT_EQ(state["run"]["init"], path("ck"));
   EXPECT_EQ(LanguageModel::load(path("cli-run")).config().to_json(),
             LanguageModel::load(path("ck")).config().to_json());
-  // The model and the tokenizer come from the checkpoint.
-  for (const char* flag : {" --preset hymba", " --tokenizer x.model"}) {
+  // The model, its weights and the tokenizer come from the checkpoint.
+  for (const char* flag : {" --preset hymba", " --tokenizer x.model", " --init-scheme torch"}) {
     const auto bad = run_cli(base + flag + " --out " + path("cli-bad"));
     EXPECT_NE(bad.exit_code, 0);
     EXPECT_EQ(test::count_lines(bad.output), 1) << bad.output;

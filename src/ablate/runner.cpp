@@ -182,7 +182,11 @@ AblateSummary run_ablation(const AblateOptions& opt) {
   HYMBA_CHECK(opt.cache_context >= 1, "--cache-context must be >= 1");
   HYMBA_CHECK(opt.sample_tokens >= 1, "--sample-tokens must be >= 1");
   set_num_threads(opt.threads);
-  const Suite suite = load_suite(opt.suite, opt.scale);
+  Suite suite = load_suite(opt.suite, opt.scale);
+  for (SuiteRow& row : suite.rows) {
+    for (auto it = opt.model_overrides.begin(); it != opt.model_overrides.end(); ++it) row.config[it.key()] = it.value();
+    (void)ModelConfig::from_json(row.config, "flags (row " + row.id + ")");
+  }
 
   TrainOptions base;
   apply_train_settings(base, suite.train, "suite '" + suite.name + "'");

@@ -7,6 +7,7 @@
 #include "ablate/runner.h"
 #include "ablate/suite.h"
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "model/summary.h"
 
 namespace hymba::cli {
@@ -31,7 +32,7 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
     int64_t steps = 0, batch = 0, seq_len = 0, warmup = 0, eval_interval = 0, eval_windows = 0, seed = 0;
     int32_t tokenizer_vocab = 0;
     double epochs = 0, lr = 0;
-    std::string tokenizer_type;
+    std::string tokenizer_type, init_scheme;
     bool no_plots = false, list = false;
   };
   auto o = std::make_shared<Options>();
@@ -66,6 +67,8 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
                        ->check(CLI::IsMember({"byte", "bpe", "unigram"}));
   auto* tok_vocab = cmd->add_option("--tokenizer-vocab", o->tokenizer_vocab, "Vocabulary of a trained tokenizer")
                         ->check(CLI::Range(16, 1 << 20));
+  auto* init_scheme = cmd->add_option("--init-scheme", o->init_scheme,
+                                      "Parameter init of every row: normal, torch or mamba_ssm (docs/model-config.md)");
   cmd->add_option("--cache-context", a.cache_context, "Context length of the KV-cache / Mamba-state figures")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))->capture_default_str();
   cmd->add_option("--sample-tokens", a.sample_tokens, "Tokens generated per sample prompt (also times decoding)")
@@ -77,7 +80,7 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--quiet", a.quiet, "No per-row training progress (row start/end lines remain)");
   cmd->add_flag("--list", o->list, "List the built-in suites, their rows and recipes, and exit");
   cmd->callback([o, &global, steps, epochs, batch, seq_len, lr, warmup, eval_interval, eval_windows, seed, tok_type,
-                 tok_vocab] {
+                 tok_vocab, init_scheme] {
     apply_global_options(global);
     ablate::AblateOptions& run = o->ablate;
     if (o->list) {
@@ -98,6 +101,8 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
     if (seed->count()) t["seed"] = o->seed;
     if (tok_type->count()) t["tokenizer"] = o->tokenizer_type;
     if (tok_vocab->count()) t["tokenizer_vocab"] = o->tokenizer_vocab;
+    if (init_scheme->count())
+      run.model_overrides["init_scheme"] = to_string(parse_init_scheme_flag(o->init_scheme));
     if (o->no_plots) run.gnuplot.clear();
     run.threads = global.threads;
     const ablate::AblateSummary s = ablate::run_ablation(run);

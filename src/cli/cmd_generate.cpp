@@ -158,7 +158,7 @@ void register_bench_infer(CLI::App& app, const GlobalOptions& global) {
       bench->add_subcommand("infer", "Prefill/decode speed, cache and activation memory of cached decoding");
   add_model_options(cmd, opts->model);
   auto* ckpt = cmd->add_option("--ckpt", opts->ckpt, "Checkpoint or run directory (instead of --preset/--config)");
-  ckpt->excludes("--preset")->excludes("--config");
+  ckpt->excludes("--preset")->excludes("--config")->excludes("--init-scheme");
   infer::InferBenchOptions& b = opts->bench;
   cmd->add_option("--prompt-len", b.prompt_len, "Prompt tokens per sequence")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str();

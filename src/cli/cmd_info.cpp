@@ -7,6 +7,7 @@
 #include "cli/model_options.h"
 #include "core/build_info.h"
 #include "core/error.h"
+#include "model/layout.h"
 #include "model/summary.h"
 
 namespace hymba::cli {
@@ -50,6 +51,7 @@ void print_model(const std::string& label, const ModelConfig& cfg, const ModelSu
     std::printf("  sequential blocks: %lld of %lld layers, %s link\n",
                 static_cast<long long>(cfg.num_hidden_layers / cfg.block_layers),
                 static_cast<long long>(cfg.block_layers), to_string(cfg.block_link));
+  std::printf("  init: %s\n", describe_init(cfg).c_str());
   if (cfg.num_memory_tokens > 0) std::printf("  meta tokens: %lld\n", static_cast<long long>(cfg.num_memory_tokens));
   bool any_attention = false;
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) any_attention = any_attention || cfg.has_attention(l);
@@ -87,7 +89,10 @@ void register_info(CLI::App& app, const GlobalOptions& global) {
     const ModelConfig cfg = resolve_model(opts->model, kDefaultPreset);
     const ModelSummary s = summarize(cfg, opts->seq_len);
     if (opts->json) {
-      nlohmann::json out = {{"build", to_json(b)}, {"model", to_json(s)}, {"config", cfg.to_json()}};
+      nlohmann::json out = {{"build", to_json(b)},
+                            {"model", to_json(s)},
+                            {"config", cfg.to_json()},
+                            {"init", {{"scheme", to_string(cfg.init_scheme)}, {"rules", describe_init(cfg)}}}};
       std::cout << out.dump(2) << "\n";
     } else {
       print_build(b);

@@ -42,7 +42,7 @@ struct Options {
           decoder_width = 0;
   double lr = 0, weight_decay = 0, beta2 = 0, grad_clip = 0, stop_at_acc = 0;
   uint64_t seed = 0;
-  std::string schedule, model, link;
+  std::string schedule, model, link, init_scheme;
   int64_t hidden_size = 0, num_layers = 0, num_heads = 0, num_blocks = 0, trans_layers = 0, mamba_layers = 0,
           d_state = 0;
   double ffn_mult = 0, init_std = 0;
@@ -218,7 +218,10 @@ void register_synth(CLI::App& app, const GlobalOptions& global) {
       ->check(CLI::IsMember({"null", "residual", "res", "gated", "gated-res"}));
   add(cmd, x, "--ffn-mult", x.ffn_mult, "model", "ffn_mult", "SwiGLU width / hidden for models with attention (0: none)");
   add(cmd, x, "--d-state", x.d_state, "model", "d_state", "Mamba state size");
-  add(cmd, x, "--init-std", x.init_std, "model", "init_std", "Std of the normal init of embeddings and projections");
+  add(cmd, x, "--init-std", x.init_std, "model", "init_std",
+      "Model initializer_range: std of the normal init (scheme normal; mamba_ssm: embeddings)");
+  add(cmd, x, "--init-scheme", x.init_scheme, "model", "init_scheme",
+      "Parameter init: normal (N(0, --init-std)), torch (PyTorch module defaults) or mamba_ssm (MambaLMHeadModel)");
   // Training.
   add(cmd, x, "--epochs", x.epochs, "train", "epochs", "Epochs over the training set");
   add(cmd, x, "--batch-size,--batch_size", x.batch_size, "train", "batch_size", "Training batch");

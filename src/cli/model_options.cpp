@@ -11,9 +11,14 @@ void add_model_options(CLI::App* cmd, ModelChoice& choice) {
   preset->excludes(config);
   cmd->add_option("--scale", choice.scale, "Preset scale: tiny, small or seed (the seed notebooks' size)")
       ->capture_default_str();
+  cmd->add_option("--init-scheme", choice.init_scheme,
+                  "Parameter init: normal (N(0, initializer_range), the default), torch (PyTorch module defaults) or "
+                  "mamba_ssm (MambaLMHeadModel); overrides the config's init_scheme");
 }
 
-ModelConfig resolve_model(const ModelChoice& choice, const std::string& fallback_preset) {
+namespace {
+
+ModelConfig chosen_config(const ModelChoice& choice, const std::string& fallback_preset) {
   const Scale scale = parse_scale(choice.scale);
   if (!choice.config_path.empty()) {
     HYMBA_CHECK(choice.scale == "seed", "--scale applies to presets only, not to --config ", choice.config_path);
@@ -22,6 +27,21 @@ ModelConfig resolve_model(const ModelChoice& choice, const std::string& fallback
   const std::string name = choice.preset.empty() ? fallback_preset : choice.preset;
   HYMBA_CHECK(!name.empty(), "give a model with --preset NAME or --config FILE");
   return preset_config(name, scale);
+}
+
+}  // namespace
+
+ModelConfig resolve_model(const ModelChoice& choice, const std::string& fallback_preset) {
+  ModelConfig cfg = chosen_config(choice, fallback_preset);
+  if (!choice.init_scheme.empty()) cfg.init_scheme = parse_init_scheme_flag(choice.init_scheme);
+  return cfg;
+}
+
+InitScheme parse_init_scheme_flag(const std::string& value) {
+  InitScheme s = InitScheme::kNormal;
+  HYMBA_CHECK(parse_init_scheme(value, s), "--init-scheme: unknown scheme '", value, "' (one of ", kInitSchemeNames,
+              ")");
+  return s;
 }
 
 std::string describe(const ModelChoice& choice, const std::string& fallback_preset) {

@@ -4,6 +4,7 @@
 // optimizer) visits the rows in the order they were declared.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -31,6 +32,11 @@ struct InitRule {
 
   static InitRule normal(float std) { return {InitKind::kNormal, std, 0}; }
   static InitRule uniform(float bound) { return {InitKind::kUniform, bound, 0}; }
+  // PyTorch's nn.Linear default (kaiming_uniform with a = sqrt(5)) for weights
+  // and biases alike: U(+-1/sqrt(fan_in)).
+  static InitRule kaiming_uniform(int64_t fan_in) {
+    return uniform(static_cast<float>(1.0 / std::sqrt(static_cast<double>(fan_in))));
+  }
   static InitRule constant(float v) { return {InitKind::kConstant, v, 0}; }
   static InitRule zeros() { return constant(0.0f); }
   static InitRule ones() { return constant(1.0f); }

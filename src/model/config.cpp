@@ -40,6 +40,25 @@ const char* to_string(BlockLink l) {
   return "?";
 }
 
+const char* to_string(InitScheme s) {
+  switch (s) {
+    case InitScheme::kNormal: return "normal";
+    case InitScheme::kTorch: return "torch";
+    case InitScheme::kMambaSsm: return "mamba_ssm";
+  }
+  return "?";
+}
+
+bool parse_init_scheme(const std::string& name, InitScheme& out) {
+  for (InitScheme s : {InitScheme::kNormal, InitScheme::kTorch, InitScheme::kMambaSsm}) {
+    if (name == to_string(s)) {
+      out = s;
+      return true;
+    }
+  }
+  return false;
+}
+
 namespace {
 
 // More layers than this is surely a typo, and the per-layer lists it would
@@ -177,6 +196,9 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   r.get("tie_word_embeddings", c.tie_word_embeddings);
   r.get("dropout", c.dropout);
   r.get("initializer_range", c.initializer_range);
+  const std::string scheme = r.get_string("init_scheme", "normal");
+  if (!parse_init_scheme(scheme, c.init_scheme))
+    fail(source, ": field 'init_scheme' must be one of ", kInitSchemeNames, " (got \"", scheme, "\")");
   r.get("num_attention_heads", c.num_attention_heads);
   r.get("num_key_value_heads", c.num_key_value_heads);
   r.get("qk_head_dim", c.qk_head_dim);
@@ -517,6 +539,9 @@ json ModelConfig::to_json() const {
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["dropout"] = dropout;
   j["initializer_range"] = initializer_range;
+  // Written only when not the default, so existing configs (and the ablate
+  // rows compared against them) stay as they were.
+  if (init_scheme != InitScheme::kNormal) j["init_scheme"] = to_string(init_scheme);
   json types = json::array();
   for (MixerKind k : layer_types) types.push_back(to_string(k));
   j["layer_types"] = types;

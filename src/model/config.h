@@ -24,11 +24,21 @@ enum class Fusion { kNormMean, kLearnedBeta, kMean, kConcat };
 // null: y (a plain stack); residual: y + x; gated: g*y + (1-g)*x with
 // g = sigmoid(W x + b) per channel (a highway gate).
 enum class BlockLink { kNull, kResidual, kGated };
+// How fresh parameters are drawn; model/layout.cpp gives every tensor its rule.
+// normal: N(0, initializer_range), residual output projections / sqrt(2 x layers) (GPT-2 / HF);
+// torch: PyTorch's module defaults (nn.Linear U(+-1/sqrt(fan_in)), nn.Embedding N(0, 1));
+// mamba_ssm: MambaLMHeadModel's _init_weights (embeddings N(0, initializer_range), Linear
+// biases 0, output projections U(+-1/sqrt(fan_in)) / sqrt(residuals per layer x layers)).
+enum class InitScheme { kNormal, kTorch, kMambaSsm };
+inline constexpr const char* kInitSchemeNames = "normal, torch, mamba_ssm";
 
 const char* to_string(MixerKind k);
 const char* to_string(ProjStyle s);
 const char* to_string(Fusion f);
 const char* to_string(BlockLink l);
+const char* to_string(InitScheme s);
+// False when `name` is not one of kInitSchemeNames (callers name the field or flag).
+bool parse_init_scheme(const std::string& name, InitScheme& out);
 
 struct ModelConfig {
   // --- global
@@ -38,7 +48,8 @@ struct ModelConfig {
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = true;
   double dropout = 0.0;             // residual-branch dropout during training
-  double initializer_range = 0.02;  // std of normal init for projections
+  double initializer_range = 0.02;  // std of normal init (normal: all dense tensors; mamba_ssm: embeddings)
+  InitScheme init_scheme = InitScheme::kNormal;
   // Per-layer mixer; one entry per layer after parsing (JSON accepts one string for all).
   std::vector<MixerKind> layer_types;
 

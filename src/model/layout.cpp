@@ -1,6 +1,7 @@
 #include "model/layout.h"
 
 #include <cmath>
+#include <sstream>
 
 namespace hymba {
 
@@ -133,37 +134,117 @@ ModelTensorNames tensor_names(const ModelConfig& cfg) {
   return n;
 }
 
+namespace {
+
+// mamba_ssm's n_residuals_per_layer: one residual per mixer and one per MLP.
+int mamba_ssm_residuals_per_layer(const ModelConfig& cfg) { return cfg.intermediate_size > 0 ? 2 : 1; }
+
+// One init scheme's rule for each kind of tensor (docs/model-config.md,
+// "Initialisation"). Mamba's own tensors (conv, dt_proj, A_log, D) and the
+// norms are drawn the same way under every scheme: mamba_ssm's Mamba module
+// and PyTorch's Conv1d set them in their constructors.
+class SchemeRules {
+ public:
+  explicit SchemeRules(const ModelConfig& cfg) : cfg_(cfg), scheme_(cfg.init_scheme) {}
+
+  // Token and meta-token embeddings (and so the tied LM head).
+  InitRule embedding() const { return scheme_ == InitScheme::kTorch ? InitRule::normal(1.0f) : range(); }
+
+  // Projections read inside a layer (q/k/v, in_proj, x_proj, FFN gate/up,
+  // link gate) and the untied LM head: nn.Linear weights kept at their default
+  // by torch and mamba_ssm.
+  InitRule dense(int64_t fan_in) const {
+    return scheme_ == InitScheme::kNormal ? range() : InitRule::kaiming_uniform(fan_in);
+  }
+
+  // Output projections adding into the residual stream, scaled down with
+  // depth (GPT-2's prenorm rescaling) by normal and mamba_ssm so the stream's
+  // variance stays bounded as layers are added.
+  InitRule residual_out(int64_t fan_in) const {
+    const double layers = static_cast<double>(cfg_.num_hidden_layers);
+    switch (scheme_) {
+      case InitScheme::kNormal:
+        return InitRule::normal(static_cast<float>(cfg_.initializer_range / std::sqrt(2.0 * layers)));
+      case InitScheme::kTorch:
+        return InitRule::kaiming_uniform(fan_in);
+      case InitScheme::kMambaSsm: {
+        const double bound =
+            1.0 / std::sqrt(static_cast<double>(fan_in) * mamba_ssm_residuals_per_layer(cfg_) * layers);
+        return InitRule::uniform(static_cast<float>(bound));
+      }
+    }
+    return range();
+  }
+
+  // Biases of plain Linear layers (the block-link gate): PyTorch draws them
+  // like the weights; normal and mamba_ssm start them at 0.
+  InitRule linear_bias(int64_t fan_in) const {
+    return scheme_ == InitScheme::kTorch ? InitRule::kaiming_uniform(fan_in) : InitRule::zeros();
+  }
+
+ private:
+  InitRule range() const { return InitRule::normal(static_cast<float>(cfg_.initializer_range)); }
+
+  const ModelConfig& cfg_;
+  InitScheme scheme_;
+};
+
+}  // namespace
+
+std::string describe_init(const ModelConfig& cfg) {
+  std::ostringstream s;
+  s << to_string(cfg.init_scheme) << ": ";
+  const double L = static_cast<double>(cfg.num_hidden_layers);
+  switch (cfg.init_scheme) {
+    case InitScheme::kNormal:
+      s << "embeddings and projections N(0, " << cfg.initializer_range << "), residual output projections N(0, "
+        << cfg.initializer_range / std::sqrt(2.0 * L) << ") (/ sqrt(2 x " << cfg.num_hidden_layers << " layers))";
+      break;
+    case InitScheme::kTorch:
+      s << "PyTorch module defaults: embeddings N(0, 1), Linear weights and biases U(+-1/sqrt(fan_in))";
+      break;
+    case InitScheme::kMambaSsm: {
+      s << "MambaLMHeadModel: embeddings N(0, " << cfg.initializer_range
+        << "), Linear weights U(+-1/sqrt(fan_in)), residual output projections that / sqrt("
+        << mamba_ssm_residuals_per_layer(cfg) << " x "
+        << cfg.num_hidden_layers << " layers), Linear biases 0";
+      break;
+    }
+  }
+  bool any_mamba = false;
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) any_mamba = any_mamba || cfg.has_mamba(l);
+  if (any_mamba)
+    s << "; Mamba conv U(+-1/sqrt(d_conv)), dt_proj U(+-dt_rank^-0.5), dt bias inverse-softplus of logU(dt_min, "
+         "dt_max), A_log log(1..d_state), D 1";
+  return s.str();
+}
+
 void declare_parameters(const ModelConfig& cfg, ParamTable& table) {
   const ModelTensorNames names = tensor_names(cfg);
   const int64_t d = cfg.hidden_size;
-  const auto dense = InitRule::normal(static_cast<float>(cfg.initializer_range));
-  // Output projections writing into the residual stream are scaled down with
-  // depth (GPT-2 / Mamba "prenorm" rescaling) so the stream's variance stays
-  // bounded as layers are added.
-  const auto residual_out =
-      InitRule::normal(static_cast<float>(cfg.initializer_range / std::sqrt(2.0 * cfg.num_hidden_layers)));
+  const SchemeRules rule(cfg);
   auto add = [&](const std::string& name, Shape shape, InitRule init, bool decay, const char* group) {
     if (!name.empty()) table.add(name, shape, init, decay, group);
   };
 
-  add(names.embed, {cfg.vocab_size, d}, dense, true, "embedding");
-  add(names.memory_tokens, {cfg.num_memory_tokens, d}, dense, false, "meta");
+  add(names.embed, {cfg.vocab_size, d}, rule.embedding(), true, "embedding");
+  add(names.memory_tokens, {cfg.num_memory_tokens, d}, rule.embedding(), false, "meta");
 
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
     const LayerTensorNames& t = names.layers[static_cast<size_t>(l)];
     const LayerDims ld = layer_dims(cfg, l);
     add(t.input_norm, {d}, InitRule::ones(), false, "norms");
-    add(t.in_proj, {ld.in_proj_rows, d}, dense, true, "mixed_in_proj");
-    add(t.q_proj, {ld.q_width, d}, dense, true, "attention");
-    add(t.k_proj, {ld.k_width, d}, dense, true, "attention");
-    add(t.v_proj, {ld.v_width, d}, dense, true, "attention");
-    add(t.mamba_in_proj, {2 * ld.d_inner, d}, dense, true, "mamba");
+    add(t.in_proj, {ld.in_proj_rows, d}, rule.dense(d), true, "mixed_in_proj");
+    add(t.q_proj, {ld.q_width, d}, rule.dense(d), true, "attention");
+    add(t.k_proj, {ld.k_width, d}, rule.dense(d), true, "attention");
+    add(t.v_proj, {ld.v_width, d}, rule.dense(d), true, "attention");
+    add(t.mamba_in_proj, {2 * ld.d_inner, d}, rule.dense(d), true, "mamba");
     if (ld.d_inner > 0) {
       const int64_t di = ld.d_inner, K = cfg.mamba_d_conv, N = cfg.mamba_d_state, R = cfg.dt_rank();
       const float conv_bound = 1.0f / std::sqrt(static_cast<float>(K));
       add(t.conv_weight, {di, 1, K}, InitRule::uniform(conv_bound), true, "mamba");
       add(t.conv_bias, {di}, InitRule::uniform(conv_bound), false, "mamba");
-      add(t.x_proj, {R + 2 * N, di}, dense, true, "mamba");
+      add(t.x_proj, {R + 2 * N, di}, rule.dense(di), true, "mamba");
       // dt_proj as in the Mamba reference: weights U(+-dt_rank^-0.5), bias the
       // inverse softplus of a log-uniform dt.
       add(t.dt_proj_weight, {di, R}, InitRule::uniform(1.0f / std::sqrt(static_cast<float>(R))), true, "mamba");
@@ -180,25 +261,25 @@ void declare_parameters(const ModelConfig& cfg, ParamTable& table) {
     add(t.mamba_fusion_norm, {ld.d_inner}, InitRule::ones(), false, "norms");
     add(t.beta_attn, {d}, InitRule::constant(0.5f), false, "fusion");
     add(t.beta_mamba, {d}, InitRule::constant(0.5f), false, "fusion");
-    add(t.o_proj, {d, ld.attn_out}, residual_out, true, "attention");
-    add(t.mamba_out_proj, {d, ld.d_inner}, residual_out, true, "mamba");
+    add(t.o_proj, {d, ld.attn_out}, rule.residual_out(ld.attn_out), true, "attention");
+    add(t.mamba_out_proj, {d, ld.d_inner}, rule.residual_out(ld.d_inner), true, "mamba");
     if (!t.fused_out_proj.empty()) {
       const int64_t width = cfg.fusion == Fusion::kConcat ? ld.attn_out + ld.d_inner : ld.d_inner;
-      add(t.fused_out_proj, {d, width}, residual_out, true, "fusion");
+      add(t.fused_out_proj, {d, width}, rule.residual_out(width), true, "fusion");
     }
     if (cfg.intermediate_size > 0) {
       const int64_t I = cfg.intermediate_size;
       add(t.ffn_norm, {d}, InitRule::ones(), false, "norms");
-      add(t.ffn_gate, {I, d}, dense, true, "ffn");
-      add(t.ffn_up, {I, d}, dense, true, "ffn");
-      add(t.ffn_down, {d, I}, residual_out, true, "ffn");
+      add(t.ffn_gate, {I, d}, rule.dense(d), true, "ffn");
+      add(t.ffn_up, {I, d}, rule.dense(d), true, "ffn");
+      add(t.ffn_down, {d, I}, rule.residual_out(I), true, "ffn");
     }
-    // Gate bias starts at 0: g = sigmoid(W x) begins near 1/2, an even mix of the block and its input.
-    add(t.link_gate_weight, {d, d}, dense, true, "link");
-    add(t.link_gate_bias, {d}, InitRule::constant(0.0f), false, "link");
+    // Gate bias 0 (normal, mamba_ssm): g = sigmoid(W x) begins near 1/2, an even mix of the block and its input.
+    add(t.link_gate_weight, {d, d}, rule.dense(d), true, "link");
+    add(t.link_gate_bias, {d}, rule.linear_bias(d), false, "link");
   }
   add(names.final_norm, {d}, InitRule::ones(), false, "norms");
-  add(names.lm_head, {cfg.vocab_size, d}, dense, true, "embedding");
+  add(names.lm_head, {cfg.vocab_size, d}, rule.dense(d), true, "embedding");
 }
 
 }  // namespace hymba

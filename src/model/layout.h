@@ -45,8 +45,12 @@ bool uses_hf_mamba_names(const ModelConfig& cfg);
 
 ModelTensorNames tensor_names(const ModelConfig& cfg);
 
-// Declares every tensor of the model into `table` (in checkpoint order).
+// Declares every tensor of the model into `table` (in checkpoint order), each
+// with the init rule of cfg.init_scheme.
 void declare_parameters(const ModelConfig& cfg, ParamTable& table);
+
+// One line saying how cfg's parameters are initialised (`hymba info`).
+std::string describe_init(const ModelConfig& cfg);
 
 // Per-layer widths used by the graph, derived once from the config.
 struct LayerDims {

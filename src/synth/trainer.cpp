@@ -31,6 +31,12 @@ ArchKind parse_arch(const std::string& name) {
   fail("--model: unknown model '", name, "' (one of transformer, mamba, hymba, hybrid)");
 }
 
+InitScheme parse_scheme(const std::string& name) {
+  InitScheme s = InitScheme::kNormal;
+  if (!parse_init_scheme(name, s)) fail("--init-scheme: unknown scheme '", name, "' (one of ", kInitSchemeNames, ")");
+  return s;
+}
+
 BlockLink parse_link(const std::string& name) {
   if (name == "null") return BlockLink::kNull;
   if (name == "residual" || name == "res") return BlockLink::kResidual;
@@ -75,6 +81,8 @@ std::string ArchSpec::label() const {
 json ArchSpec::to_json() const {
   json j = {{"model", to_string(kind)}, {"hidden_size", hidden_size}, {"num_heads", num_heads},
             {"ffn_mult", ffn_mult},     {"d_state", d_state},     {"init_std", init_std}};
+  // Only when not the default, so results stored before the option existed still match.
+  if (init_scheme != InitScheme::kNormal) j["init_scheme"] = hymba::to_string(init_scheme);
   if (kind == ArchKind::kHybrid) {
     j["num_blocks"] = num_blocks;
     j["trans_layers"] = trans_layers;
@@ -103,6 +111,9 @@ ArchSpec ArchSpec::from_json(const json& j, const ArchSpec& base, const std::str
   f.get("ffn_mult", a.ffn_mult);
   f.get("d_state", a.d_state);
   f.get("init_std", a.init_std);
+  std::string scheme = hymba::to_string(a.init_scheme);
+  f.get("init_scheme", scheme);
+  a.init_scheme = parse_scheme(scheme);
   f.reject_unknown();
   return a;
 }
@@ -111,7 +122,7 @@ ModelConfig make_model_config(const ArchSpec& a, int64_t vocab_size) {
   a.validate();
   json j = {{"vocab_size", vocab_size},   {"hidden_size", a.hidden_size},   {"num_attention_heads", a.num_heads},
             {"num_key_value_heads", a.num_heads}, {"mamba_d_state", a.d_state}, {"tie_word_embeddings", true},
-            {"initializer_range", a.init_std}};
+            {"initializer_range", a.init_std}, {"init_scheme", hymba::to_string(a.init_scheme)}};
   const int64_t ffn = static_cast<int64_t>(std::llround(a.ffn_mult * static_cast<double>(a.hidden_size)));
   switch (a.kind) {
     case ArchKind::kTransformer:

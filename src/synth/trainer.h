@@ -28,7 +28,8 @@ struct ArchSpec {
   BlockLink link = BlockLink::kNull;
   double ffn_mult = 4.0;  // SwiGLU width / hidden for models with attention (pure Mamba never has one)
   int64_t d_state = 16;
-  double init_std = 0.02;  // std of the normal init of embeddings and projections (model initializer_range)
+  double init_std = 0.02;  // model initializer_range: std of the normal init (normal; mamba_ssm: embeddings)
+  InitScheme init_scheme = InitScheme::kNormal;  // model init_scheme
 
   void validate() const;                 // errors name the flag
   std::string label() const;             // "Hybrid blocks 1, Null tLrs 2 mLrs 2" (seed 004's wording)
@@ -39,6 +40,7 @@ struct ArchSpec {
 const char* to_string(ArchKind k);
 ArchKind parse_arch(const std::string& name);  // transformer, mamba, hymba, hybrid
 BlockLink parse_link(const std::string& name);  // null, residual (res), gated (gated-res)
+InitScheme parse_scheme(const std::string& name);  // normal, torch, mamba_ssm
 
 // The model config of an architecture for a task vocabulary.
 ModelConfig make_model_config(const ArchSpec& arch, int64_t vocab_size);
