@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -233,6 +234,34 @@ TEST_F(Serve, SequencesOfARequestShareDecodeSteps) {
   post({{"prompt", "shared"}, {"n", 4}, {"max_tokens", 8}, {"seed", 1}});
   EXPECT_GT(server_->scheduler().decode_steps(), steps_before);
   EXPECT_GE(server_->scheduler().widest_step(), 4) << "the four choices should decode together";
+}
+
+TEST_F(Serve, ClosingAStreamCancelsItsSequences) {
+  // Greedy, and this prompt's greedy continuation shows no EOS (a random
+  // model samples EOS now and then): with far more tokens than the test
+  // waits for, only a cancel ends it in time.
+  json body = {{"prompt", "endless"}, {"max_tokens", 1000}, {"temperature", 0}};
+  ASSERT_EQ(solo(body).finish, infer::FinishReason::kLength) << "pick another prompt";
+  body["max_tokens"] = 100000;
+  body["stream"] = true;
+  std::string received;
+  httplib::Client c = client();
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    received.append(data, size);
+    return received.find("\n\n") == std::string::npos;  // hang up after the first event
+  };
+  c.send(req);
+  EXPECT_EQ(received.rfind("data: {", 0), 0u) << received;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (server_->scheduler().running() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(server_->scheduler().running(), 0) << "the sequence kept running after its client left";
+  EXPECT_EQ(client().Get("/health")->status, 200);
 }
 
 TEST_F(Serve, BadRequestsGet400NamingTheField) {

@@ -40,7 +40,9 @@ void register_serve(CLI::App& app, const GlobalOptions& global) {
     serve::ServeOptions so = opts->serve;
     so.model_name = opts->name;
     if (so.model_name.empty()) {
-      const std::filesystem::path dir = std::filesystem::absolute(lm.source()).lexically_normal();
+      // The directory named on the command line: for a training run, the run's
+      // name rather than its latest checkpoint's.
+      const std::filesystem::path dir = std::filesystem::absolute(opts->ckpt).lexically_normal();
       so.model_name = dir.has_filename() ? dir.filename().string() : dir.parent_path().filename().string();
     }
     so.log = true;

@@ -99,6 +99,11 @@ int64_t Scheduler::widest_step() const {
   return widest_step_;
 }
 
+int64_t Scheduler::running() const {
+  std::lock_guard lock(mutex_);
+  return running_count_;
+}
+
 void Scheduler::loop() {
   for (;;) {
     std::vector<Waiting> admitted;
@@ -115,6 +120,8 @@ void Scheduler::loop() {
     std::erase_if(running_, [](const Running& r) { return r.run.done() || r.job->abandoned(); });
     if (!running_.empty()) step();
     std::erase_if(running_, [](const Running& r) { return r.run.done() || r.job->abandoned(); });
+    std::lock_guard lock(mutex_);
+    running_count_ = static_cast<int64_t>(running_.size());
   }
   std::deque<Waiting> left;
   {

@@ -83,10 +83,11 @@ class Scheduler {
   // joins the thread.
   void stop();
 
-  // Counters for tests and logs: decode steps run, and the most sequences
-  // one step has fed.
+  // Counters for tests and logs: decode steps run, the most sequences one
+  // step has fed, and the sequences running now.
   int64_t decode_steps() const;
   int64_t widest_step() const;
+  int64_t running() const;
 
  private:
   struct Waiting {
@@ -110,7 +111,7 @@ class Scheduler {
   std::condition_variable wake_;
   std::deque<Waiting> waiting_;
   bool stopping_ = false;
-  int64_t decode_steps_ = 0, widest_step_ = 0;
+  int64_t decode_steps_ = 0, widest_step_ = 0, running_count_ = 0;
   std::vector<Running> running_;  // scheduler thread only
   std::vector<float> logits_;
   std::thread thread_;
