@@ -13,6 +13,8 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libsentencepiece-dev
   # Unicode normalization (NFC, NFKC, ...) for tokenizer.json normalizers
   libunistring-dev
+  # HTTP server of `hymba serve`
+  libcpp-httplib-dev
   # tests and micro-benchmarks
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   # built-in default corpus (data files only) and report plots

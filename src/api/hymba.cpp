@@ -62,6 +62,32 @@ infer::Generation LanguageModel::generate(const std::string& prompt, const infer
   return generate_batch({prompt}, options, on_text).front();
 }
 
+std::vector<int32_t> LanguageModel::encode_prompt(std::string_view text) const {
+  std::vector<int32_t> ids = tokenizer_->encode(text);
+  HYMBA_CHECK(!ids.empty(), "--prompt: the prompt encodes to no tokens");
+  if (add_bos_) ids.insert(ids.begin(), tokenizer_->bos_id());
+  return ids;
+}
+
+void LanguageModel::require_generation_memory(const std::vector<std::vector<int32_t>>& prompts,
+                                              int64_t max_new_tokens) const {
+  // Caches are allocated for prompt + max_new_tokens tokens up front:
+  // refuse now, with the figure, rather than fail midway.
+  MemoryEstimate need;
+  double cache_bytes = 0;
+  int64_t longest = 0;
+  for (const auto& p : prompts) {
+    const int64_t len = static_cast<int64_t>(p.size());
+    cache_bytes += static_cast<double>(infer::expected_cache_bytes(config(), len + max_new_tokens));
+    longest = std::max(longest, len);
+  }
+  need.add("caches of " + std::to_string(prompts.size()) + " sequence(s) x (prompt + --max-new-tokens " +
+               std::to_string(max_new_tokens) + ")",
+           cache_bytes, "--max-new-tokens or --batch");
+  need.add("prefill activations", activation_bytes(config(), 1, longest, false), "the prompt length");
+  need.require_available("generate");
+}
+
 std::vector<infer::Generation> LanguageModel::generate_batch(const std::vector<std::string>& texts,
                                                              const infer::GenerateOptions& options,
                                                              const infer::TextCallback& on_text,
@@ -71,26 +97,10 @@ std::vector<infer::Generation> LanguageModel::generate_batch(const std::vector<s
   HYMBA_CHECK(!texts.empty(), "generate: no prompts given");
   std::vector<std::vector<int32_t>> prompts;
   for (size_t i = 0; i < texts.size(); ++i) {
-    std::vector<int32_t> ids = tokenizer_->encode(texts[i]);
-    HYMBA_CHECK(!ids.empty(), "--prompt: prompt ", i + 1, " encodes to no tokens");
-    if (add_bos_) ids.insert(ids.begin(), tokenizer_->bos_id());
-    prompts.push_back(std::move(ids));
+    HYMBA_CHECK(!texts[i].empty(), "--prompt: prompt ", i + 1, " is empty");
+    prompts.push_back(encode_prompt(texts[i]));
   }
-  // Caches are allocated for prompt + max_new_tokens tokens up front:
-  // refuse now, with the figure, rather than fail midway.
-  MemoryEstimate need;
-  double cache_bytes = 0;
-  int64_t longest = 0;
-  for (const auto& p : prompts) {
-    const int64_t len = static_cast<int64_t>(p.size());
-    cache_bytes += static_cast<double>(infer::expected_cache_bytes(config(), len + options.max_new_tokens));
-    longest = std::max(longest, len);
-  }
-  need.add("caches of " + std::to_string(prompts.size()) + " sequence(s) x (prompt + --max-new-tokens " +
-               std::to_string(options.max_new_tokens) + ")",
-           cache_bytes, "--max-new-tokens or --batch");
-  need.add("prefill activations", activation_bytes(config(), 1, longest, false), "the prompt length");
-  need.require_available("generate");
+  require_generation_memory(prompts, options.max_new_tokens);
   infer::Decoder decoder(*model_);
   return infer::generate(decoder, *tokenizer_, prompts, options, on_text, stats, on_done);
 }

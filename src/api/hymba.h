@@ -111,6 +111,13 @@ class LanguageModel {
                                                 const infer::DoneCallback& on_done = {},
                                                 infer::GenerateStats* stats = nullptr);
 
+  // A prompt's ids as generate() feeds them: encoded, with the bos first when
+  // adds_bos(). Throws when the text encodes to no tokens.
+  std::vector<int32_t> encode_prompt(std::string_view text) const;
+  // Throws, with the figure, when caches for these prompts plus
+  // max_new_tokens each (and the longest prefill) would not fit in memory.
+  void require_generation_memory(const std::vector<std::vector<int32_t>>& prompts, int64_t max_new_tokens) const;
+
   // Loss (nats per token), perplexity and next-token accuracy of a text.
   EvalResult score(std::string_view text, const ScoreOptions& options = {});
   EvalResult score_ids(std::span<const int32_t> ids, const ScoreOptions& options = {});

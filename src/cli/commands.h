@@ -18,6 +18,7 @@ void register_eval(CLI::App& app, const GlobalOptions& global);
 void register_tokenizer(CLI::App& app, const GlobalOptions& global);
 void register_generate(CLI::App& app, const GlobalOptions& global);
 void register_bench_infer(CLI::App& app, const GlobalOptions& global);
+void register_serve(CLI::App& app, const GlobalOptions& global);
 void register_ablate(CLI::App& app, const GlobalOptions& global);
 void register_synth(CLI::App& app, const GlobalOptions& global);
 void register_classify(CLI::App& app, const GlobalOptions& global);

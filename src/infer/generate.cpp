@@ -46,15 +46,6 @@ void check_finite_logits(const float* logits, int64_t vocab, size_t sequence) {
                 "): its weights overflow float32 arithmetic; check the checkpoint");
 }
 
-struct Running {
-  Generation gen;
-  SequenceCache cache;
-  Sampler sampler;
-  size_t emitted = 0;      // bytes of gen.text already passed on
-  size_t stop_checked = 0; // text before this offset holds no stop string
-  bool done = false;
-};
-
 }  // namespace
 
 const char* to_string(FinishReason r) {
@@ -72,6 +63,58 @@ void validate(const GenerateOptions& opt) {
   Sampler check(opt.sampling, 0);  // throws on bad sampling options
 }
 
+SequenceRun::SequenceRun(const Decoder& decoder, std::vector<int32_t> prompt, const GenerateOptions& opt,
+                         uint64_t stream)
+    : opt_(opt),
+      stream_(stream),
+      gen_{std::move(prompt), {}, {}, FinishReason::kLength},
+      cache_(decoder.new_cache(static_cast<int64_t>(gen_.prompt.size()) + opt.max_new_tokens)),
+      sampler_(opt.sampling, stream) {
+  HYMBA_CHECK(!gen_.prompt.empty(), "generate: prompt ", stream, " has no tokens");
+  for (const std::string& s : opt_.stop) longest_stop_ = std::max(longest_stop_, s.size());
+}
+
+std::string_view SequenceRun::prefill(Decoder& decoder, const Tokenizer& tokenizer) {
+  const std::vector<float> logits = decoder.prefill(cache_, gen_.prompt);
+  return take(logits.data(), tokenizer);
+}
+
+std::string_view SequenceRun::take(const float* logits, const Tokenizer& tokenizer) {
+  const int64_t vocab = tokenizer.vocab_size();
+  check_finite_logits(logits, vocab, stream_);
+  return accept(sampler_.sample(logits, vocab), tokenizer);
+}
+
+// Ends the sequence on EOS, a stop string or the limit, and returns whatever
+// text has become final.
+std::string_view SequenceRun::accept(int32_t token, const Tokenizer& tokenizer) {
+  ++sampled_;
+  if (opt_.stop_at_eos && token == tokenizer.eos_id()) {
+    gen_.finish = FinishReason::kEos;
+    done_ = true;
+  } else {
+    gen_.tokens.push_back(token);
+    gen_.text = tokenizer.decode(gen_.tokens);
+    size_t cut = std::string::npos;
+    for (const std::string& s : opt_.stop) cut = std::min(cut, gen_.text.find(s, stop_checked_));
+    stop_checked_ = gen_.text.size() - std::min(gen_.text.size(), longest_stop_ > 0 ? longest_stop_ - 1 : 0);
+    if (cut != std::string::npos) {
+      gen_.text.resize(cut);
+      gen_.finish = FinishReason::kStop;
+      done_ = true;
+    } else if (static_cast<int64_t>(gen_.tokens.size()) >= opt_.max_new_tokens) {
+      gen_.finish = FinishReason::kLength;
+      done_ = true;
+    }
+  }
+  const std::string& text = gen_.text;
+  const size_t held = done_ ? 0 : std::max(stop_prefix_tail(text, opt_.stop), incomplete_utf8_tail(text));
+  const size_t end = text.size() - std::min(held, text.size());
+  const size_t from = std::min(emitted_, end);
+  emitted_ = std::max(emitted_, end);
+  return std::string_view(text).substr(from, end - from);
+}
+
 std::vector<Generation> generate(Decoder& decoder, const Tokenizer& tokenizer,
                                  const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& opt,
                                  const TextCallback& on_text, GenerateStats* stats, const DoneCallback& on_done) {
@@ -80,58 +123,22 @@ std::vector<Generation> generate(Decoder& decoder, const Tokenizer& tokenizer,
   const int64_t model_vocab = decoder.vocab_size();
   HYMBA_CHECK(tokenizer.vocab_size() <= model_vocab, "tokenizer: ", tokenizer.vocab_size(),
               " tokens, more than the model's vocab_size ", model_vocab);
-  const int64_t vocab = tokenizer.vocab_size();
-  size_t longest_stop = 0;
-  for (const std::string& s : opt.stop) longest_stop = std::max(longest_stop, s.size());
 
   GenerateStats st;
   st.sequences = static_cast<int64_t>(prompts.size());
-  std::vector<Running> seqs;
+  std::vector<SequenceRun> seqs;
   seqs.reserve(prompts.size());
-
-  // Takes sequence i's next token: ends it on EOS, a stop string or the
-  // limit, and passes on whatever text has become final.
-  auto accept = [&](size_t i, int32_t token) {
-    Running& r = seqs[i];
-    ++st.new_tokens;
-    if (opt.stop_at_eos && token == tokenizer.eos_id()) {
-      r.gen.finish = FinishReason::kEos;
-      r.done = true;
-    } else {
-      r.gen.tokens.push_back(token);
-      r.gen.text = tokenizer.decode(r.gen.tokens);
-      size_t cut = std::string::npos;
-      for (const std::string& s : opt.stop) cut = std::min(cut, r.gen.text.find(s, r.stop_checked));
-      r.stop_checked = r.gen.text.size() - std::min(r.gen.text.size(), longest_stop > 0 ? longest_stop - 1 : 0);
-      if (cut != std::string::npos) {
-        r.gen.text.resize(cut);
-        r.gen.finish = FinishReason::kStop;
-        r.done = true;
-      } else if (static_cast<int64_t>(r.gen.tokens.size()) >= opt.max_new_tokens) {
-        r.gen.finish = FinishReason::kLength;
-        r.done = true;
-      }
-    }
-    const std::string& text = r.gen.text;
-    const size_t held = r.done ? 0 : std::max(stop_prefix_tail(text, opt.stop), incomplete_utf8_tail(text));
-    const size_t end = text.size() - std::min(held, text.size());
-    if (on_text && end > r.emitted)
-      on_text(static_cast<int64_t>(i), std::string_view(text).substr(r.emitted, end - r.emitted));
-    r.emitted = std::max(r.emitted, end);
-    if (r.done && on_done) on_done(static_cast<int64_t>(i), r.gen);
+  // Passes on sequence i's final text and, once it is done, the sequence.
+  auto report = [&](size_t i, std::string_view text) {
+    if (on_text && !text.empty()) on_text(static_cast<int64_t>(i), text);
+    if (seqs[i].done() && on_done) on_done(static_cast<int64_t>(i), seqs[i].generation());
   };
 
   const auto prefill_start = Clock::now();
   for (size_t i = 0; i < prompts.size(); ++i) {
-    const std::vector<int32_t>& prompt = prompts[i];
-    HYMBA_CHECK(!prompt.empty(), "generate: prompt ", i, " has no tokens");
-    seqs.push_back(Running{Generation{prompt, {}, {}, FinishReason::kLength},
-                           decoder.new_cache(static_cast<int64_t>(prompt.size()) + opt.max_new_tokens),
-                           Sampler(opt.sampling, i)});
-    st.prompt_tokens += static_cast<int64_t>(prompt.size());
-    const std::vector<float> logits = decoder.prefill(seqs[i].cache, prompt);
-    check_finite_logits(logits.data(), vocab, i);
-    accept(i, seqs[i].sampler.sample(logits.data(), vocab));
+    seqs.emplace_back(decoder, prompts[i], opt, i);
+    st.prompt_tokens += static_cast<int64_t>(prompts[i].size());
+    report(i, seqs[i].prefill(decoder, tokenizer));
   }
   st.prefill_seconds = seconds_since(prefill_start);
 
@@ -145,9 +152,9 @@ std::vector<Generation> generate(Decoder& decoder, const Tokenizer& tokenizer,
     feed.clear();
     index.clear();
     for (size_t i = 0; i < seqs.size(); ++i) {
-      if (seqs[i].done) continue;
-      batch.push_back(&seqs[i].cache);
-      feed.push_back(seqs[i].gen.tokens.back());
+      if (seqs[i].done()) continue;
+      batch.push_back(&seqs[i].cache());
+      feed.push_back(seqs[i].last_token());
       index.push_back(i);
     }
     if (batch.empty()) break;
@@ -155,19 +162,18 @@ std::vector<Generation> generate(Decoder& decoder, const Tokenizer& tokenizer,
     decoder.step(batch, feed, logits.data());
     ++st.decode_steps;
     st.decode_tokens += static_cast<int64_t>(batch.size());
-    for (size_t j = 0; j < batch.size(); ++j) {
-      check_finite_logits(logits.data() + j * model_vocab, vocab, index[j]);
-      accept(index[j], seqs[index[j]].sampler.sample(logits.data() + j * model_vocab, vocab));
-    }
+    for (size_t j = 0; j < batch.size(); ++j)
+      report(index[j], seqs[index[j]].take(logits.data() + j * model_vocab, tokenizer));
   }
   st.decode_seconds = seconds_since(decode_start);
 
   std::vector<Generation> out;
   out.reserve(seqs.size());
-  for (Running& r : seqs) {
-    st.kv_cache_bytes += static_cast<int64_t>(r.cache.kv_bytes());
-    st.mamba_state_bytes += static_cast<int64_t>(r.cache.mamba_bytes());
-    out.push_back(std::move(r.gen));
+  for (SequenceRun& r : seqs) {
+    st.new_tokens += r.sampled();
+    st.kv_cache_bytes += static_cast<int64_t>(r.cache().kv_bytes());
+    st.mamba_state_bytes += static_cast<int64_t>(r.cache().mamba_bytes());
+    out.push_back(r.release());
   }
   if (stats != nullptr) *stats = st;
   return out;

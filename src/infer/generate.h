@@ -59,6 +59,43 @@ using DoneCallback = std::function<void(int64_t sequence, const Generation& gene
 // Checks the options (generate() does too); errors name the flag.
 void validate(const GenerateOptions& opt);
 
+// One sequence being generated: its cache, its sampler (stream `stream` of
+// the seed) and its text so far. generate() runs a fixed set of them; the
+// server's scheduler (src/serve/) admits new ones between decode steps.
+class SequenceRun {
+ public:
+  // Allocates the cache for prompt + opt.max_new_tokens tokens.
+  SequenceRun(const Decoder& decoder, std::vector<int32_t> prompt, const GenerateOptions& opt, uint64_t stream);
+
+  // Prefills the prompt and takes the first token. Returns the text that
+  // has become final (see TextCallback), valid until the next call.
+  std::string_view prefill(Decoder& decoder, const Tokenizer& tokenizer);
+  // Samples the next token from this sequence's logits (the decoder's
+  // vocab_size of them) and takes it; returns the text now final.
+  std::string_view take(const float* logits, const Tokenizer& tokenizer);
+
+  bool done() const { return done_; }
+  SequenceCache& cache() { return cache_; }
+  int32_t last_token() const { return gen_.tokens.back(); }  // the token to feed next (while !done())
+  int64_t sampled() const { return sampled_; }                // tokens taken, an ending EOS included
+  const Generation& generation() const { return gen_; }
+  Generation release() { return std::move(gen_); }
+
+ private:
+  std::string_view accept(int32_t token, const Tokenizer& tokenizer);
+
+  GenerateOptions opt_;
+  size_t longest_stop_ = 0;
+  uint64_t stream_;
+  Generation gen_;
+  SequenceCache cache_;
+  Sampler sampler_;
+  int64_t sampled_ = 0;
+  size_t emitted_ = 0;       // bytes of gen_.text already passed on
+  size_t stop_checked_ = 0;  // text before this offset holds no stop string
+  bool done_ = false;
+};
+
 // Generates a continuation of every prompt (token ids, each non-empty).
 // Sampling is limited to ids the tokenizer can decode (the model's vocabulary
 // may be larger than the tokenizer's).

@@ -1,0 +1,64 @@
+// `hymba serve`: OpenAI-style completions over HTTP (docs/serve.md).
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "api/hymba.h"
+#include "cli/commands.h"
+#include "serve/server.h"
+#include "train/stop_signal.h"
+
+namespace hymba::cli {
+
+void register_serve(CLI::App& app, const GlobalOptions& global) {
+  struct Options {
+    std::string ckpt, name;
+    serve::ServeOptions serve;
+    int threads = -1;  // -1: the global --threads
+  };
+  auto opts = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a checkpoint over HTTP: OpenAI-style /v1/completions");
+  cmd->add_option("--ckpt", opts->ckpt, "Checkpoint or training run directory (as `hymba generate --ckpt`)")
+      ->required();
+  cmd->add_option("--host", opts->serve.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", opts->serve.port, "TCP port (0 = any free port)")
+      ->check(CLI::Range(0, 65535))->capture_default_str();
+  cmd->add_option("--max-batch", opts->serve.max_batch, "Sequences decoded together at most (across requests)")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
+  cmd->add_option("--threads", opts->threads, "CPU threads for kernels (default: the global --threads)")
+      ->check(CLI::Range(0, 4096));
+  cmd->add_option("--model-name", opts->name, "Model id in /v1/models and responses (default: the directory's name)");
+  cmd->callback([opts, &global] {
+    GlobalOptions g = global;
+    if (opts->threads >= 0) g.threads = opts->threads;
+    apply_global_options(g);
+    HYMBA_CHECK(std::filesystem::is_directory(opts->ckpt), "--ckpt ", opts->ckpt, ": no such directory");
+    LanguageModel lm = LanguageModel::load(opts->ckpt);
+    serve::ServeOptions so = opts->serve;
+    so.model_name = opts->name;
+    if (so.model_name.empty()) {
+      // The directory named on the command line: for a training run, the run's
+      // name rather than its latest checkpoint's.
+      const std::filesystem::path dir = std::filesystem::absolute(opts->ckpt).lexically_normal();
+      so.model_name = dir.has_filename() ? dir.filename().string() : dir.parent_path().filename().string();
+    }
+    so.log = true;
+    serve::Server server(lm, so);
+    const int port = server.bind();
+    // The one line scripts wait for: the address, then the model.
+    std::printf("hymba serve: listening on http://%s:%d (model %s, max batch %lld)\n", so.host.c_str(), port,
+                so.model_name.c_str(), static_cast<long long>(so.max_batch));
+    std::fflush(stdout);
+    StopSignals signals;
+    std::thread listener([&] { server.listen(); });
+    while (StopSignals::received() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::fprintf(stderr, "hymba serve: signal %d, shutting down\n", StopSignals::received());
+    server.stop();
+    listener.join();
+  });
+}
+
+}  // namespace hymba::cli

@@ -1,0 +1,60 @@
+// The OpenAI completions protocol (POST /v1/completions): request checking
+// and response bodies, apart from HTTP and scheduling so they test alone.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "infer/generate.h"
+
+namespace hymba::serve {
+
+// A request the server refuses with HTTP 400: message is one line that
+// starts with the field at fault.
+class BadRequest : public std::runtime_error {
+ public:
+  BadRequest(std::string field, const std::string& message)
+      : std::runtime_error(field + ": " + message), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
+constexpr int64_t kMaxTokensLimit = int64_t{1} << 24;  // as `hymba generate --max-new-tokens`
+constexpr int64_t kMaxChoices = 64;                    // n
+
+struct CompletionRequest {
+  std::vector<std::string> prompts;  // choice p * n + c continues prompts[p]
+  int64_t n = 1;
+  bool stream = false;
+  infer::GenerateOptions options;    // stop_at_eos; OpenAI's defaults where it has them
+};
+
+// Parses and checks a request body; throws BadRequest naming the field.
+CompletionRequest parse_completion_request(const std::string& body);
+
+// "stop" for EOS and stop strings, "length" for max_tokens.
+const char* finish_reason(infer::FinishReason r);
+
+// {"error": {"message", "type", "param"}}, the OpenAI error shape.
+nlohmann::json error_body(const std::string& message, const std::string& type, const std::string& param = "");
+
+struct CompletionMeta {
+  std::string id;     // "cmpl-..."
+  int64_t created = 0;
+  std::string model;
+};
+// generations[p * n + c] is choice c of prompt p; each prompt counts once in usage.
+nlohmann::json completion_body(const CompletionMeta& meta, const std::vector<infer::Generation>& generations,
+                               int64_t n);
+// One server-sent event's data: a text chunk of choice `index`, or its end
+// (text "" and a finish reason).
+nlohmann::json chunk_body(const CompletionMeta& meta, size_t index, const std::string& text,
+                          const char* finish_reason);
+
+}  // namespace hymba::serve

@@ -1,0 +1,185 @@
+#include "serve/scheduler.h"
+
+#include <algorithm>
+#include <exception>
+
+namespace hymba::serve {
+
+Job::Job(std::vector<std::vector<int32_t>> prompts, infer::GenerateOptions options)
+    : prompts_(std::move(prompts)), options_(std::move(options)), results_(prompts_.size()) {}
+
+bool Job::next_events(std::vector<Event>& out) {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return !events_.empty() || over() || cancelled_; });
+  if (!error_.empty() || cancelled_) return false;
+  if (events_.empty()) return false;  // over: every event was taken already
+  out.insert(out.end(), std::make_move_iterator(events_.begin()), std::make_move_iterator(events_.end()));
+  events_.clear();
+  return true;
+}
+
+void Job::wait() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return over() || cancelled_; });
+}
+
+std::string Job::error() const {
+  std::lock_guard lock(mutex_);
+  return error_;
+}
+
+void Job::cancel() {
+  std::lock_guard lock(mutex_);
+  cancelled_ = true;
+  changed_.notify_all();
+}
+
+void Job::add_text(size_t sequence, std::string_view text) {
+  if (text.empty()) return;
+  std::lock_guard lock(mutex_);
+  events_.push_back(Event{sequence, std::string(text), std::nullopt});
+  changed_.notify_all();
+}
+
+void Job::finish(size_t sequence, infer::Generation generation) {
+  std::lock_guard lock(mutex_);
+  events_.push_back(Event{sequence, "", generation.finish});
+  results_[sequence] = std::move(generation);
+  ++finished_;
+  changed_.notify_all();
+}
+
+void Job::fail(const std::string& message) {
+  std::lock_guard lock(mutex_);
+  if (error_.empty()) error_ = message.empty() ? "generation failed" : message;
+  changed_.notify_all();
+}
+
+bool Job::abandoned() const {
+  std::lock_guard lock(mutex_);
+  return cancelled_ || !error_.empty();
+}
+
+Scheduler::Scheduler(LanguageModel& lm, int64_t max_batch)
+    : lm_(lm), decoder_(lm.model()), max_batch_(static_cast<size_t>(max_batch)) {
+  HYMBA_CHECK(max_batch >= 1, "--max-batch must be >= 1, got ", max_batch);
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() { stop(); }
+
+void Scheduler::submit(const std::shared_ptr<Job>& job) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!stopping_) {
+      for (size_t i = 0; i < job->size(); ++i) waiting_.push_back(Waiting{job, i});
+      wake_.notify_one();
+      return;
+    }
+  }
+  job->fail("the server is shutting down");
+}
+
+void Scheduler::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    wake_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+int64_t Scheduler::decode_steps() const {
+  std::lock_guard lock(mutex_);
+  return decode_steps_;
+}
+
+int64_t Scheduler::widest_step() const {
+  std::lock_guard lock(mutex_);
+  return widest_step_;
+}
+
+int64_t Scheduler::running() const {
+  std::lock_guard lock(mutex_);
+  return running_count_;
+}
+
+void Scheduler::loop() {
+  for (;;) {
+    std::vector<Waiting> admitted;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !waiting_.empty() || !running_.empty(); });
+      if (stopping_) break;
+      while (!waiting_.empty() && running_.size() + admitted.size() < max_batch_) {
+        admitted.push_back(std::move(waiting_.front()));
+        waiting_.pop_front();
+      }
+    }
+    for (Waiting& w : admitted) admit(std::move(w));
+    std::erase_if(running_, [](const Running& r) { return r.run.done() || r.job->abandoned(); });
+    if (!running_.empty()) step();
+    std::erase_if(running_, [](const Running& r) { return r.run.done() || r.job->abandoned(); });
+    std::lock_guard lock(mutex_);
+    running_count_ = static_cast<int64_t>(running_.size());
+  }
+  std::deque<Waiting> left;
+  {
+    std::lock_guard lock(mutex_);
+    left.swap(waiting_);
+  }
+  for (Waiting& w : left) w.job->fail("the server is shutting down");
+  for (Running& r : running_) r.job->fail("the server is shutting down");
+  running_.clear();
+}
+
+// Prefills a new sequence alone (prompts differ in length) and takes its first token.
+void Scheduler::admit(Waiting w) {
+  if (w.job->abandoned()) return;
+  try {
+    infer::SequenceRun run(decoder_, w.job->prompt(w.sequence), w.job->options(), w.sequence);
+    running_.push_back(Running{w.job, w.sequence, std::move(run)});
+    Running& r = running_.back();
+    report(r, r.run.prefill(decoder_, lm_.tokenizer()));
+  } catch (const std::exception& e) {
+    w.job->fail(e.what());  // its sequences leave running_ with the next sweep
+  }
+}
+
+// One token for every running sequence, in one batched decode step.
+void Scheduler::step() {
+  std::vector<infer::SequenceCache*> caches;
+  std::vector<int32_t> feed;
+  for (Running& r : running_) {
+    caches.push_back(&r.run.cache());
+    feed.push_back(r.run.last_token());
+  }
+  const size_t vocab = static_cast<size_t>(decoder_.vocab_size());
+  logits_.resize(caches.size() * vocab);
+  try {
+    decoder_.step(caches, feed, logits_.data());
+  } catch (const std::exception& e) {
+    for (Running& r : running_) r.job->fail(e.what());
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    ++decode_steps_;
+    widest_step_ = std::max(widest_step_, static_cast<int64_t>(caches.size()));
+  }
+  for (size_t j = 0; j < running_.size(); ++j) {
+    Running& r = running_[j];
+    try {
+      report(r, r.run.take(logits_.data() + j * vocab, lm_.tokenizer()));
+    } catch (const std::exception& e) {
+      r.job->fail(e.what());
+    }
+  }
+}
+
+void Scheduler::report(Running& r, std::string_view text) {
+  r.job->add_text(r.sequence, text);
+  if (r.run.done()) r.job->finish(r.sequence, r.run.release());
+}
+
+}  // namespace hymba::serve

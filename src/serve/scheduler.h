@@ -1,0 +1,120 @@
+// The server's decode loop: one thread owns the model's Decoder and runs
+// every sequence of every request in flight. Between decode steps it admits
+// waiting sequences (prefilling each alone) up to max_batch, then feeds one
+// token per running sequence in a single batched step, so concurrent
+// clients share decode steps. Each sequence samples from its own stream of
+// its request's seed, so its text equals that of running the request alone.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/hymba.h"
+#include "infer/generate.h"
+
+namespace hymba::serve {
+
+// One request's sequences and what became of them, shared by the HTTP
+// thread that waits on it and the scheduler thread that fills it in.
+class Job {
+ public:
+  // Sequence i continues prompts[i] from stream i of options.sampling.seed.
+  Job(std::vector<std::vector<int32_t>> prompts, infer::GenerateOptions options);
+
+  struct Event {
+    size_t sequence = 0;
+    std::string text;                           // text that became final
+    std::optional<infer::FinishReason> finish;  // set once, on the sequence's last event
+  };
+  // Blocks until there are events (appended to out) or nothing more will
+  // come; returns false in the latter case (all done, or failed: see error()).
+  bool next_events(std::vector<Event>& out);
+  // Blocks until every sequence is done or the job failed.
+  void wait();
+  // After wait(): "" on success, else why the job failed (one line).
+  std::string error() const;
+  // After a successful wait(): the generations, in sequence order.
+  const std::vector<infer::Generation>& results() const { return results_; }
+  // The client went away: the scheduler drops its sequences.
+  void cancel();
+
+  // Scheduler side.
+  size_t size() const { return prompts_.size(); }
+  const std::vector<int32_t>& prompt(size_t i) const { return prompts_[i]; }
+  const infer::GenerateOptions& options() const { return options_; }
+  void add_text(size_t sequence, std::string_view text);
+  void finish(size_t sequence, infer::Generation generation);
+  void fail(const std::string& message);
+  bool abandoned() const;  // cancelled or failed: nothing more to do
+
+ private:
+  bool over() const { return !error_.empty() || finished_ == prompts_.size(); }
+
+  const std::vector<std::vector<int32_t>> prompts_;
+  const infer::GenerateOptions options_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<Event> events_;
+  std::vector<infer::Generation> results_;
+  size_t finished_ = 0;
+  std::string error_;
+  bool cancelled_ = false;
+};
+
+class Scheduler {
+ public:
+  // Runs model's sequences on its own thread; lm must outlive the scheduler
+  // and not be used elsewhere meanwhile.
+  Scheduler(LanguageModel& lm, int64_t max_batch);
+  ~Scheduler();  // stop()
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues every sequence of the job (fails it at once after stop()).
+  void submit(const std::shared_ptr<Job>& job);
+  // Fails what is queued or running ("the server is shutting down") and
+  // joins the thread.
+  void stop();
+
+  // Counters for tests and logs: decode steps run, the most sequences one
+  // step has fed, and the sequences running now.
+  int64_t decode_steps() const;
+  int64_t widest_step() const;
+  int64_t running() const;
+
+ private:
+  struct Waiting {
+    std::shared_ptr<Job> job;
+    size_t sequence = 0;
+  };
+  struct Running {
+    std::shared_ptr<Job> job;
+    size_t sequence = 0;
+    infer::SequenceRun run;
+  };
+  void loop();
+  void admit(Waiting w);
+  void step();
+  void report(Running& r, std::string_view text);
+
+  LanguageModel& lm_;
+  infer::Decoder decoder_;
+  const size_t max_batch_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Waiting> waiting_;
+  bool stopping_ = false;
+  int64_t decode_steps_ = 0, widest_step_ = 0, running_count_ = 0;
+  std::vector<Running> running_;  // scheduler thread only
+  std::vector<float> logits_;
+  std::thread thread_;
+};
+
+}  // namespace hymba::serve

@@ -1,0 +1,57 @@
+// `hymba serve`: an HTTP server with OpenAI-style completions over one
+// model (docs/serve.md). Endpoints: GET /health, GET /v1/models,
+// POST /v1/completions (JSON, or server-sent events with "stream": true).
+// Requests run through one Scheduler, which batches the sequences of
+// concurrent requests into shared decode steps.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "api/hymba.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace hymba::serve {
+
+struct ServeOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;         // 0: any free port
+  int64_t max_batch = 8;   // sequences decoded together at most
+  std::string model_name;  // reported by /v1/models and in responses
+  bool log = false;        // one stderr line per request: method, path, status
+};
+
+class Scheduler;
+
+class Server {
+ public:
+  // lm must outlive the server and not be used elsewhere while it runs.
+  Server(LanguageModel& lm, ServeOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds host:port (throws naming --host/--port when it cannot) and
+  // returns the port bound.
+  int bind();
+  // Serves until stop(); call after bind().
+  void listen();
+  // Fails the requests in flight, stops listening; safe from any thread.
+  void stop();
+
+  const Scheduler& scheduler() const { return *scheduler_; }
+
+ private:
+  void add_routes();
+
+  LanguageModel& lm_;
+  ServeOptions options_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<httplib::Server> http_;
+};
+
+}  // namespace hymba::serve

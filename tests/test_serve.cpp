@@ -1,0 +1,377 @@
+// `hymba serve`: completions over HTTP equal LanguageModel::generate for the
+// same seed and options, streamed or not, alone or with other requests in
+// flight; bad requests get a 400 naming the field; the command starts,
+// prints its URL and stops cleanly on SIGTERM.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/hymba.h"
+#include "cli_util.h"
+#include "serve/scheduler.h"
+#include "serve/server.h"
+
+namespace hymba {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// The server writes bytes that are not UTF-8 as U+FFFD (a random byte-level
+// model samples any byte): compare texts the way they travel.
+std::string as_sent(const std::string& text) {
+  return json::parse(json(text).dump(-1, ' ', false, json::error_handler_t::replace)).get<std::string>();
+}
+
+class Serve : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    set_threads(2);
+    dir_ = fs::temp_directory_path() / ("hymba_serve_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    LanguageModel::create("hybrid-official", Scale::kTiny, 11).save(ckpt());
+    served_ = std::make_unique<LanguageModel>(LanguageModel::load(ckpt()));
+    reference_ = std::make_unique<LanguageModel>(LanguageModel::load(ckpt()));
+    serve::ServeOptions options;
+    options.port = 0;
+    options.max_batch = 8;
+    options.model_name = "tiny";
+    server_ = std::make_unique<serve::Server>(*served_, options);
+    port_ = server_->bind();
+    listener_ = std::thread([] { server_->listen(); });
+  }
+  static void TearDownTestSuite() {
+    server_->stop();
+    listener_.join();
+    server_.reset();
+    served_.reset();
+    reference_.reset();
+    fs::remove_all(dir_);
+  }
+  static std::string ckpt() { return (dir_ / "ck").string(); }
+
+  static httplib::Client client() {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_connection_timeout(10);
+    c.set_read_timeout(60);  // bounded: a hung server fails the test
+    return c;
+  }
+  static json post(const json& body, int expected_status = 200) {
+    auto res = client().Post("/v1/completions", body.dump(), "application/json");
+    EXPECT_TRUE(res) << "no response";
+    if (!res) return json();
+    EXPECT_EQ(res->status, expected_status) << res->body;
+    return json::parse(res->body);
+  }
+  // What LanguageModel::generate gives for the request's options.
+  static infer::GenerateOptions options_of(const json& body) {
+    infer::GenerateOptions o;
+    o.max_new_tokens = body.value("max_tokens", 16);
+    o.sampling.temperature = body.value("temperature", 1.0);
+    o.sampling.top_p = body.value("top_p", 1.0);
+    o.sampling.top_k = body.value("top_k", 0);
+    o.sampling.seed = body.value("seed", 0);
+    if (body.contains("stop")) o.stop = body["stop"].get<std::vector<std::string>>();
+    return o;
+  }
+  static infer::Generation solo(const json& body) {
+    return reference_->generate(body["prompt"].get<std::string>(), options_of(body));
+  }
+
+  static fs::path dir_;
+  static std::unique_ptr<LanguageModel> served_, reference_;
+  static std::unique_ptr<serve::Server> server_;
+  static std::thread listener_;
+  static int port_;
+};
+
+fs::path Serve::dir_;
+std::unique_ptr<LanguageModel> Serve::served_, Serve::reference_;
+std::unique_ptr<serve::Server> Serve::server_;
+std::thread Serve::listener_;
+int Serve::port_ = 0;
+
+const char* reason(infer::FinishReason r) { return r == infer::FinishReason::kLength ? "length" : "stop"; }
+
+TEST_F(Serve, HealthAndModels) {
+  auto health = client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(json::parse(health->body)["status"], "ok");
+  auto models = client().Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 200);
+  const json m = json::parse(models->body);
+  EXPECT_EQ(m["object"], "list");
+  ASSERT_EQ(m["data"].size(), 1u);
+  EXPECT_EQ(m["data"][0]["id"], "tiny");
+}
+
+TEST_F(Serve, CompletionEqualsGenerate) {
+  const json body = {{"model", "tiny"}, {"prompt", "ROMEO:"}, {"max_tokens", 12}, {"temperature", 0.9},
+                     {"top_p", 0.9},    {"top_k", 40},        {"seed", 7}};
+  const json r = post(body);
+  const infer::Generation g = solo(body);
+  ASSERT_EQ(r["choices"].size(), 1u);
+  EXPECT_EQ(r["choices"][0]["text"], as_sent(g.text));
+  EXPECT_EQ(r["choices"][0]["finish_reason"], reason(g.finish));
+  EXPECT_EQ(r["object"], "text_completion");
+  EXPECT_EQ(r["model"], "tiny");
+  EXPECT_EQ(r["usage"]["prompt_tokens"], g.prompt.size());
+  EXPECT_EQ(r["usage"]["completion_tokens"], g.tokens.size());
+  EXPECT_EQ(r["usage"]["total_tokens"], g.prompt.size() + g.tokens.size());
+  // Another seed gives another text: the seed reaches the sampler.
+  json other = body;
+  other["seed"] = 8;
+  EXPECT_NE(post(other)["choices"][0]["text"], r["choices"][0]["text"]);
+}
+
+TEST_F(Serve, StopStringEndsWithFinishReasonStop) {
+  // Greedy, so the first generated character is known; stopping at it leaves no text.
+  json body = {{"prompt", "abc"}, {"max_tokens", 8}, {"temperature", 0}};
+  const infer::Generation free_run = solo(body);
+  ASSERT_FALSE(free_run.text.empty());
+  body["stop"] = {free_run.text.substr(0, 1)};
+  const json r = post(body);
+  EXPECT_EQ(r["choices"][0]["text"], "");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+}
+
+TEST_F(Serve, ArrayPromptsAndNEqualGenerateBatch) {
+  const json body = {{"prompt", {"To be", "or not"}}, {"n", 2}, {"max_tokens", 6}, {"seed", 3}};
+  const json r = post(body);
+  const std::vector<infer::Generation> want =
+      reference_->generate_batch({"To be", "To be", "or not", "or not"}, options_of(body));
+  ASSERT_EQ(r["choices"].size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(r["choices"][i]["index"], i);
+    EXPECT_EQ(r["choices"][i]["text"], as_sent(want[i].text)) << "choice " << i;
+  }
+  EXPECT_EQ(r["usage"]["prompt_tokens"], want[0].prompt.size() + want[2].prompt.size());
+}
+
+TEST_F(Serve, StreamedChunksConcatenateToTheCompletion) {
+  json body = {{"prompt", {"Once upon", "a time"}}, {"max_tokens", 20}, {"seed", 5}};
+  const json whole = post(body);
+  body["stream"] = true;
+  auto res = client().Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200);
+  EXPECT_NE(res->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
+  std::vector<std::string> texts(2), reasons(2);
+  std::vector<int> chunks(2, 0);
+  bool done = false;
+  size_t at = 0;
+  const std::string& sse = res->body;
+  while (at < sse.size()) {
+    const size_t end = sse.find("\n\n", at);
+    ASSERT_NE(end, std::string::npos) << "an event without its blank line";
+    const std::string event = sse.substr(at, end - at);
+    at = end + 2;
+    ASSERT_EQ(event.rfind("data: ", 0), 0u) << event;
+    ASSERT_FALSE(done) << "an event after [DONE]";
+    if (event == "data: [DONE]") {
+      done = true;
+      continue;
+    }
+    const json c = json::parse(event.substr(6));
+    const size_t i = c["choices"][0]["index"];
+    ASSERT_LT(i, 2u);
+    ASSERT_TRUE(reasons[i].empty()) << "text after the finish reason";
+    texts[i] += c["choices"][0]["text"].get<std::string>();
+    if (!c["choices"][0]["finish_reason"].is_null()) reasons[i] = c["choices"][0]["finish_reason"];
+    ++chunks[i];
+  }
+  EXPECT_TRUE(done) << "the stream must end with data: [DONE]";
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(texts[i], whole["choices"][i]["text"]) << "choice " << i;
+    EXPECT_EQ(reasons[i], whole["choices"][i]["finish_reason"]) << "choice " << i;
+    EXPECT_GT(chunks[i], 2) << "text should arrive in pieces";
+  }
+}
+
+TEST_F(Serve, ConcurrentRequestsEachEqualTheirSoloResult) {
+  const std::vector<std::string> prompts = {"First", "Second prompt", "3", "A somewhat longer fourth prompt", "Five",
+                                            "sixth"};
+  std::vector<json> bodies, got(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i)
+    bodies.push_back({{"prompt", prompts[i]}, {"max_tokens", 10 + 3 * static_cast<int>(i)},
+                      {"seed", 100 + static_cast<int>(i)}, {"temperature", 0.8}, {"stream", i % 2 == 1}});
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    clients.emplace_back([&, i] {
+      auto res = client().Post("/v1/completions", bodies[i].dump(), "application/json");
+      if (!res || res->status != 200) return;
+      if (!bodies[i]["stream"].get<bool>()) {
+        got[i] = json::parse(res->body)["choices"][0]["text"];
+        return;
+      }
+      std::string text;  // the streamed pieces, in order
+      for (size_t at = res->body.find("data: {"); at != std::string::npos; at = res->body.find("data: {", at + 1))
+        text += json::parse(res->body.substr(at + 6, res->body.find("\n\n", at) - at - 6))["choices"][0]["text"]
+                    .get<std::string>();
+      got[i] = text;
+    });
+  for (std::thread& t : clients) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], as_sent(solo(bodies[i]).text)) << "request " << i;
+}
+
+TEST_F(Serve, SequencesOfARequestShareDecodeSteps) {
+  const int64_t steps_before = server_->scheduler().decode_steps();
+  post({{"prompt", "shared"}, {"n", 4}, {"max_tokens", 8}, {"seed", 1}});
+  EXPECT_GT(server_->scheduler().decode_steps(), steps_before);
+  EXPECT_GE(server_->scheduler().widest_step(), 4) << "the four choices should decode together";
+}
+
+TEST_F(Serve, ClosingAStreamCancelsItsSequences) {
+  // Greedy, and this prompt's greedy continuation shows no EOS (a random
+  // model samples EOS now and then): with far more tokens than the test
+  // waits for, only a cancel ends it in time.
+  json body = {{"prompt", "endless"}, {"max_tokens", 1000}, {"temperature", 0}};
+  ASSERT_EQ(solo(body).finish, infer::FinishReason::kLength) << "pick another prompt";
+  body["max_tokens"] = 100000;
+  body["stream"] = true;
+  std::string received;
+  httplib::Client c = client();
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    received.append(data, size);
+    return received.find("\n\n") == std::string::npos;  // hang up after the first event
+  };
+  c.send(req);
+  EXPECT_EQ(received.rfind("data: {", 0), 0u) << received;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (server_->scheduler().running() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(server_->scheduler().running(), 0) << "the sequence kept running after its client left";
+  EXPECT_EQ(client().Get("/health")->status, 200);
+}
+
+TEST_F(Serve, BadRequestsGet400NamingTheField) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{not json", "body"},
+      {"[1, 2]", "body"},
+      {R"({"max_tokens": 4})", "prompt"},
+      {R"({"prompt": 5})", "prompt"},
+      {R"({"prompt": []})", "prompt"},
+      {R"({"prompt": ["a", 3]})", "prompt"},
+      {R"({"prompt": ""})", "prompt"},
+      {R"({"prompt": "a", "max_tokens": 0})", "max_tokens"},
+      {R"({"prompt": "a", "max_tokens": -3})", "max_tokens"},
+      {R"({"prompt": "a", "max_tokens": 2.5})", "max_tokens"},
+      {R"({"prompt": "a", "max_tokens": "8"})", "max_tokens"},
+      {R"({"prompt": "a", "max_tokens": 99999999999})", "max_tokens"},
+      {R"({"prompt": "a", "temperature": -0.1})", "temperature"},
+      {R"({"prompt": "a", "temperature": "hot"})", "temperature"},
+      {R"({"prompt": "a", "top_p": 0})", "top_p"},
+      {R"({"prompt": "a", "top_p": 1.5})", "top_p"},
+      {R"({"prompt": "a", "top_k": -1})", "top_k"},
+      {R"({"prompt": "a", "seed": -1})", "seed"},
+      {R"({"prompt": "a", "n": 0})", "n"},
+      {R"({"prompt": "a", "stream": "yes"})", "stream"},
+      {R"({"prompt": "a", "stop": [""]})", "stop"},
+      {R"({"prompt": "a", "stop": 7})", "stop"},
+      {R"({"prompt": "a", "model": 1})", "model"},
+  };
+  for (const auto& [body, field] : cases) {
+    auto res = client().Post("/v1/completions", body, "application/json");
+    ASSERT_TRUE(res) << body;
+    EXPECT_EQ(res->status, 400) << body;
+    const json e = json::parse(res->body)["error"];
+    EXPECT_EQ(e["param"], field) << body;
+    const std::string message = e["message"];
+    EXPECT_EQ(message.rfind(field + ": ", 0), 0u) << body << " -> " << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
+  EXPECT_EQ(client().Get("/health")->status, 200) << "the server survives bad requests";
+}
+
+TEST_F(Serve, MaxTokensBeyondTheMemoryCheckIs400) {
+  ::setenv("HYMBA_MAX_MEMORY", "64M", 1);
+  auto res = client().Post("/v1/completions", R"({"prompt": "a", "max_tokens": 16000000})", "application/json");
+  ::unsetenv("HYMBA_MAX_MEMORY");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(json::parse(res->body)["error"]["param"], "max_tokens") << res->body;
+}
+
+TEST_F(Serve, UnknownPathsAre404) {
+  for (const char* path : {"/", "/v1/chat/completions", "/v1/completions/x"}) {
+    auto res = client().Get(path);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 404) << path;
+    EXPECT_NE(json::parse(res->body)["error"]["message"].get<std::string>().find(path), std::string::npos);
+  }
+  auto res = client().Get("/v1/completions");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+}
+
+TEST_F(Serve, CliRefusesBadFlagsInOneLine) {
+  for (const std::string& args : {std::string("serve"), "serve --ckpt " + (dir_ / "nope").string(),
+                                  "serve --ckpt " + ckpt() + " --port 70000",
+                                  "serve --ckpt " + ckpt() + " --max-batch 0"}) {
+    const test::CliResult r = test::run_cli(args);
+    EXPECT_NE(r.exit_code, 0) << args;
+    EXPECT_EQ(test::count_lines(r.output), 1) << args << "\n" << r.output;
+  }
+  const test::CliResult r = test::run_cli("serve --ckpt " + (dir_ / "nope").string());
+  EXPECT_NE(r.output.find("--ckpt"), std::string::npos) << r.output;
+}
+
+// The command as a user runs it: port 0, the URL on its first line, SIGTERM.
+TEST_F(Serve, CliPrintsItsUrlAndStopsOnSigterm) {
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(out[1], 1);
+    ::close(out[0]);
+    ::close(out[1]);
+    const std::string ck = ckpt();
+    ::execl(HYMBA_CLI_PATH, HYMBA_CLI_PATH, "serve", "--ckpt", ck.c_str(), "--port", "0", "--threads", "1",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  FILE* in = ::fdopen(out[0], "r");
+  char line[512] = {};
+  const bool got_line = std::fgets(line, sizeof(line), in) != nullptr;  // ends when the child exits, at worst
+  std::string first = got_line ? line : "";
+  const size_t at = first.find("http://127.0.0.1:");
+  EXPECT_NE(at, std::string::npos) << first;
+  if (at != std::string::npos) {
+    const int port = std::atoi(first.c_str() + at + 17);
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(30);
+    auto res = c.Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 3, "seed": 2})", "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+  }
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  std::fclose(in);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+}
+
+}  // namespace
+}  // namespace hymba
