@@ -16,6 +16,19 @@ namespace hymba {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// Refuses, with the figure and what to lower, a forward whose activations
+// would not fit (the weights are loaded already: only the arena is left).
+void require_activation_memory(const ModelConfig& config, int64_t batch, int64_t tokens, const std::string& what,
+                               const char* lower, const char* operation) {
+  MemoryEstimate need;
+  need.add("activations for " + what, activation_bytes(config, batch, tokens, false), lower);
+  need.require_available(operation);
+}
+
+}  // namespace
+
 void set_threads(int n) {
   HYMBA_CHECK(n >= 0, "--threads must be >= 0 (got ", n, ")");
   set_num_threads(n);
@@ -116,10 +129,9 @@ EvalResult LanguageModel::score_ids(std::span<const int32_t> ids, const ScoreOpt
               "score: seq_len and max_windows must be >= 0 and batch >= 1");
   const int64_t seq_len = options.seq_len > 0 ? options.seq_len : static_cast<int64_t>(ids.size()) - 1;
   const int64_t batch = options.seq_len > 0 ? options.batch : 1;
-  MemoryEstimate need;
-  need.add("activations for batch " + std::to_string(batch) + " x seq_len " + std::to_string(seq_len),
-           activation_bytes(config(), batch, seq_len, false), "seq_len or batch");
-  need.require_available("score");
+  require_activation_memory(config(), batch, seq_len,
+                            "batch " + std::to_string(batch) + " x seq_len " + std::to_string(seq_len),
+                            "seq_len or batch", "score");
   return evaluate(*model_, ids, seq_len, batch, options.max_windows);
 }
 
@@ -127,10 +139,7 @@ std::vector<double> LanguageModel::token_logprobs(std::span<const int32_t> ids) 
   HYMBA_CHECK(ids.size() >= 2, "token_logprobs: ", ids.size(), " token(s); at least two are needed");
   const int64_t T = static_cast<int64_t>(ids.size()) - 1, V = config().vocab_size;
   for (int32_t id : ids) HYMBA_CHECK(id >= 0 && id < V, "token_logprobs: id ", id, " is outside the vocabulary of ", V);
-  MemoryEstimate need;
-  need.add("activations for " + std::to_string(T) + " tokens", activation_bytes(config(), 1, T, false),
-           "the number of ids");
-  need.require_available("token_logprobs");
+  require_activation_memory(config(), 1, T, std::to_string(T) + " tokens", "the number of ids", "token_logprobs");
   model_->forward(ids.data(), nullptr, 1, T);
   std::vector<double> out(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) {
@@ -172,10 +181,9 @@ CorpusScore LanguageModel::score_corpus(const CorpusScoreOptions& options) {
     all.insert(all.end(), ds.val().begin(), ds.val().end());
     tokens = all;
   }
-  MemoryEstimate need;  // the weights are loaded already: only the arena is left to allocate
-  need.add("activations for --batch " + std::to_string(options.batch) + " x --seq-len " + std::to_string(out.seq_len),
-           activation_bytes(config(), options.batch, out.seq_len, false), "--batch or --seq-len");
-  need.require_available("eval");
+  require_activation_memory(config(), options.batch, out.seq_len,
+                            "--batch " + std::to_string(options.batch) + " x --seq-len " + std::to_string(out.seq_len),
+                            "--batch or --seq-len", "eval");
   out.result = evaluate(*model_, tokens, out.seq_len, options.batch, options.max_windows);
   return out;
 }
