@@ -6,7 +6,7 @@ set -euo pipefail
 
 PACKAGES=(
   # toolchain and build
-  g++ cmake ninja-build make pkg-config
+  g++ cmake ninja-build make pkg-config ccache
   # CPU maths: OpenBLAS built against OpenMP, so BLAS calls share our thread pool
   libopenblas-openmp-dev libomp-dev
   # libraries

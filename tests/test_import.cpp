@@ -216,7 +216,8 @@ INSTANTIATE_TEST_SUITE_P(Export, HalfPrecisionExport, ::testing::Values(FloatFor
                          [](const auto& param_info) { return std::string(to_string(param_info.param)); });
 
 INSTANTIATE_TEST_SUITE_P(Import, PublishedLayout, ::testing::Values("hf_hymba", "hf_mamba", "state_spaces_mamba",
-                                                                           "state_spaces_mamba_bin"));
+                                                                           "state_spaces_mamba_bin",
+                                                                           "torch_save_wrapped"));
 
 TEST(Import, DetectsEachLayout) {
   auto layout_of = [](const std::string& name) {
@@ -448,6 +449,20 @@ TEST(Import, TorchCheckpointTensorsShareStorage) {
   EXPECT_EQ(emb->dtype, "F32");
   EXPECT_EQ(emb->shape, (std::vector<int64_t>{56, 8}));
   EXPECT_EQ(c.read_f32("lm_head.weight"), c.read_f32("backbone.embedding.weight"));
+}
+
+// torch.save({'state_dict': sd, 'epoch': 3}): the reader once freed the outer dict
+// while iterating over it (a use-after-free on ordinary files; ASan catches it).
+TEST(Import, TorchCheckpointUnwrapsAStateDictInsideADict) {
+  const TorchCheckpoint plain = TorchCheckpoint::open(kRoot + "/state_spaces_mamba_bin/pytorch_model.bin");
+  const TorchCheckpoint wrapped = TorchCheckpoint::open(kRoot + "/torch_save_wrapped/pytorch_model.bin");
+  ASSERT_EQ(wrapped.entries().size(), plain.entries().size());
+  for (const SafetensorsEntry& e : plain.entries()) {
+    const SafetensorsEntry* w = wrapped.find(e.name);
+    ASSERT_NE(w, nullptr) << e.name;
+    EXPECT_EQ(w->shape, e.shape) << e.name;
+    EXPECT_EQ(wrapped.read_f32(e.name), plain.read_f32(e.name)) << e.name;
+  }
 }
 
 TEST(ImportErrors, CorruptTorchFilesAreErrorsNeverCrashes) {

@@ -398,11 +398,16 @@ TorchCheckpoint TorchCheckpoint::open(const std::string& path) {
   std::vector<uint8_t> pickle(pkl->size);
   pread_all(c.fd_, pickle.data(), pickle.size(), pkl->data_offset, path);
   const std::string where = path + " (data.pkl)";
-  Ref root = Unpickler(pickle, where).run();
-  // A state_dict, or a dict holding one under "state_dict" / "model".
-  if (root->kind == Obj::kDict)
-    for (const auto& [k, v] : root->dict)
-      if (k->kind == Obj::kStr && (k->s == "state_dict" || k->s == "model") && v->kind == Obj::kDict) root = v;
+  const Ref top = Unpickler(pickle, where).run();
+  // A state_dict, or a dict holding one under "state_dict" / "model" (torch.save({'state_dict': sd, ...})).
+  // `top` keeps the outer dict alive while `root` points into it.
+  Ref root = top;
+  if (top->kind == Obj::kDict)
+    for (const auto& [k, v] : top->dict)
+      if (k->kind == Obj::kStr && (k->s == "state_dict" || k->s == "model") && v->kind == Obj::kDict) {
+        root = v;
+        break;
+      }
   HYMBA_CHECK(root->kind == Obj::kDict, path, ": the pickle is not a dict of tensors");
 
   for (const auto& [k, v] : root->dict) {
