@@ -175,8 +175,9 @@ void register_synth(CLI::App& app, const GlobalOptions& global) {
       "A suite:  hymba synth --suite seed004-selective-copying --out DIR   (or a suite .json file; flags override it)\n"
       "Settings left out come from --preset (or the suite; --list shows each preset's recipe). The mad-* presets\n"
       "train as MAD does: batch 128, 200 epochs, cosine per epoch to 1e-6, weight decay 0, no clipping, stop at\n"
-      "macro accuracy 0.999. Without a preset: the task's MAD baseline sizes and seed 004's copying recipe (batch 8,\n"
-      "50 epochs, constant lr 5e-4, weight decay 0.01, clipping at 1.0, 4000 / 200 examples, no early stop).\n"
+      "macro accuracy 0.999. Without a preset: V 16, L 128 and the other task defaults (docs/synth.md), and seed\n"
+      "004's copying recipe (batch 8, 50 epochs, constant lr 5e-4, weight decay 0.01, clipping at 1.0, 4000 / 200\n"
+      "examples, no early stop).\n"
       "Seed 004's flag spellings (--vocab_size, --num_tokens_to_copy, --num_train_examples, --batch_size, ...)\n"
       "are accepted. docs/synth.md.");
   cmd->add_option("--suite", x.suite, "Built-in suite (see --list) or a suite .json file");
