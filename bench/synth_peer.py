@@ -81,22 +81,37 @@ class Rng:
 
 
 # ---- the engine's selective-copying generator (src/synth/tasks.cpp) ----------
-def selective_copying(n_examples, seed, V, L, n):
+def selective_copying(n_examples, seed, V, L, n, placement="mad"):
+    """placement "mad": MAD's rule (each of the L-2n-1 blanks inserted before a data token drawn
+    from the n, none after the last), the engine's generator; "uniform": the engine's earlier
+    one (n distinct positions drawn over the whole prefix), for the results measured with it."""
     base = Rng(seed)
     region, blank, copy = L - n - 1, V - 2, V - 1
     inputs, targets = [], []
     for i in range(n_examples):
         r = base.split(i)
         inp, tgt = [blank] * L, [IGNORE] * L
-        pool = list(range(region))
-        for j in range(n):  # partial Fisher-Yates: n distinct positions
-            k = j + r.below(region - j)
-            pool[j], pool[k] = pool[k], pool[j]
-        where = sorted(pool[:n])
-        for j in range(n):
-            tok = r.below(V - 2)
-            inp[where[j]] = tok
-            tgt[L - n + j] = tok
+        if placement == "mad":
+            before = [0] * n
+            for _ in range(L - 2 * n - 1):
+                before[r.below(n)] += 1
+            t = 0
+            for j in range(n):
+                t += before[j]
+                tok = r.below(V - 2)
+                inp[t] = tok
+                t += 1
+                tgt[L - n + j] = tok
+        else:
+            pool = list(range(region))
+            for j in range(n):  # partial Fisher-Yates: n distinct positions
+                k = j + r.below(region - j)
+                pool[j], pool[k] = pool[k], pool[j]
+            where = sorted(pool[:n])
+            for j in range(n):
+                tok = r.below(V - 2)
+                inp[where[j]] = tok
+                tgt[L - n + j] = tok
         inp[region] = copy
         inputs.append(inp)
         targets.append(tgt)
@@ -213,8 +228,10 @@ def run(a):
     torch.manual_seed(a.torch_seed)
     torch.set_num_threads(1)
     data_rng = Rng(a.seed)
-    tr_x, tr_y = selective_copying(a.num_train, data_rng.split(11).next_u64(), a.vocab, a.seq_len, a.copy)
-    te_x, te_y = selective_copying(a.num_test, data_rng.split(12).next_u64(), a.vocab, a.seq_len, a.copy)
+    tr_x, tr_y = selective_copying(a.num_train, data_rng.split(11).next_u64(), a.vocab, a.seq_len, a.copy,
+                                   a.placement)
+    te_x, te_y = selective_copying(a.num_test, data_rng.split(12).next_u64(), a.vocab, a.seq_len, a.copy,
+                                   a.placement)
     if a.teacher_forced:
         tr_x, tr_y = teacher_forced(tr_x, tr_y, a.copy)
         te_x, te_y = teacher_forced(te_x, te_y, a.copy)
@@ -267,7 +284,7 @@ def check_data(hymba, a):
                           str(a.seq_len), "--num-tokens-to-copy", str(a.copy), "--show", "50"],
                          capture_output=True, text=True, check=True).stdout.split("test set")[0]
     rows = [line.split(":")[1].split() for line in out.splitlines() if ":" in line and "set" not in line]
-    x, y = selective_copying(50, 0, a.vocab, a.seq_len, a.copy)
+    x, y = selective_copying(50, 0, a.vocab, a.seq_len, a.copy, a.placement)
     ours = []
     for i in range(50):
         ours.append([str(v) for v in x[i].tolist()])
@@ -282,6 +299,8 @@ def main():
     p.add_argument("--vocab", type=int, default=16)
     p.add_argument("--seq-len", type=int, default=20)
     p.add_argument("--copy", type=int, default=5)
+    p.add_argument("--placement", choices=["mad", "uniform"], default="mad",
+                   help="blank placement: MAD's (the engine's now) or the engine's earlier uniform one")
     p.add_argument("--num-train", type=int, default=4000)
     p.add_argument("--num-test", type=int, default=200)
     p.add_argument("--layers", type=int, default=2)

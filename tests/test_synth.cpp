@@ -16,6 +16,7 @@
 #include "core/rng.h"
 #include "model/model.h"
 #include "synth/compression_head.h"
+#include "synth/metrics.h"
 #include "synth/runner.h"
 #include "synth/trainer.h"
 
@@ -98,43 +99,156 @@ TEST(SynthLearning, RunsAreReproducibleAndEveryArchitectureTrains) {
   EXPECT_THROW(train_on_task(task(TaskKind::kCompression, 8, 10), m, longer), Error);
 }
 
-// The head in float64 scalar code: mean cross-entropy over scored rows.
-double head_loss_f64(const std::vector<double>& P, const ParamTable& t, const std::vector<double>& h,
-                     const std::vector<int32_t>& targets, int64_t B, int64_t L, int64_t d, int64_t H, int64_t V) {
-  const int64_t pos = t.info("compression.pos_embed").offset, w1 = t.info("compression.fc1.weight").offset,
-                b1 = t.info("compression.fc1.bias").offset, w2 = t.info("compression.fc2.weight").offset,
-                b2 = t.info("compression.fc2.bias").offset;
+// torchmetrics' macro accuracy by hand: class 0 has 3 targets, 1 right (1/3);
+// class 1: 1 of 1; class 2: 0 of 1; class 3 is only predicted (counts 0);
+// ignored positions count nowhere. Macro (1/3 + 1 + 0 + 0) / 4 = 1/3, token 2/5.
+TEST(SynthMetrics, MacroAccuracyOnAHandComputedCase) {
+  ClassCounts c(5);
+  const std::vector<std::pair<int32_t, int32_t>> rows = {{0, 0}, {0, 1}, {0, 3}, {1, 1}, {2, 1}, {-100, 4}};
+  for (const auto& [t, p] : rows) c.add(t, p);
+  EXPECT_EQ(c.scored(), 5);
+  EXPECT_DOUBLE_EQ(c.macro(), 1.0 / 3.0);
+  EXPECT_DOUBLE_EQ(ClassCounts(3).macro(), 0.0);
+  EXPECT_THROW(c.add(5, 0), Error);
+
+  // MAD's epoch figure: test batches of 2 examples, each batch's macro
+  // accuracy weighted by its examples. Batch 0 (examples 0, 1): class 0 1/2,
+  // class 1 1/1, class 2 0/1 -> 1/2; batch 1 (example 2): class 0 1/1 -> 1.
+  // (1/2 x 2 + 1 x 1) / 3 = 2/3.
+  MadAccuracy mad(4, 2);
+  const int32_t t0[] = {0, 0}, p0[] = {0, 1}, t1[] = {1, 2}, p1[] = {1, 1}, t2[] = {0, -100}, p2[] = {0, 3};
+  mad.add_example(0, t0, p0, 2);
+  mad.add_example(1, t1, p1, 2);
+  mad.add_example(2, t2, p2, 2);
+  EXPECT_DOUBLE_EQ(mad.value(), 2.0 / 3.0);
+
+  int32_t arg[2];
+  const float logits[] = {0.1f, 0.7f, 0.7f, 2.0f, -1.0f, 0.0f};
+  argmax_rows(arg, logits, 2, 3);
+  EXPECT_EQ(arg[0], 1);  // the first of equal maxima, as torch.argmax
+  EXPECT_EQ(arg[1], 0);
+}
+
+// The mad-* presets train as MAD's train.py: batch 128, 200 epochs, cosine
+// per epoch to 1e-6, weight decay 0, no clipping, stop at macro acc 0.999.
+TEST(SynthPresets, MadPresetsCarryMadsTrainingRecipe) {
+  for (const TaskPreset& p : task_presets()) {
+    if (p.name.rfind("mad-", 0) != 0) continue;
+    const TrainSettings t = TrainSettings::from_json(p.train, TrainSettings{}, p.name);
+    EXPECT_EQ(t.batch_size, 128) << p.name;
+    EXPECT_EQ(t.epochs, 200) << p.name;
+    EXPECT_EQ(t.schedule, "cosine") << p.name;
+    EXPECT_EQ(t.weight_decay, 0.0) << p.name;
+    EXPECT_LE(t.grad_clip, 0.0) << p.name;
+    EXPECT_EQ(t.stop_at_acc, 0.999) << p.name;
+    EXPECT_EQ(t.stop_metric, "macro") << p.name;
+    EXPECT_EQ(t.num_test, 1280) << p.name;
+  }
+  const TrainSettings mq = TrainSettings::from_json(find_task_preset("mqar").train, TrainSettings{}, "mqar");
+  EXPECT_GT(mq.test_num_kv_pairs, find_task_preset("mqar").spec.num_kv_pairs);
+}
+
+// MAD's CosineAnnealingLR(T_max = epochs) steps once per epoch: epoch e runs
+// at 1e-6 + (lr - 1e-6)(1 + cos(pi (e-1) / epochs)) / 2. MQAR tests more pairs.
+TEST(SynthLearning, PerEpochCosineAndMoreTestPairs) {
+  TaskSpec t = task(TaskKind::kSelectiveCopying, 8, 12);
+  t.num_tokens_to_copy = 3;
+  TrainSettings s = quick(3, 1e-3, 32);
+  s.stop_at_acc = 0;
+  s.schedule = "cosine";
+  ArchSpec m;
+  m.kind = ArchKind::kMamba;
+  m.hidden_size = 8;
+  m.num_layers = 1;
+  const RunResult r = train_on_task(t, m, s);
+  ASSERT_EQ(r.epochs.size(), 3u);
+  const double pi = 3.14159265358979323846;
+  for (int64_t e = 0; e < 3; ++e)
+    EXPECT_NEAR(r.epochs[static_cast<size_t>(e)].lr, 1e-6 + (1e-3 - 1e-6) * 0.5 * (1 + std::cos(pi * e / 3.0)), 1e-12);
+  for (const EpochStats& e : r.epochs) EXPECT_TRUE(e.eval_macro_acc >= 0 && e.eval_macro_acc <= 1);
+  s.warmup = 5;
+  EXPECT_THROW(train_on_task(t, m, s), Error);  // MAD's per-epoch cosine has no warmup
+
+  TaskSpec mq = task(TaskKind::kMqar, 64, 32);
+  mq.num_kv_pairs = 2;
+  TrainSettings q = quick(1, 1e-3, 16);
+  q.test_num_kv_pairs = 8;  // 2 x 8 x 2 = 32 fits L 32
+  q.stop_at_acc = 0;
+  EXPECT_EQ(train_on_task(mq, m, q).epochs.size(), 1u);
+  q.test_num_kv_pairs = 9;
+  EXPECT_THROW(train_on_task(mq, m, q), Error);
+}
+
+// MAD's decoder in float64 scalar code: z = h + pe, two (RMSNorm, Linear,
+// GELU) blocks, RMSNorm, Linear; mean cross-entropy over scored rows.
+double head_loss_f64(const std::vector<double>& P, const ParamTable& t, const std::vector<float>& pe,
+                     const std::vector<double>& h, const std::vector<int32_t>& targets, int64_t B, int64_t L,
+                     int64_t d, int64_t W, int64_t V) {
+  auto at = [&](const char* name) { return static_cast<size_t>(t.info(name).offset); };
+  auto rmsnorm = [&](std::vector<double> x, size_t g) {
+    double ms = 0;
+    for (double v : x) ms += v * v;
+    const double rstd = 1.0 / std::sqrt(ms / static_cast<double>(x.size()) + 1e-5);
+    for (size_t i = 0; i < x.size(); ++i) x[i] *= rstd * P[g + i];
+    return x;
+  };
+  auto linear = [&](const std::vector<double>& x, size_t w, size_t b, int64_t out) {
+    std::vector<double> y(static_cast<size_t>(out));
+    for (size_t o = 0; o < y.size(); ++o) {
+      double s = P[b + o];
+      for (size_t c = 0; c < x.size(); ++c) s += P[w + o * x.size() + c] * x[c];
+      y[o] = s;
+    }
+    return y;
+  };
+  auto gelu = [](std::vector<double> x) {
+    for (double& v : x) v = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+    return x;
+  };
   double total = 0;
   int64_t scored = 0;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t p = 0; p < L; ++p) {
       const int32_t y = targets[static_cast<size_t>(b * L + p)];
       if (y < 0) continue;
-      std::vector<double> act(static_cast<size_t>(H)), logit(static_cast<size_t>(V));
-      for (int64_t j = 0; j < H; ++j) {
-        double s = P[static_cast<size_t>(b1 + j)];
-        for (int64_t c = 0; c < d; ++c)
-          s += P[static_cast<size_t>(w1 + j * d + c)] * (h[static_cast<size_t>(b * d + c)] + P[static_cast<size_t>(pos + p * d + c)]);
-        act[static_cast<size_t>(j)] = s / (1 + std::exp(-s));
-      }
+      std::vector<double> z(static_cast<size_t>(d));
+      for (int64_t c = 0; c < d; ++c)
+        z[static_cast<size_t>(c)] = h[static_cast<size_t>(b * d + c)] + pe[static_cast<size_t>(p * d + c)];
+      auto x = gelu(linear(rmsnorm(z, at("compression.norm1.weight")), at("compression.fc1.weight"),
+                           at("compression.fc1.bias"), W));
+      x = gelu(linear(rmsnorm(x, at("compression.norm2.weight")), at("compression.fc2.weight"),
+                      at("compression.fc2.bias"), W));
+      const auto logit = linear(rmsnorm(x, at("compression.norm3.weight")), at("compression.unembed.weight"),
+                                at("compression.unembed.bias"), V);
       double mx = -1e300;
-      for (int64_t v = 0; v < V; ++v) {
-        double s = P[static_cast<size_t>(b2 + v)];
-        for (int64_t j = 0; j < H; ++j) s += P[static_cast<size_t>(w2 + v * H + j)] * act[static_cast<size_t>(j)];
-        logit[static_cast<size_t>(v)] = s;
-        mx = std::max(mx, s);
-      }
-      double z = 0;
-      for (double l : logit) z += std::exp(l - mx);
-      total += mx + std::log(z) - logit[static_cast<size_t>(y)];
+      for (double l : logit) mx = std::max(mx, l);
+      double sum = 0;
+      for (double l : logit) sum += std::exp(l - mx);
+      total += mx + std::log(sum) - logit[static_cast<size_t>(y)];
       ++scored;
     }
   return total / static_cast<double>(scored);
 }
 
+// MAD's posemb_sincos_1d at d = 4: frequencies 1 and 10000^-1.
+TEST(SynthCompressionHead, SinCosPositionsAreMads) {
+  const std::vector<float> pe = sincos_positions(3, 4);
+  for (int p = 0; p < 3; ++p) {
+    EXPECT_FLOAT_EQ(pe[static_cast<size_t>(p * 4 + 0)], static_cast<float>(std::sin(p)));
+    EXPECT_FLOAT_EQ(pe[static_cast<size_t>(p * 4 + 1)], static_cast<float>(std::sin(p * 1e-4)));
+    EXPECT_FLOAT_EQ(pe[static_cast<size_t>(p * 4 + 2)], static_cast<float>(std::cos(p)));
+    EXPECT_FLOAT_EQ(pe[static_cast<size_t>(p * 4 + 3)], static_cast<float>(std::cos(p * 1e-4)));
+  }
+  const std::vector<float> odd = sincos_positions(2, 5);  // odd width: a zero column at the end
+  EXPECT_EQ(odd[4], 0.0f);
+  EXPECT_EQ(odd[9], 0.0f);
+  EXPECT_FLOAT_EQ(odd[5 + 0], static_cast<float>(std::sin(1.0)));
+}
+
 TEST(SynthCompressionHead, BackwardMatchesFloat64FiniteDifferences) {
-  const int64_t B = 2, L = 5, d = 6, H = 7, V = 9;
-  CompressionHead head(L, d, H, V, true);
+  const int64_t B = 2, L = 5, d = 6, W = 7, V = 9;
+  CompressionHead head(L, d, W, V, true);
+  EXPECT_EQ(head.params().num_params(), d + W * d + W + W + W * W + W + W + V * W + V);
   Rng rng(3);
   head.params().for_each([&](ParamSlot& s) {
     for (int64_t i = 0; i < s.numel(); ++i) s.value[i] = 0.5f * rng.normal();
@@ -152,7 +266,7 @@ TEST(SynthCompressionHead, BackwardMatchesFloat64FiniteDifferences) {
   const ParamTable& t = head.params();
   std::vector<double> P(t.values_block(), t.values_block() + t.total_floats());
   std::vector<double> hd(h.begin(), h.end());
-  auto loss = [&] { return head_loss_f64(P, t, hd, targets, B, L, d, H, V); };
+  auto loss = [&] { return head_loss_f64(P, t, head.positions(), hd, targets, B, L, d, W, V); };
   const double eps = 1e-5;
   auto check = [&](double& x, double analytic, const std::string& what) {
     const double saved = x;
@@ -165,9 +279,12 @@ TEST(SynthCompressionHead, BackwardMatchesFloat64FiniteDifferences) {
     EXPECT_NEAR(analytic, numeric, 2e-3 * std::max(1.0, std::abs(numeric))) << what;
   };
   for (const ParamInfo& info : t.rows())
-    for (int64_t i = 0; i < info.shape.numel(); i += 3)
+    for (int64_t i = 0; i < info.shape.numel(); i += 2)
       check(P[static_cast<size_t>(info.offset + i)], t.grads_block()[info.offset + i], info.name);
   for (size_t i = 0; i < hd.size(); ++i) check(hd[i], dh[i], "h");
+  // The float forward agrees with the float64 one.
+  const LossStats st = head.forward(h.data(), targets.data(), B);
+  EXPECT_NEAR(st.loss_sum / static_cast<double>(st.scored), loss(), 1e-4);
 }
 
 // Model::backward_from_token_hidden against float64 differences of sum(hidden * w).
@@ -356,10 +473,14 @@ TEST(SynthCli, RunsShowsAndRejectsBadInputWithOneLine) {
            {"synth --task selective-copying --seq-len 20 --num-tokens-to-copy 12 --show 1", "--num-tokens-to-copy"},
            {"synth --task in-context-recall --vocab-size 1 --show 1", "--vocab-size"},
            {"synth --task recall", "--task"},
-           {"synth --task mqar --model hybrid --num-blocks 0 --epochs 1", "--num-blocks"},
-           {"synth --task mqar --num-heads 3 --epochs 1", "--num-heads"},
-           {"synth --task mqar --epochs 0", "--epochs"},
-           {"synth --task mqar --schedule linear", "--schedule"},
+           {"synth --task in-context-recall --model hybrid --num-blocks 0 --epochs 1", "--num-blocks"},
+           {"synth --task in-context-recall --num-heads 3 --epochs 1", "--num-heads"},
+           {"synth --task in-context-recall --epochs 0", "--epochs"},
+           {"synth --task in-context-recall --schedule linear", "--schedule"},
+           {"synth --task mqar --show 1", "--vocab-size"},  // Zoology: V > L (defaults V 16, L 128)
+           {"synth --task selective-copying --seq-len 11 --num-tokens-to-copy 5 --show 1", "--num-tokens-to-copy"},
+           {"synth --task in-context-recall --test-num-kv-pairs 8 --epochs 1", "--test-num-kv-pairs"},
+           {"synth --task in-context-recall --stop-metric best --epochs 1", "--stop-metric"},
            {"synth --suite seed004-selective-copying", "--out"},
            {"synth --suite nope.json --out /tmp/x", "nope.json"},
            {"synth", "--task"}}) {

@@ -34,15 +34,16 @@ struct Options {
   bool list = false, no_plots = false, quiet = false;
   // Values of the override flags (read only when given).
   int64_t vocab_size = 0, seq_len = 0, num_tokens_to_copy = 0, noise_vocab_size = 0, max_key_len = 0,
-          max_value_len = 0, num_kv_pairs = 0;
+          max_value_len = 0, num_kv_pairs = 0, num_passes = 0;
   double frac_noise = 0, mqar_power_a = 0;
   uint64_t memorization_seed = 0;
+  bool multi_query = true, random_non_queries = true;
   std::string train_scores;
   int64_t epochs = 0, batch_size = 0, eval_batch = 0, warmup = 0, num_train = 0, num_test = 0, test_seq_len = 0,
-          decoder_width = 0;
+          test_num_kv_pairs = 0, decoder_width = 0;
   double lr = 0, weight_decay = 0, beta2 = 0, grad_clip = 0, stop_at_acc = 0;
   uint64_t seed = 0;
-  std::string schedule, model, link, init_scheme;
+  std::string schedule, stop_metric, model, link, init_scheme;
   int64_t hidden_size = 0, num_layers = 0, num_heads = 0, num_blocks = 0, trans_layers = 0, mamba_layers = 0,
           d_state = 0;
   double ffn_mult = 0, init_std = 0;
@@ -62,8 +63,7 @@ void list_everything() {
   for (const std::string& n : synth::task_names()) std::printf("%s ", n.c_str());
   std::printf("\n\nTask presets (--preset):\n");
   for (const synth::TaskPreset& p : synth::task_presets())
-    std::printf("  %-28s %s; %lld train / %lld test\n", p.name.c_str(), p.description.c_str(),
-                static_cast<long long>(p.num_train), static_cast<long long>(p.num_test));
+    std::printf("  %-28s %s\n  %-28s recipe: %s\n", p.name.c_str(), p.description.c_str(), "", p.train.dump().c_str());
   std::printf("\nSuites (--suite):\n");
   for (const synth::SynthSuiteInfo& info : synth::builtin_synth_suites()) {
     const synth::SynthSuite s = synth::load_synth_suite(info.name);
@@ -111,8 +111,7 @@ void run(Options& o) {
     if (!o.preset.empty()) {
       const synth::TaskPreset& p = synth::find_task_preset(o.preset);
       suite.task = p.spec;
-      suite.train.num_train = p.num_train;
-      suite.train.num_test = p.num_test;
+      suite.train = synth::TrainSettings::from_json(p.train, suite.train, "preset " + p.name);
     }
     if (!o.task.empty()) {
       const synth::TaskKind kind = synth::parse_task(o.task);
@@ -140,14 +139,15 @@ void run(Options& o) {
   if (single && o.out.empty()) {
     const synth::TaskSpec task = synth::row_task(suite, suite.rows[0]);
     const synth::RunResult r = synth::train_on_task(task, suite.rows[0].arch, suite.train, [](const synth::EpochStats& e) {
-      std::printf("epoch %3lld  train loss %.4f  eval loss %.4f  eval acc %.4f  (%.1fs)\n",
-                  static_cast<long long>(e.epoch), e.train_loss, e.eval_loss, e.eval_acc, e.seconds);
+      std::printf("epoch %3lld  train loss %.4f  eval loss %.4f  eval acc %.4f  macro %.4f  lr %.3g  (%.1fs)\n",
+                  static_cast<long long>(e.epoch), e.train_loss, e.eval_loss, e.eval_acc, e.eval_macro_acc, e.lr,
+                  e.seconds);
       std::fflush(stdout);
     });
     const synth::EpochStats& e = r.last();
-    std::printf("%s: %lld parameters; epoch %lld: train loss %.3f, eval loss %.3f, eval acc %.3f\n",
+    std::printf("%s: %lld parameters; epoch %lld: train loss %.3f, eval loss %.3f, eval acc %.3f, macro acc %.3f\n",
                 suite.rows[0].name.c_str(), static_cast<long long>(r.params), static_cast<long long>(e.epoch),
-                e.train_loss, e.eval_loss, e.eval_acc);
+                e.train_loss, e.eval_loss, e.eval_acc, e.eval_macro_acc);
     return;
   }
   HYMBA_CHECK(!o.out.empty(), "--out: a suite needs an output directory");
@@ -173,8 +173,13 @@ void register_synth(CLI::App& app, const GlobalOptions& global) {
   cmd->footer(
       "One run:  hymba synth --task selective-copying --model mamba [task, model and training flags]\n"
       "A suite:  hymba synth --suite seed004-selective-copying --out DIR   (or a suite .json file; flags override it)\n"
-      "Settings left out come from --preset (or the suite), else MAD's defaults. Seed 004's flag spellings\n"
-      "(--vocab_size, --num_tokens_to_copy, --num_train_examples, --batch_size, ...) are accepted. docs/synth.md.");
+      "Settings left out come from --preset (or the suite; --list shows each preset's recipe). The mad-* presets\n"
+      "train as MAD does: batch 128, 200 epochs, cosine per epoch to 1e-6, weight decay 0, no clipping, stop at\n"
+      "macro accuracy 0.999. Without a preset: V 16, L 128 and the other task defaults (docs/synth.md), and seed\n"
+      "004's copying recipe (batch 8, 50 epochs, constant lr 5e-4, weight decay 0.01, clipping at 1.0, 4000 / 200\n"
+      "examples, no early stop).\n"
+      "Seed 004's flag spellings (--vocab_size, --num_tokens_to_copy, --num_train_examples, --batch_size, ...)\n"
+      "are accepted. docs/synth.md.");
   cmd->add_option("--suite", x.suite, "Built-in suite (see --list) or a suite .json file");
   cmd->add_option("--out", x.out, "Output directory: results.json/.csv, report.md/.html, plots/");
   cmd->add_option("--task", x.task, "in-context-recall, noisy-recall, fuzzy-recall, selective-copying, compression, "
@@ -198,6 +203,11 @@ void register_synth(CLI::App& app, const GlobalOptions& global) {
   add(cmd, x, "--max-value-len", x.max_value_len, "task", "max_value_len", "Fuzzy recall: longest value tuple");
   add(cmd, x, "--num-kv-pairs", x.num_kv_pairs, "task", "num_kv_pairs", "MQAR: key-value pairs (queries)");
   add(cmd, x, "--mqar-power-a", x.mqar_power_a, "task", "mqar_power_a", "MQAR: query gap power-law exponent a");
+  add(cmd, x, "--num-passes", x.num_passes, "task", "num_passes", "MQAR: times the key-value context is repeated");
+  add(cmd, x, "--random-non-queries", x.random_non_queries, "task", "random_non_queries",
+      "MQAR: true (Zoology's default) fills non-query slots with random tokens, distractor keys included; false: 0");
+  add(cmd, x, "--multi-query", x.multi_query, "task", "multi_query",
+      "Recall tasks: true (MAD's default) scores every repeated key at test; false: MAD's single-query variant");
   add(cmd, x, "--memorization-seed", x.memorization_seed, "task", "memorization_seed",
       "Memorization: seed of the fixed fact table");
   add(cmd, x, "--train-scores", x.train_scores, "task", "train_scores",
@@ -229,8 +239,9 @@ void register_synth(CLI::App& app, const GlobalOptions& global) {
   add(cmd, x, "--lr", x.lr, "train", "lr", "AdamW learning rate");
   add(cmd, x, "--weight-decay", x.weight_decay, "train", "weight_decay", "AdamW weight decay");
   add(cmd, x, "--beta2", x.beta2, "train", "beta2", "AdamW beta2");
-  add(cmd, x, "--schedule", x.schedule, "train", "schedule", "constant or cosine (to 1e-6)")
-      ->check(CLI::IsMember({"constant", "cosine"}));
+  add(cmd, x, "--schedule", x.schedule, "train", "schedule",
+      "constant, cosine (MAD: to 1e-6, stepped once per epoch) or cosine-step (the same curve over steps)")
+      ->check(CLI::IsMember({"constant", "cosine", "cosine-step"}));
   add(cmd, x, "--warmup", x.warmup, "train", "warmup", "Linear warmup steps");
   add(cmd, x, "--grad-clip", x.grad_clip, "train", "grad_clip", "Global gradient-norm clip (<= 0: off)");
   add(cmd, x, "--seed", x.seed, "train", "seed", "Seed of the data sets, initialisation and order");
@@ -238,9 +249,14 @@ void register_synth(CLI::App& app, const GlobalOptions& global) {
   add(cmd, x, "--num-test-examples,--num_test_examples", x.num_test, "train", "num_test", "Test examples");
   add(cmd, x, "--stop-at-acc", x.stop_at_acc, "train", "stop_at_acc",
       "Stop after the first epoch whose eval accuracy reaches this (0: off)");
+  add(cmd, x, "--stop-metric", x.stop_metric, "train", "stop_metric",
+      "Accuracy --stop-at-acc reads: token, or macro (MAD's per-class average)")
+      ->check(CLI::IsMember({"token", "macro"}));
+  add(cmd, x, "--test-num-kv-pairs", x.test_num_kv_pairs, "train", "test_num_kv_pairs",
+      "MQAR: key-value pairs of the test set (0: as in training)");
   add(cmd, x, "--test-seq-len", x.test_seq_len, "train", "test_seq_len",
       "Test at another sequence length (length generalisation; 0: the training length)");
-  add(cmd, x, "--decoder-width", x.decoder_width, "train", "decoder_width", "Compression decoder width (0: 2 x hidden)");
+  add(cmd, x, "--decoder-width", x.decoder_width, "train", "decoder_width", "Compression decoder width (0: the model width, as MAD)");
   cmd->callback([o, &global] {
     apply_global_options(global);
     if (o->list) {

@@ -38,7 +38,7 @@ ablate::TextTable table(const std::vector<RowRecord>& rows) {
   bool refs = false;
   for (const RowRecord& r : rows) refs = refs || r.reference.has_value();
   ablate::TextTable t;
-  t.headers = {"Model", "Params", "Epoch", "Train loss", "Eval loss", "Eval acc", "Best acc", "Time"};
+  t.headers = {"Model", "Params", "Epoch", "Train loss", "Eval loss", "Eval acc", "Macro acc (MAD)", "Best acc", "Time"};
   if (refs) t.headers.insert(t.headers.end(), {"Ref. epoch", "Ref. train loss", "Ref. eval loss", "Ref. eval acc"});
   double top = -1;
   for (const RowRecord& r : rows) top = std::max(top, r.result.last().eval_acc);
@@ -50,6 +50,7 @@ ablate::TextTable table(const std::vector<RowRecord>& rows) {
                                   fmt("%.3f", e.train_loss),
                                   fmt("%.3f", e.eval_loss),
                                   fmt("%.3f", e.eval_acc),
+                                  fmt("%.3f", e.eval_macro_acc),
                                   fmt("%.3f", best_acc(r.result)),
                                   format_duration(r.result.seconds)};
     if (refs) {
@@ -109,7 +110,9 @@ std::string settings_line(const SynthSuite& s) {
     << t.num_train << " train / " << t.num_test << " test examples, up to " << t.epochs << " epochs of batch "
     << t.batch_size << ", AdamW lr " << t.lr << " (" << t.schedule << "), weight decay " << t.weight_decay
     << ", seed " << t.seed;
-  if (t.stop_at_acc > 0) o << ", stop at eval accuracy >= " << t.stop_at_acc;
+  if (t.grad_clip > 0) o << ", gradient clipping at " << t.grad_clip;
+  else o << ", no gradient clipping";
+  if (t.stop_at_acc > 0) o << ", stop at " << t.stop_metric << " eval accuracy >= " << t.stop_at_acc;
   return o.str();
 }
 
@@ -119,12 +122,14 @@ json RowRecord::to_json() const {
   json epochs = json::array();
   for (const EpochStats& e : result.epochs)
     epochs.push_back({{"epoch", e.epoch}, {"train_loss", e.train_loss}, {"eval_loss", e.eval_loss},
-                      {"eval_acc", e.eval_acc}, {"seconds", e.seconds}});
+                      {"eval_acc", e.eval_acc}, {"eval_macro_acc", e.eval_macro_acc}, {"lr", e.lr},
+                      {"seconds", e.seconds}});
   json j = {{"id", id},           {"name", name},       {"task", task},
             {"model", arch},      {"train", train},     {"params", result.params},
             {"epochs", epochs},   {"stopped_early", result.stopped_early}, {"seconds", result.seconds}};
   const EpochStats& e = result.last();
-  j["final"] = {{"epoch", e.epoch}, {"train_loss", e.train_loss}, {"eval_loss", e.eval_loss}, {"eval_acc", e.eval_acc}};
+  j["final"] = {{"epoch", e.epoch},         {"train_loss", e.train_loss},        {"eval_loss", e.eval_loss},
+                {"eval_acc", e.eval_acc}, {"eval_macro_acc", e.eval_macro_acc}};
   if (reference)
     j["reference"] = {{"epoch", reference->epoch}, {"train_loss", reference->train_loss},
                       {"eval_loss", reference->eval_loss}, {"eval_acc", reference->eval_acc}};
@@ -147,9 +152,17 @@ RowRecord RowRecord::from_json(const json& j) {
   r.result.stopped_early = j["stopped_early"].get<bool>();
   HYMBA_CHECK(j.contains("epochs") && j["epochs"].is_array() && !j["epochs"].empty(),
               "field 'epochs' is missing or empty");
-  for (const json& e : j["epochs"])
-    r.result.epochs.push_back({static_cast<int64_t>(number(e, "epoch")), number(e, "train_loss"),
-                               number(e, "eval_loss"), number(e, "eval_acc"), number(e, "seconds")});
+  for (const json& e : j["epochs"]) {
+    EpochStats s;
+    s.epoch = static_cast<int64_t>(number(e, "epoch"));
+    s.train_loss = number(e, "train_loss");
+    s.eval_loss = number(e, "eval_loss");
+    s.eval_acc = number(e, "eval_acc");
+    s.eval_macro_acc = number(e, "eval_macro_acc");
+    s.lr = number(e, "lr");
+    s.seconds = number(e, "seconds");
+    r.result.epochs.push_back(s);
+  }
   if (j.contains("reference")) {
     const json& f = j["reference"];
     r.reference = ReferenceFigures{static_cast<int64_t>(number(f, "epoch")), number(f, "train_loss"),
@@ -216,8 +229,9 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
       if (!opt.quiet) std::fprintf(opt.log, "[%zu/%zu] %s\n", i + 1, suite.rows.size(), row.name.c_str());
       rec.result = train_on_task(tasks[i], row.arch, suite.train, [&](const EpochStats& e) {
         if (opt.quiet) return;
-        std::fprintf(opt.log, "  epoch %3lld  train loss %.4f  eval loss %.4f  eval acc %.4f  (%.1fs)\n",
-                     static_cast<long long>(e.epoch), e.train_loss, e.eval_loss, e.eval_acc, e.seconds);
+        std::fprintf(opt.log, "  epoch %3lld  train loss %.4f  eval loss %.4f  eval acc %.4f  macro %.4f  (%.1fs)\n",
+                     static_cast<long long>(e.epoch), e.train_loss, e.eval_loss, e.eval_acc, e.eval_macro_acc,
+                     e.seconds);
         std::fflush(opt.log);
       });
       ++summary.trained;
@@ -236,13 +250,15 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
   }
 
   std::ostringstream csv;
-  csv << "id,model,params,epoch,stopped_early,train_loss,eval_loss,eval_acc,best_acc,seconds,ref_epoch,ref_train_loss,"
+  csv << "id,model,params,epoch,stopped_early,train_loss,eval_loss,eval_acc,eval_macro_acc,best_acc,seconds,ref_epoch,"
+         "ref_train_loss,"
          "ref_eval_loss,ref_eval_acc\n";
   for (const RowRecord& r : summary.rows) {
     const EpochStats& e = r.result.last();
     csv << ablate::csv_field(r.id) << "," << ablate::csv_field(r.name) << "," << r.result.params << "," << e.epoch
         << "," << (r.result.stopped_early ? "true" : "false") << "," << fmt("%.4f", e.train_loss) << ","
-        << fmt("%.4f", e.eval_loss) << "," << fmt("%.4f", e.eval_acc) << "," << fmt("%.4f", best_acc(r.result)) << ","
+        << fmt("%.4f", e.eval_loss) << "," << fmt("%.4f", e.eval_acc) << "," << fmt("%.4f", e.eval_macro_acc) << ","
+        << fmt("%.4f", best_acc(r.result)) << ","
         << fmt("%.1f", r.result.seconds);
     if (r.reference)
       csv << "," << r.reference->epoch << "," << r.reference->train_loss << "," << r.reference->eval_loss << ","
@@ -260,8 +276,9 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
       suite.reference_source.empty() ? "" : " Ref. columns: the figures " + suite.reference_source + " reported.";
   const std::string legend =
       "Epoch = the last epoch run (\"stop\": eval accuracy reached the stop threshold). Train loss = mean over the "
-      "epoch's batches; eval loss and accuracy over the scored positions of the test set after that epoch; best acc "
-      "over all epochs; **bold** = best eval acc." + ref_note;
+      "epoch's batches; eval loss and accuracy over the scored positions of the test set after that epoch (eval acc: "
+      "token accuracy; macro acc: MAD's, the per-class mean per test batch of batch-size examples, averaged over the "
+      "batches); best acc = best token accuracy over all epochs; **bold** = best eval acc." + ref_note;
   std::ostringstream md;
   md << "# " << suite.title << "\n\n" << settings_line(suite) << ".\n\n" << legend << "\n\n"
      << ablate::markdown_table(t) << "\n";

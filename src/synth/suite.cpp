@@ -54,8 +54,7 @@ SynthSuite seed004_suite(const std::string& name, const std::string& title, int6
   s.title = title;
   const TaskPreset& p = find_task_preset(name);
   s.task = p.spec;
-  s.train.num_train = p.num_train;
-  s.train.num_test = p.num_test;
+  s.train = TrainSettings::from_json(p.train, s.train, "preset " + name);
   s.train.epochs = epochs;
   s.train.batch_size = batch;
   s.train.lr = 5e-4;
@@ -116,7 +115,7 @@ SynthSuite suite_from_file(const std::string& path) {
   SynthSuite s;
   s.name = std::filesystem::path(path).stem().string();
   s.title = s.name;
-  TaskPreset base{"", "", TaskSpec{}, s.train.num_train, s.train.num_test};
+  TaskPreset base{"", "", TaskSpec{}, json::object()};
   ArchSpec model_defaults;
   json task = json::object(), train = json::object();
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -139,8 +138,7 @@ SynthSuite suite_from_file(const std::string& path) {
     }
   }
   s.task = TaskSpec::from_json(task, base.spec, path + ": 'task'");
-  s.train.num_train = base.num_train;
-  s.train.num_test = base.num_test;
+  s.train = TrainSettings::from_json(base.train, s.train, "preset " + base.name);
   s.train = TrainSettings::from_json(train, s.train, path + ": 'train'");
   HYMBA_CHECK(j.contains("rows") && j["rows"].is_array() && !j["rows"].empty(), path,
               ": 'rows' must be a non-empty list of models");

@@ -54,16 +54,22 @@ void shift_into(Dataset& d, int64_t i, const std::vector<int32_t>& seq, const st
   }
 }
 
-// MAD in-context recall, and its noisy variant when noise > 0.
+// MAD in-context recall, and its noisy variant when noise > 0. Multi-query
+// (MAD's default): keys 0..K-1 and values K..2K-1 of the V (minus noise)
+// tokens. Single query: the top token is the copy prefix, placed before the
+// final probe, and at test only the probe's value is scored.
 void recall_example(const TaskSpec& s, Rng& r, bool test, Dataset& d, int64_t i) {
-  const bool noisy = s.kind == TaskKind::kNoisyRecall;
-  const int64_t kv = s.vocab_size - (noisy ? s.noise_vocab_size : 0), nkeys = kv / 2;
+  const bool noisy = s.kind == TaskKind::kNoisyRecall, multi = s.multi_query;
+  const int64_t kv = s.vocab_size - (multi ? 0 : 1) - (noisy ? s.noise_vocab_size : 0), nkeys = kv / 2;
   const int64_t pairs = s.seq_len / 2;
   std::vector<int32_t> seq;
   std::vector<bool> answer;
   std::map<int32_t, int32_t> value_of;
   std::vector<int32_t> presented;  // keys in order of first appearance
-  const int64_t kept = noisy ? draw(r, 0, pairs - 1) : -1;  // the slot never replaced by noise
+  // The slot never replaced by noise. MAD draws it from all L/2 slots, the
+  // final probe's included, and then fails when every other slot is noise;
+  // here it is one of the L/2 - 1 replaceable slots, so a key always precedes the probe.
+  const int64_t kept = noisy ? draw(r, 0, pairs - 1) : -1;
   for (int64_t p = 0; p + 1 < pairs; ++p) {
     if (noisy && p != kept && r.uniform_double() < s.frac_noise) {
       for (int k = 0; k < 2; ++k) seq.push_back(draw(r, kv, s.noise_vocab_size));
@@ -79,23 +85,30 @@ void recall_example(const TaskSpec& s, Rng& r, bool test, Dataset& d, int64_t i)
     seq.push_back(key);
     seq.push_back(value_of[key]);
     answer.push_back(false);
-    answer.push_back(repeated);
+    answer.push_back(repeated && multi);
+  }
+  if (!multi) {
+    seq.push_back(static_cast<int32_t>(s.vocab_size - 1));  // copy prefix
+    answer.push_back(false);
   }
   const int32_t probe = presented[r.below(presented.size())];
   seq.push_back(probe);
   seq.push_back(value_of[probe]);
   answer.push_back(false);
   answer.push_back(true);
-  // Training (MAD) scores every next token except noise; test only the answers.
-  if (!test && s.train_scores_all)
-    for (size_t t = 0; t < seq.size(); ++t) answer[t] = seq[t] < kv;
+  // Training (MAD) scores every next token, noise included: its targets are
+  // the shifted inputs. Test: only the answers.
+  if (!test && s.train_scores_all) answer.assign(answer.size(), true);
   shift_into(d, i, seq, answer);
 }
 
-// MAD fuzzy in-context recall: keys and values are tuples of tokens.
+// MAD fuzzy in-context recall: keys and values are tuples of tokens. Pad is
+// V-1 (multi-query) or V-2 with the copy prefix V-1 (single query).
 void fuzzy_example(const TaskSpec& s, Rng& r, bool test, Dataset& d, int64_t i) {
-  const int32_t pad = static_cast<int32_t>(s.vocab_size - 1);
-  const int64_t nkeys = (s.vocab_size - 1) / 2, nvals = s.vocab_size - 1 - nkeys;
+  const bool multi = s.multi_query;
+  const int64_t special = multi ? 1 : 2;
+  const int32_t pad = static_cast<int32_t>(s.vocab_size - special);
+  const int64_t nkeys = (s.vocab_size - special) / 2, nvals = s.vocab_size - special - nkeys;
   using Tuple = std::vector<int32_t>;
   auto key_tuple = [&] {
     const int64_t len = test ? s.max_key_len : 1 + draw(r, 0, s.max_key_len);
@@ -106,7 +119,8 @@ void fuzzy_example(const TaskSpec& s, Rng& r, bool test, Dataset& d, int64_t i) 
   const Tuple probe_key = key_tuple();
   value_of[probe_key] = value_tuple();
   const int64_t probe_len = static_cast<int64_t>(probe_key.size() + value_of[probe_key].size());
-  const int64_t budget = s.seq_len + 1 - 2 * probe_len;  // the probe goes in once and again at the end
+  // The probe goes in once and again at the end (after the copy prefix when single-query).
+  const int64_t budget = s.seq_len + 1 - 2 * probe_len - (multi ? 0 : 1);
   std::vector<Tuple> keys;
   int64_t used = 0;
   for (;;) {
@@ -118,38 +132,49 @@ void fuzzy_example(const TaskSpec& s, Rng& r, bool test, Dataset& d, int64_t i) 
     keys.push_back(std::move(k));
   }
   keys.insert(keys.begin() + draw(r, 0, static_cast<int64_t>(keys.size()) + 1), probe_key);
-  keys.push_back(probe_key);
-  std::vector<int32_t> seq(static_cast<size_t>(s.seq_len + 1 - used - 2 * probe_len), pad);  // left padding
+  std::vector<int32_t> seq(static_cast<size_t>(budget - used), pad);  // left padding
   std::vector<bool> answer(seq.size(), false);
   std::set<Tuple> seen;
-  for (const Tuple& k : keys) {
+  auto append = [&](const Tuple& k, bool final_probe) {
     const bool repeated = !seen.insert(k).second;
     seq.insert(seq.end(), k.begin(), k.end());
     answer.insert(answer.end(), k.size(), false);
     const Tuple& v = value_of[k];
     seq.insert(seq.end(), v.begin(), v.end());
-    answer.insert(answer.end(), v.size(), repeated);
+    answer.insert(answer.end(), v.size(), final_probe || (repeated && multi));
+  };
+  for (const Tuple& k : keys) append(k, false);
+  if (!multi) {
+    seq.push_back(static_cast<int32_t>(s.vocab_size - 1));
+    answer.push_back(false);
   }
-  if (!test && s.train_scores_all)
-    for (size_t t = 0; t < seq.size(); ++t) answer[t] = seq[t] != pad;
+  append(probe_key, true);
+  // Training (MAD): every next token, the left padding included.
+  if (!test && s.train_scores_all) answer.assign(answer.size(), true);
   shift_into(d, i, seq, answer);
 }
 
+// MAD selective copying: the n data tokens come first and each of the
+// L-2n-1 blanks is inserted before a data token drawn uniformly (np.insert at
+// an index in 0..n-1), so the blanks before token j number as many as drew j
+// and no blank follows the last data token; then the copy token, n blanks.
 void selective_copy_example(const TaskSpec& s, Rng& r, Dataset& d, int64_t i) {
-  const int64_t L = s.seq_len, n = s.num_tokens_to_copy, region = L - n - 1;
+  const int64_t L = s.seq_len, n = s.num_tokens_to_copy, blanks = L - 2 * n - 1;
   const int32_t blank = static_cast<int32_t>(s.vocab_size - 2), copy = static_cast<int32_t>(s.vocab_size - 1);
   int32_t* in = d.inputs.data() + i * L;
   int32_t* tg = d.targets.data() + i * L;
   std::fill(in, in + L, blank);
   std::fill(tg, tg + L, kIgnore);
-  std::vector<int32_t> where = draw_distinct(r, 0, region, n);
-  std::sort(where.begin(), where.end());
+  std::vector<int64_t> before(static_cast<size_t>(n), 0);
+  for (int64_t b = 0; b < blanks; ++b) ++before[static_cast<size_t>(draw(r, 0, n))];
+  int64_t t = 0;
   for (int64_t j = 0; j < n; ++j) {
+    t += before[static_cast<size_t>(j)];
     const int32_t tok = draw(r, 0, s.vocab_size - 2);
-    in[where[static_cast<size_t>(j)]] = tok;
+    in[t++] = tok;
     tg[L - n + j] = tok;
   }
-  in[region] = copy;
+  in[L - n - 1] = copy;
 }
 
 void compression_example(const TaskSpec& s, Rng& r, Dataset& d, int64_t i) {
@@ -161,14 +186,13 @@ void compression_example(const TaskSpec& s, Rng& r, Dataset& d, int64_t i) {
   std::copy(in, in + L, tg);  // reconstruct everything, the compression token included
 }
 
-// The fixed fact table: keys [0, K) -> values [K, V-1), K = (V-1)/2; the
-// insert token is V-1 (V=256: keys 0-126, values 127-254, insert 255).
+// The fixed fact table, one-to-one as MAD's (shuffled keys zipped with
+// shuffled values): keys [0, K) -> distinct values of [K, V-1), K = (V-1)/2;
+// the insert token is V-1 (V=256: keys 0-126, values 127-254, insert 255).
 std::vector<int32_t> memorization_table(const TaskSpec& s) {
   const int64_t K = (s.vocab_size - 1) / 2;
   Rng r(s.memorization_seed);
-  std::vector<int32_t> table(static_cast<size_t>(K));
-  for (auto& v : table) v = draw(r, K, s.vocab_size - 1 - K);
-  return table;
+  return draw_distinct(r, K, s.vocab_size - 1 - K, K);
 }
 
 void memorization_example(const TaskSpec& s, const std::vector<int32_t>& table, Rng& r, Dataset& d, int64_t i) {
@@ -184,24 +208,28 @@ void memorization_example(const TaskSpec& s, const std::vector<int32_t>& table, 
   }
 }
 
-// Zoology MQAR: k1 v1 ... kN vN, then each key once at an even offset of the
-// query region; the target at a query is the key's value.
+// Zoology MQAR: (k1 v1 ... kN vN) num_passes times, then each key once at an
+// even offset of the query region; the target at a query is the key's value.
+// Every other slot is 0, or with random_non_queries a token drawn from the
+// whole vocabulary, so keys also turn up unscored (distractors).
 void mqar_example(const TaskSpec& s, Rng& r, Dataset& d, int64_t i) {
-  const int64_t L = s.seq_len, N = s.num_kv_pairs, half = s.vocab_size / 2;
+  const int64_t L = s.seq_len, N = s.num_kv_pairs, half = s.vocab_size / 2, ctx = 2 * N * s.num_passes;
   int32_t* in = d.inputs.data() + i * L;
   int32_t* tg = d.targets.data() + i * L;
   std::fill(in, in + L, 0);
   std::fill(tg, tg + L, kIgnore);
   const std::vector<int32_t> keys = draw_distinct(r, 1, half - 1, N);
   const std::vector<int32_t> values = draw_distinct(r, half, s.vocab_size - half, N);
-  for (int64_t p = 0; p < N; ++p) {
-    in[2 * p] = keys[static_cast<size_t>(p)];
-    in[2 * p + 1] = values[static_cast<size_t>(p)];
-  }
+  for (int64_t pass = 0; pass < s.num_passes; ++pass)
+    for (int64_t p = 0; p < N; ++p) {
+      in[pass * 2 * N + 2 * p] = keys[static_cast<size_t>(p)];
+      in[pass * 2 * N + 2 * p + 1] = values[static_cast<size_t>(p)];
+    }
   // Gaps without replacement, p(g) ~ (g+1)^(a-1): near queries are likelier.
-  const int64_t slots = (L - 2 * N) / 2;
+  const int64_t slots = (L - ctx) / 2;
   std::vector<double> w(static_cast<size_t>(slots));
   for (int64_t g = 0; g < slots; ++g) w[static_cast<size_t>(g)] = std::pow(g + 1.0, s.mqar_power_a - 1.0);
+  std::vector<bool> query(static_cast<size_t>(L), false);
   for (int64_t p = 0; p < N; ++p) {
     double total = 0;
     for (double x : w) total += x;
@@ -215,10 +243,14 @@ void mqar_example(const TaskSpec& s, Rng& r, Dataset& d, int64_t i) {
       u -= wc;
     }
     w[static_cast<size_t>(g)] = 0;
-    const int64_t pos = 2 * N + 2 * g;
+    const int64_t pos = ctx + 2 * g;
     in[pos] = keys[static_cast<size_t>(p)];
     tg[pos] = values[static_cast<size_t>(p)];
+    query[static_cast<size_t>(pos)] = true;
   }
+  if (s.random_non_queries)
+    for (int64_t t = ctx; t < L; ++t)
+      if (!query[static_cast<size_t>(t)]) in[t] = draw(r, 0, s.vocab_size);
 }
 
 // Mamba paper induction heads: a special token somewhere, the token after it,
@@ -264,7 +296,9 @@ TaskKind parse_task(const std::string& name) {
 }
 
 int64_t input_length(const TaskSpec& s) {
-  return s.kind == TaskKind::kInContextRecall || s.kind == TaskKind::kNoisyRecall ? s.seq_len - 1 : s.seq_len;
+  // Multi-query recall shifts L tokens; single-query recall adds the copy prefix, so L + 1 tokens shift to L.
+  const bool recall = s.kind == TaskKind::kInContextRecall || s.kind == TaskKind::kNoisyRecall;
+  return recall && s.multi_query ? s.seq_len - 1 : s.seq_len;
 }
 
 void TaskSpec::validate() const {
@@ -279,28 +313,33 @@ void TaskSpec::validate() const {
         need(noise_vocab_size >= 1, "--noise-vocab-size", "must be >= 1 (got " + str(noise_vocab_size) + ")");
         need(frac_noise >= 0 && frac_noise <= 1, "--frac-noise", "must be in [0, 1]");
       }
-      const int64_t kv = V - (noisy ? noise_vocab_size : 0);
+      const int64_t kv = V - (multi_query ? 0 : 1) - (noisy ? noise_vocab_size : 0);
       need(kv >= 2, "--vocab-size", "leaves " + str(kv) + " key/value tokens" +
-                                        (noisy ? " after the noise tokens" : std::string()) + "; needs >= 2");
+                                        (noisy ? " after the noise tokens" : std::string()) +
+                                        (multi_query ? "" : " and the copy prefix") + "; needs >= 2");
       need(L >= 4 && L % 2 == 0, "--seq-len", "must be even and >= 4 for key-value pairs (got " + str(L) + ")");
       break;
     }
     case TaskKind::kFuzzyRecall: {
       need(max_key_len >= 1, "--max-key-len", "must be >= 1");
       need(max_value_len >= 1, "--max-value-len", "must be >= 1");
-      const int64_t nkeys = (V - 1) / 2, nvals = V - 1 - nkeys;
+      const int64_t special = multi_query ? 1 : 2;  // pad (and the single-query copy prefix)
+      const int64_t nkeys = (V - special) / 2, nvals = V - special - nkeys;
       need(nkeys >= max_key_len, "--vocab-size",
            str(V) + " gives " + str(nkeys) + " key tokens, fewer than --max-key-len " + str(max_key_len));
       need(nvals >= max_value_len, "--vocab-size",
            str(V) + " gives " + str(nvals) + " value tokens, fewer than --max-value-len " + str(max_value_len));
-      need(L + 1 >= 3 * (max_key_len + max_value_len), "--seq-len",
-           "must be >= 3 x (max key + value length) - 1 = " + str(3 * (max_key_len + max_value_len) - 1));
+      const int64_t least = 3 * (max_key_len + max_value_len) - 1 + (special - 1);
+      need(L >= least, "--seq-len", "must be >= 3 x (max key + value length) - 1" +
+                                        std::string(multi_query ? "" : " + 1 (copy prefix)") + " = " + str(least));
       break;
     }
     case TaskKind::kSelectiveCopying:
       need(num_tokens_to_copy >= 1, "--num-tokens-to-copy", "must be >= 1 (got " + str(num_tokens_to_copy) + ")");
-      need(2 * num_tokens_to_copy + 1 <= L, "--num-tokens-to-copy",
-           str(num_tokens_to_copy) + " tokens need --seq-len >= 2 x tokens + 1 = " + str(2 * num_tokens_to_copy + 1));
+      // MAD: L > 2n+1, so at least one blank goes between the data tokens.
+      need(2 * num_tokens_to_copy + 1 < L, "--num-tokens-to-copy",
+           str(num_tokens_to_copy) + " tokens need --seq-len > 2 x tokens + 1 = " + str(2 * num_tokens_to_copy + 1) +
+               " (got " + str(L) + ")");
       need(V >= 3, "--vocab-size", "must be >= 3 (data tokens, blank, copy token; got " + str(V) + ")");
       break;
     case TaskKind::kCompression:
@@ -314,8 +353,13 @@ void TaskSpec::validate() const {
       need(V / 2 - 1 >= num_kv_pairs, "--vocab-size",
            str(V) + " has " + str(std::max<int64_t>(V / 2 - 1, 0)) + " keys, fewer than --num-kv-pairs " +
                str(num_kv_pairs));
-      need(L >= 4 * num_kv_pairs, "--seq-len",
-           "must be >= 4 x --num-kv-pairs = " + str(4 * num_kv_pairs) + " (got " + str(L) + ")");
+      need(num_passes >= 1 && num_passes <= 64, "--num-passes", "must be in 1..64 (got " + str(num_passes) + ")");
+      // Zoology's asserts: L even, V > L, and room for the context and one query slot per key.
+      need(L % 2 == 0, "--seq-len", "must be even (got " + str(L) + ")");
+      need(V > L, "--vocab-size", "must be > --seq-len " + str(L) + " (Zoology's rule; got " + str(V) + ")");
+      need(L >= 2 * num_kv_pairs * (num_passes + 1), "--seq-len",
+           "must be >= 2 x --num-kv-pairs x (--num-passes + 1) = " + str(2 * num_kv_pairs * (num_passes + 1)) +
+               " (got " + str(L) + ")");
       need(mqar_power_a > 0 && mqar_power_a <= 1, "--mqar-power-a", "must be in (0, 1]");
       break;
     case TaskKind::kInductionHeads:
@@ -336,7 +380,10 @@ json TaskSpec::to_json() const {
           {"max_value_len", max_value_len},
           {"num_kv_pairs", num_kv_pairs},
           {"mqar_power_a", mqar_power_a},
+          {"num_passes", num_passes},
+          {"random_non_queries", random_non_queries},
           {"memorization_seed", memorization_seed},
+          {"multi_query", multi_query},
           {"train_scores_all", train_scores_all}};
 }
 
@@ -351,12 +398,17 @@ std::string TaskSpec::summary() const {
     case TaskKind::kSelectiveCopying: s += ", " + str(num_tokens_to_copy) + " to copy"; break;
     case TaskKind::kCompression: break;
     case TaskKind::kMemorization: s += ", table seed " + std::to_string(memorization_seed); break;
-    case TaskKind::kMqar: s += ", " + str(num_kv_pairs) + " pairs"; break;
+    case TaskKind::kMqar:
+      s += ", " + str(num_kv_pairs) + " pairs";
+      if (num_passes > 1) s += " x " + str(num_passes) + " passes";
+      s += random_non_queries ? ", random non-queries" : ", non-queries 0";
+      break;
     case TaskKind::kInductionHeads: break;
   }
-  if ((kind == TaskKind::kInContextRecall || kind == TaskKind::kNoisyRecall || kind == TaskKind::kFuzzyRecall) &&
-      !train_scores_all)
-    s += ", training scores answers only";
+  if (kind == TaskKind::kInContextRecall || kind == TaskKind::kNoisyRecall || kind == TaskKind::kFuzzyRecall) {
+    if (!multi_query) s += ", single query";
+    if (!train_scores_all) s += ", training scores answers only";
+  }
   return s;
 }
 
@@ -375,7 +427,10 @@ TaskSpec TaskSpec::from_json(const json& j, const TaskSpec& base, const std::str
   f.get("max_value_len", s.max_value_len);
   f.get("num_kv_pairs", s.num_kv_pairs);
   f.get("mqar_power_a", s.mqar_power_a);
+  f.get("num_passes", s.num_passes);
+  f.get("random_non_queries", s.random_non_queries);
   f.get("memorization_seed", s.memorization_seed);
+  f.get("multi_query", s.multi_query);
   f.get("train_scores_all", s.train_scores_all);
   f.reject_unknown();
   return s;
@@ -420,29 +475,42 @@ const std::vector<TaskPreset>& task_presets() {
       s.seq_len = L;
       return s;
     };
+    // MAD's train.py / MADConfig: batch 128, 200 epochs, AdamW lr 5e-4 with
+    // cosine annealing per epoch to 1e-6, weight decay 0, no gradient
+    // clipping, early stop once the (macro-averaged) test accuracy reaches 0.999.
+    auto mad = [](int64_t num_train) {
+      return json{{"num_train", num_train}, {"num_test", 1280},   {"epochs", 200},        {"batch_size", 128},
+                  {"lr", 5e-4},             {"weight_decay", 0.0}, {"schedule", "cosine"}, {"grad_clip", 0.0},
+                  {"stop_at_acc", 0.999},   {"stop_metric", "macro"}};
+    };
     std::vector<TaskPreset> p;
     p.push_back({"mad-in-context-recall", "MAD baseline: V=16, L=128", spec(TaskKind::kInContextRecall, 16, 128),
-                 12800, 1280});
+                 mad(12800)});
     TaskSpec noisy = spec(TaskKind::kNoisyRecall, 32, 128);
-    p.push_back({"mad-noisy-recall", "MAD baseline: V=32 (16 noise), L=128, noise 0.2", noisy, 12800, 1280});
+    p.push_back({"mad-noisy-recall", "MAD baseline: V=32 (16 noise), L=128, noise 0.2", noisy, mad(12800)});
     p.push_back({"mad-fuzzy-recall", "MAD baseline: V=16, L=128, keys/values of 1-3 tokens",
-                 spec(TaskKind::kFuzzyRecall, 16, 128), 12800, 1280});
+                 spec(TaskKind::kFuzzyRecall, 16, 128), mad(12800)});
     TaskSpec copy = spec(TaskKind::kSelectiveCopying, 16, 256);
     copy.num_tokens_to_copy = 16;
-    p.push_back({"mad-selective-copying", "MAD baseline: V=16, L=256, 16 tokens to copy", copy, 12800, 1280});
-    p.push_back({"mad-compression", "MAD baseline: V=16, L=32", spec(TaskKind::kCompression, 16, 32), 12800, 1280});
+    p.push_back({"mad-selective-copying", "MAD baseline: V=16, L=256, 16 tokens to copy", copy, mad(12800)});
+    p.push_back({"mad-compression", "MAD baseline: V=16, L=32", spec(TaskKind::kCompression, 16, 32), mad(12800)});
     p.push_back({"mad-memorization", "MAD baseline: V=256, L=32, 256 training examples",
-                 spec(TaskKind::kMemorization, 256, 32), 256, 1280});
+                 spec(TaskKind::kMemorization, 256, 32), mad(256)});
+    // Zoology's first MQAR setting (train L 64 with 4 pairs); its test sets
+    // hold more pairs than training, here one of them: 8 pairs at L 64.
     TaskSpec mqar = spec(TaskKind::kMqar, 8192, 64);
     mqar.num_kv_pairs = 4;
-    p.push_back({"mqar", "Zoology MQAR: V=8192, L=64, 4 pairs", mqar, 100000, 3000});
-    p.push_back({"induction-heads", "Mamba paper: V=16, L=256", spec(TaskKind::kInductionHeads, 16, 256), 12800,
-                 1280});
+    p.push_back({"mqar", "Zoology MQAR: V=8192, L=64, 4 pairs (test: 8 pairs), random non-queries", mqar,
+                 json{{"num_train", 100000}, {"num_test", 1000}, {"test_num_kv_pairs", 8}}});
+    p.push_back({"induction-heads", "Mamba paper: V=16, L=256", spec(TaskKind::kInductionHeads, 16, 256),
+                 json{{"num_train", 12800}, {"num_test", 1280}}});
+    // Seed 004's command lines: 50 epochs of batch 8 (copying), 20 of batch 32 (recall), lr 5e-4.
     TaskSpec seed_copy = spec(TaskKind::kSelectiveCopying, 16, 20);
     seed_copy.num_tokens_to_copy = 5;
-    p.push_back({"seed004-selective-copying", "seed 004: V=16, L=20, 5 tokens to copy", seed_copy, 4000, 200});
-    p.push_back({"seed004-in-context-recall", "seed 004: V=16, L=64", spec(TaskKind::kInContextRecall, 16, 64), 4096,
-                 256});
+    p.push_back({"seed004-selective-copying", "seed 004: V=16, L=20, 5 tokens to copy", seed_copy,
+                 json{{"num_train", 4000}, {"num_test", 200}, {"epochs", 50}, {"batch_size", 8}, {"lr", 5e-4}}});
+    p.push_back({"seed004-in-context-recall", "seed 004: V=16, L=64", spec(TaskKind::kInContextRecall, 16, 64),
+                 json{{"num_train", 4096}, {"num_test", 256}, {"epochs", 20}, {"batch_size", 32}, {"lr", 5e-4}}});
     return p;
   }();
   return presets;

@@ -37,9 +37,15 @@ struct TaskSpec {
   int64_t max_value_len = 3;        // fuzzy recall: value tuples of 1..max tokens
   int64_t num_kv_pairs = 4;         // MQAR
   double mqar_power_a = 0.01;       // MQAR: query gaps drawn with p(g) ~ (g+1)^(a-1)
-  uint64_t memorization_seed = 0;   // memorization: the fixed key -> value table
-  // In-context / noisy recall: training scores every next token (MAD); false
-  // scores only the answers, as at test.
+  int64_t num_passes = 1;           // MQAR: the key-value context repeated this often (Zoology's JRT option)
+  bool random_non_queries = true;   // MQAR: non-query slots hold random tokens (Zoology's default); false: 0
+  uint64_t memorization_seed = 0;   // memorization: the fixed one-to-one key -> value table
+  // Recall tasks: MAD's multi-query variant (every repeated key's value is
+  // scored at test); false: MAD's single-query variant (a copy-prefix token
+  // V-1 before the final probe, only the probe's value scored at test).
+  bool multi_query = true;
+  // Recall tasks: training scores every next token, noise and pad included
+  // (MAD); false scores only the answers, as at test.
   bool train_scores_all = true;
 
   // Throws hymba::Error naming the flag (--vocab-size, --seq-len, ...) when a
@@ -67,7 +73,7 @@ struct Dataset {
 Dataset generate(const TaskSpec& spec, int64_t n, uint64_t seed, bool test);
 
 // The model input length an example of `spec` has (seq_len, or seq_len - 1
-// for the recall tasks, whose L tokens are shifted by one).
+// for multi-query in-context / noisy recall, whose L tokens are shifted by one).
 int64_t input_length(const TaskSpec& spec);
 
 // Task names as the command line spells them ("in-context-recall", ...).
@@ -77,11 +83,13 @@ const std::vector<std::string>& task_names();
 
 // Named settings: MAD's baselines ("mad-selective-copying", ...), Zoology's
 // ("mqar"), the Mamba paper's ("induction-heads") and seed 004's
-// ("seed004-selective-copying", "seed004-in-context-recall").
+// ("seed004-selective-copying", "seed004-in-context-recall"). `train` holds
+// the recipe as training-settings keys (TrainSettings::from_json): data-set
+// sizes, and for the mad-* presets MAD's training defaults.
 struct TaskPreset {
   std::string name, description;
   TaskSpec spec;
-  int64_t num_train = 0, num_test = 0;
+  nlohmann::json train = nlohmann::json::object();
 };
 const std::vector<TaskPreset>& task_presets();
 const TaskPreset& find_task_preset(const std::string& name);  // error lists the names

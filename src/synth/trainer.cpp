@@ -10,6 +10,7 @@
 #include "core/threading.h"
 #include "model/model.h"
 #include "synth/compression_head.h"
+#include "synth/metrics.h"
 #include "synth/settings_json.h"
 #include "train/optimizer.h"
 
@@ -164,12 +165,18 @@ void TrainSettings::validate() const {
   need(lr > 0 && lr <= 10, "--lr", "must be in (0, 10]");
   need(weight_decay >= 0 && weight_decay <= 10, "--weight-decay", "must be in [0, 10]");
   need(beta2 > 0 && beta2 < 1, "--beta2", "must be in (0, 1)");
-  need(schedule == "constant" || schedule == "cosine", "--schedule", "must be constant or cosine (got " + schedule + ")");
+  need(schedule == "constant" || schedule == "cosine" || schedule == "cosine-step", "--schedule",
+       "must be constant, cosine or cosine-step (got " + schedule + ")");
   need(warmup >= 0, "--warmup", "must be >= 0");
+  need(warmup == 0 || schedule != "cosine", "--warmup",
+       "MAD's per-epoch cosine has no warmup; use --schedule cosine-step for one");
   need(num_train >= 1 && num_train <= 100000000, "--num-train-examples", "must be in 1..100000000");
   need(num_test >= 1 && num_test <= 100000000, "--num-test-examples", "must be in 1..100000000");
   need(stop_at_acc >= 0 && stop_at_acc <= 1, "--stop-at-acc", "must be in [0, 1] (0: off)");
+  need(stop_metric == "token" || stop_metric == "macro", "--stop-metric",
+       "must be token or macro (got " + stop_metric + ")");
   need(test_seq_len >= 0, "--test-seq-len", "must be >= 0 (0: the training length)");
+  need(test_num_kv_pairs >= 0, "--test-num-kv-pairs", "must be >= 0 (0: as in training)");
   need(decoder_width >= 0, "--decoder-width", "must be >= 0 (0: 2 x hidden)");
 }
 
@@ -178,7 +185,8 @@ json TrainSettings::to_json() const {
           {"lr", lr},               {"weight_decay", weight_decay}, {"beta2", beta2},
           {"schedule", schedule},   {"warmup", warmup},         {"grad_clip", grad_clip},
           {"seed", seed},           {"num_train", num_train},   {"num_test", num_test},
-          {"stop_at_acc", stop_at_acc}, {"test_seq_len", test_seq_len}, {"decoder_width", decoder_width}};
+          {"stop_at_acc", stop_at_acc}, {"stop_metric", stop_metric}, {"test_seq_len", test_seq_len},
+          {"test_num_kv_pairs", test_num_kv_pairs}, {"decoder_width", decoder_width}};
 }
 
 TrainSettings TrainSettings::from_json(const json& j, const TrainSettings& base, const std::string& source) {
@@ -197,7 +205,9 @@ TrainSettings TrainSettings::from_json(const json& j, const TrainSettings& base,
   f.get("num_train", t.num_train);
   f.get("num_test", t.num_test);
   f.get("stop_at_acc", t.stop_at_acc);
+  f.get("stop_metric", t.stop_metric);
   f.get("test_seq_len", t.test_seq_len);
+  f.get("test_num_kv_pairs", t.test_num_kv_pairs);
   f.get("decoder_width", t.decoder_width);
   f.reject_unknown();
   return t;
@@ -213,7 +223,7 @@ class Learner {
     const Rng init(s.seed);
     model_.params().init(init.split(1));
     if (compression_) {
-      const int64_t width = s.decoder_width > 0 ? s.decoder_width : 2 * arch.hidden_size;
+      const int64_t width = s.decoder_width > 0 ? s.decoder_width : arch.hidden_size;  // MAD: non-expanding
       head_ = std::make_unique<CompressionHead>(task.seq_len, arch.hidden_size, width, task.vocab_size, true);
       head_->params().init(init.split(2));
     }
@@ -245,6 +255,12 @@ class Learner {
       model_.backward_from_token_hidden(dhidden_.data());
     }
     return st;
+  }
+
+  // Argmax class of every position of the last run: out [B * T].
+  void predictions(int32_t* out, int64_t B, int64_t T) const {
+    const int64_t V = model_.config().vocab_size;
+    argmax_rows(out, compression_ ? head_->logits() : model_.logits(), B * T, V);
   }
 
   void zero_grad() {
@@ -294,12 +310,17 @@ RunResult train_on_task(const TaskSpec& task, const ArchSpec& arch, const TrainS
   arch.validate();
   s.validate();
   TaskSpec test_task = task;
+  if (s.test_num_kv_pairs > 0) {
+    HYMBA_CHECK(task.kind == TaskKind::kMqar, "--test-num-kv-pairs: only MQAR has key-value pairs to vary (task ",
+                to_string(task.kind), ")");
+    test_task.num_kv_pairs = s.test_num_kv_pairs;
+  }
   if (s.test_seq_len > 0) {
     HYMBA_CHECK(task.kind != TaskKind::kCompression,
                 "--test-seq-len: compression decodes a fixed number of positions; test at the training length");
     test_task.seq_len = s.test_seq_len;
-    test_task.validate();
   }
+  test_task.validate();
   const Rng data(s.seed);
   const Dataset train = generate(task, s.num_train, data.split(11).next_u64(), false);
   const Dataset test = generate(test_task, s.num_test, data.split(12).next_u64(), true);
@@ -313,13 +334,21 @@ RunResult train_on_task(const TaskSpec& task, const ArchSpec& arch, const TrainS
   const int64_t batches = (train.n + s.batch_size - 1) / s.batch_size;
   LrSchedule sched;
   sched.peak = s.lr;
-  sched.floor = s.schedule == "cosine" ? std::min(1e-6, s.lr) : s.lr;
+  sched.floor = s.schedule == "constant" ? s.lr : std::min(1e-6, s.lr);
   sched.warmup = s.warmup;
   sched.total = batches * s.epochs;
+  // MAD's CosineAnnealingLR, stepped after every epoch: epoch e (0-based) runs at
+  // floor + (peak - floor) (1 + cos(pi e / epochs)) / 2.
+  auto lr_at = [&](int64_t epoch0, int64_t step) {
+    if (s.schedule != "cosine") return sched.at(step);
+    const double pi = 3.14159265358979323846;
+    return sched.floor + (s.lr - sched.floor) * 0.5 *
+                             (1.0 + std::cos(pi * static_cast<double>(epoch0) / static_cast<double>(s.epochs)));
+  };
 
   std::vector<int64_t> order(static_cast<size_t>(train.n)), identity(static_cast<size_t>(test.n));
   std::iota(identity.begin(), identity.end(), 0);
-  std::vector<int32_t> ids, targets;
+  std::vector<int32_t> ids, targets, predicted;
   const auto t_start = std::chrono::steady_clock::now();
   int64_t step = 0;
   for (int64_t epoch = 1; epoch <= s.epochs; ++epoch) {
@@ -328,7 +357,7 @@ RunResult train_on_task(const TaskSpec& task, const ArchSpec& arch, const TrainS
     Rng shuffle = data.split(1000 + static_cast<uint64_t>(epoch));
     for (int64_t i = train.n - 1; i > 0; --i)
       std::swap(order[static_cast<size_t>(i)], order[shuffle.below(static_cast<uint64_t>(i + 1))]);
-    double loss_sum = 0;
+    double loss_sum = 0, e_lr = 0;
     for (int64_t b = 0; b < batches; ++b) {
       const int64_t from = b * s.batch_size, count = std::min(s.batch_size, train.n - from);
       gather(train, order, from, count, ids, targets);
@@ -338,14 +367,18 @@ RunResult train_on_task(const TaskSpec& task, const ArchSpec& arch, const TrainS
       HYMBA_CHECK(std::isfinite(mean), "synth: the training loss became ", mean, " at epoch ", epoch,
                   " (try a lower --lr)");
       loss_sum += mean;
-      learner.step(adamw, sched.at(step), step + 1, s.grad_clip);
+      e_lr = lr_at(epoch - 1, step);
+      learner.step(adamw, e_lr, step + 1, s.grad_clip);
       ++step;
     }
     EpochStats e;
     e.epoch = epoch;
+    e.lr = e_lr;
     e.train_loss = loss_sum / static_cast<double>(batches);
     double eval_loss = 0;
     int64_t scored = 0, correct = 0;
+    // MAD's test batches hold batch_size examples, whatever our eval batch is.
+    MadAccuracy macro(task.vocab_size, s.batch_size);
     for (int64_t from = 0; from < test.n; from += s.eval_batch) {
       const int64_t count = std::min(s.eval_batch, test.n - from);
       gather(test, identity, from, count, ids, targets);
@@ -353,13 +386,19 @@ RunResult train_on_task(const TaskSpec& task, const ArchSpec& arch, const TrainS
       eval_loss += st.loss_sum;
       scored += st.scored;
       correct += st.correct;
+      predicted.resize(targets.size());
+      learner.predictions(predicted.data(), count, test.seq);
+      for (int64_t b = 0; b < count; ++b)
+        macro.add_example(from + b, targets.data() + b * test.seq, predicted.data() + b * test.seq, test.seq);
     }
     e.eval_loss = scored > 0 ? eval_loss / static_cast<double>(scored) : 0.0;
     e.eval_acc = scored > 0 ? static_cast<double>(correct) / static_cast<double>(scored) : 0.0;
+    e.eval_macro_acc = macro.value();
     e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     result.epochs.push_back(e);
     if (on_epoch) on_epoch(e);
-    if (s.stop_at_acc > 0 && e.eval_acc >= s.stop_at_acc) {
+    const double stop_acc = s.stop_metric == "macro" ? e.eval_macro_acc : e.eval_acc;
+    if (s.stop_at_acc > 0 && stop_acc >= s.stop_at_acc) {
       result.stopped_early = epoch < s.epochs;
       break;
     }

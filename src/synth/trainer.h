@@ -52,14 +52,18 @@ struct TrainSettings {
   double lr = 5e-4;
   double weight_decay = 0.01;  // PyTorch AdamW's default, as the seed notebooks ran
   double beta2 = 0.999;
-  std::string schedule = "constant";  // or "cosine" (to 1e-6, MAD)
-  int64_t warmup = 0;
+  // "constant"; "cosine": MAD's CosineAnnealingLR(T_max = epochs, eta_min =
+  // 1e-6) stepped once per epoch; "cosine-step": the same curve over steps.
+  std::string schedule = "constant";
+  int64_t warmup = 0;                 // linear warmup steps (constant and cosine-step)
   double grad_clip = 1.0;             // <= 0: off
   uint64_t seed = 0;                  // data (train and test sets) and initialisation
   int64_t num_train = 4000, num_test = 200;
   double stop_at_acc = 0.0;           // > 0: stop after the first epoch reaching this eval accuracy
+  std::string stop_metric = "token";  // which accuracy stop_at_acc reads: "token" or "macro" (MAD's)
   int64_t test_seq_len = 0;           // > 0: the test set at another length (length generalisation)
-  int64_t decoder_width = 0;          // compression head width; 0: 2 x hidden
+  int64_t test_num_kv_pairs = 0;      // MQAR, > 0: the test set with this many pairs (Zoology tests more)
+  int64_t decoder_width = 0;          // compression decoder width; 0: the model width (MAD)
 
   void validate() const;
   nlohmann::json to_json() const;
@@ -68,7 +72,11 @@ struct TrainSettings {
 
 struct EpochStats {
   int64_t epoch = 0;  // 1-based
-  double train_loss = 0, eval_loss = 0, eval_acc = 0, seconds = 0;
+  double train_loss = 0, eval_loss = 0;
+  double eval_acc = 0;        // token accuracy: correct / scored positions of the test set
+  double eval_macro_acc = 0;  // MAD's macro-averaged accuracy (synth/metrics.h)
+  double seconds = 0;
+  double lr = 0;              // the learning rate of the epoch's last step
 };
 
 struct RunResult {
