@@ -54,7 +54,7 @@ def main():
         decoded = sp.decode(ids)
         row = {"text_index": index, "ids": ids, "tokens": [sp.id_to_piece(i) for i in ids],
                "offsets": offsets, "byte_offsets": byte_offsets,
-               "decoded": decoded, "decoded_skip": decoded}
+               "decoded": decoded, "decoded_skip": decoded, "ids_plain": ids}
         sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
