@@ -7,6 +7,8 @@
 //                             with the Rust Hugging Face tokenizers (npm
 //                             @anush008/tokenizers) and, for .model files,
 //                             Debian's python3-sentencepiece (sp_reference.py)
+//   node parity.js bench [--data FILE] [--mb N] [--chunk CHARS] [--full] [--family F]
+//                             encode speed of the Rust library, one thread
 //   node parity.js compare [--engine build/release/hymba] [--full] [--family F] [--limit N]
 //                             run the engine on every text and compare with the
 //                             reference: the committed files, or with --full the
@@ -14,6 +16,9 @@
 //
 // See tests/fixtures/tokenizers/README.md.
 'use strict';
+// One thread for the Rust library (its batch encoders use rayon); set before it loads.
+process.env.RAYON_NUM_THREADS = process.env.RAYON_NUM_THREADS || '1';
+process.env.TOKENIZERS_PARALLELISM = process.env.TOKENIZERS_PARALLELISM || 'false';
 const fs = require('fs');
 const path = require('path');
 const { execFileSync, spawnSync } = require('child_process');
@@ -322,6 +327,52 @@ async function compare(args) {
   }
 }
 
+// ---- bench mode ---------------------------------------------------------------
+// Encode speed of the Rust library, one thread (RAYON_NUM_THREADS=1 is set
+// before the library loads), on --data FILE (default: texts.jsonl repeated to
+// about --mb MB: repetition helps the library's word cache, so prefer a real
+// corpus), cut into chunks of about 2 KB at line ends (through this binding
+// the cost per call grows faster than the text: 1 MB in 64 KB calls takes
+// about 4x as long as in 1 KB calls). Also times one 100,000-letter run, the
+// issue's worst case.
+async function bench(args) {
+  const { Tokenizer } = tk();
+  const mb = Number(args.mb || 2);
+  let text;
+  if (args.data) text = fs.readFileSync(args.data, 'utf8');
+  else {
+    const base = readTexts().join('\n') + '\n';
+    text = base.repeat(Math.max(1, Math.ceil((mb * 1e6) / Buffer.byteLength(base))));
+  }
+  const chunks = [];
+  for (let at = 0; at < text.length;) {
+    let end = Math.min(text.length, at + Number(args.chunk || 2048));
+    const nl = text.indexOf('\n', end);
+    end = nl < 0 ? text.length : nl + 1;
+    chunks.push(text.slice(at, end));
+    at = end;
+  }
+  const bytes = Buffer.byteLength(text);
+  const files = args.full ? BPE_FAMILIES.map((f) => [f.pkg + ' (full)', published(f.pkg)])
+    : families().filter((f) => !SPM_FAMILIES.includes(f)).map((f) => [f, familyFile(f)]);
+  console.log(`Rust tokenizers, one thread: ${(bytes / 1e6).toFixed(2)} MB in ${chunks.length} chunks` +
+    (args.data ? ` of ${args.data}` : ' (texts.jsonl repeated)'));
+  for (const [name, file] of files) {
+    if (args.family && !name.startsWith(args.family)) continue;
+    const tok = Tokenizer.fromFile(file);
+    await tok.encode(chunks[0], null, { addSpecialTokens: false }); // warm-up
+    let n = 0;
+    const t0 = process.hrtime.bigint();
+    for (const c of chunks) n += (await tok.encode(c, null, { addSpecialTokens: false })).getLength();
+    const secs = Number(process.hrtime.bigint() - t0) / 1e9;
+    const t1 = process.hrtime.bigint();
+    const longRun = (await tok.encode('a'.repeat(100000), null, { addSpecialTokens: false })).getLength();
+    const runSecs = Number(process.hrtime.bigint() - t1) / 1e9;
+    console.log(`${name}: ${n} tokens in ${secs.toFixed(2)} s = ${(n / secs / 1e3).toFixed(0)} k tok/s, ` +
+      `${(bytes / secs / 1e6).toFixed(2)} MB/s; 100,000 x 'a': ${longRun} tokens in ${(runSecs * 1e3).toFixed(0)} ms`);
+  }
+}
+
 function parseArgs(argv) {
   const a = { _: [] };
   for (let i = 0; i < argv.length; i++) {
@@ -339,8 +390,9 @@ function parseArgs(argv) {
   if (cmd === 'cut') await cutAll(args.family);
   else if (cmd === 'expected') await writeExpected(args.family);
   else if (cmd === 'compare') await compare(args);
+  else if (cmd === 'bench') await bench(args);
   else {
-    console.error('usage: node parity.js cut [--family F] | expected [--family F] | compare [--engine PATH] [--full] [--family F] [--limit N]');
+    console.error('usage: node parity.js cut [--family F] | expected [--family F] | compare [--engine PATH] [--full] [--family F] [--limit N] | bench [--data FILE] [--mb N] [--chunk CHARS] [--full] [--family F]');
     process.exit(2);
   }
 })().catch((e) => { console.error(e.stack || String(e)); process.exit(1); });
