@@ -154,6 +154,33 @@ TEST(BpeTrainer, MatchesHuggingFaceTrainerOnParityTexts) {
     ASSERT_EQ(r.merges[i].first, merges[i][0].get<std::string>()) << "merge " << i;
     ASSERT_EQ(r.merges[i].second, merges[i][1].get<std::string>()) << "merge " << i;
   }
+
+  // Seed 001's settings change where training stops, not the order: special
+  // tokens and a full byte alphabet shift every id alike (ties keep their
+  // order), vocab_size and min_frequency cut the list short.
+  auto expect_prefix = [&](const BpeTrainResult& s, const std::string& what) {
+    ASSERT_LE(s.merges.size(), merges.size()) << what;
+    for (size_t i = 0; i < s.merges.size(); ++i) {
+      ASSERT_EQ(s.merges[i].first, merges[i][0].get<std::string>()) << "merge " << i << ", " << what;
+      ASSERT_EQ(s.merges[i].second, merges[i][1].get<std::string>()) << "merge " << i << ", " << what;
+    }
+  };
+  for (const bool full : {false, true}) {
+    ByteLevelBpeOptions seed;  // <unk> <pad> <bos> <eos>, min frequency 2
+    seed.full_byte_alphabet = full;
+    const size_t alphabet = full ? 256 : vocab.size() - merges.size();
+    seed.vocab_size = static_cast<int32_t>(4 + alphabet + 1000);
+    const BpeTrainResult by_size = train_byte_level_bpe(lines, seed);
+    EXPECT_EQ(by_size.vocab.size(), static_cast<size_t>(seed.vocab_size));
+    EXPECT_EQ(by_size.vocab[3], "<eos>");
+    EXPECT_EQ(by_size.merges.size(), 1000u);
+    expect_prefix(by_size, full ? "vocab-limited, 256 bytes" : "vocab-limited, corpus alphabet");
+    seed.vocab_size = 30000;  // now min frequency 2 stops it
+    const BpeTrainResult by_count = train_byte_level_bpe(lines, seed);
+    EXPECT_LT(by_count.merges.size(), merges.size());
+    EXPECT_GT(by_count.merges.size(), 1000u);
+    expect_prefix(by_count, full ? "min-frequency, 256 bytes" : "min-frequency, corpus alphabet");
+  }
 }
 
 // Seed 001's setup on a small text: the written tokenizer.json loads, the
