@@ -267,8 +267,8 @@ function parseIds(s) {
 }
 
 function engineEncode(engine, tokFile, text) {
-  // Text goes on stdin when the engine reads it (`--text -`), else as an argument.
-  const r = spawnSync(engine, ['tokenizer', 'encode', '--tokenizer', tokFile, '--text', text],
+  // The text goes as one argument (--text=TEXT, so a leading '-' is not an option).
+  const r = spawnSync(engine, ['tokenizer', 'encode', '--tokenizer', tokFile, '--text=' + text],
     { encoding: 'utf8', maxBuffer: 1 << 26 });
   if (r.error) return { error: String(r.error.message || r.error) };
   if (r.status !== 0) return { error: (r.stderr || '').trim().split('\n')[0] || `exit ${r.status}` };
