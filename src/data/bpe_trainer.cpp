@@ -246,9 +246,10 @@ BpeTrainResult train_bpe(const std::vector<std::pair<std::string, uint64_t>>& wo
   while (w2id.size() < static_cast<size_t>(opt.vocab_size) && !queue.empty()) {
     Merge top = queue.top();
     queue.pop();
-    const int64_t current = pair_counts[pair_key(top.pair)];
-    if (static_cast<int64_t>(top.count) != current) {  // stale: put it back with its current count
-      top.count = static_cast<uint64_t>(std::max<int64_t>(current, 0));
+    // Stale: put it back with its current count (cast as Rust's `as u64` does).
+    const uint64_t current = static_cast<uint64_t>(pair_counts[pair_key(top.pair)]);
+    if (top.count != current) {
+      top.count = current;
       queue.push(std::move(top));
       continue;
     }
