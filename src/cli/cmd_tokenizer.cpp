@@ -1,17 +1,21 @@
 // `hymba tokenizer train|encode|decode`: train a byte, BPE or Unigram
-// tokenizer on a corpus and write its file; encode text to ids and back.
+// tokenizer (sentencepiece) or a Hugging Face byte-level BPE on a corpus and
+// write its file; encode text to ids and back.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "cli/commands.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
+#include "data/bpe_trainer.h"
 #include "data/corpus.h"
 #include "data/tokenizer.h"
 
@@ -27,6 +31,8 @@ struct TrainCmdOptions {
   std::string data;
   std::string out;
   uint64_t seed = 0;
+  uint64_t min_frequency = 2;       // byte-level-bpe only
+  bool corpus_alphabet = false;  // byte-level-bpe only
 };
 
 struct EncodeCmdOptions {
@@ -143,7 +149,50 @@ void print_sample(const Tokenizer& tok, const std::string& doc) {
   }
 }
 
+// Hugging Face's ByteLevel BPE as seed 001 trains it (data/bpe_trainer.h):
+// every document of the corpus is one sequence, as train_from_iterator takes
+// it. Writes tokenizer.json and, beside it, tokenizer_config.json.
+void run_train_byte_level_bpe(const TrainCmdOptions& o) {
+  HYMBA_CHECK(!o.data.empty(), "--data is required for --type byte-level-bpe");
+  ByteLevelBpeOptions b;
+  b.vocab_size = o.vocab_size;
+  b.min_frequency = o.min_frequency;
+  b.full_byte_alphabet = !o.corpus_alphabet;
+  HYMBA_CHECK(o.vocab_size > static_cast<int32_t>(b.special_tokens.size()), "--vocab-size ", o.vocab_size,
+              " leaves no room beyond the ", b.special_tokens.size(), " special tokens");
+  std::printf("reading %s ...\n", o.data.c_str());
+  const std::vector<std::string> docs = read_documents(o.data);
+  int64_t bytes = 0;
+  for (const std::string& d : docs) bytes += static_cast<int64_t>(d.size());
+  std::printf("  %zu documents, %lld bytes (%.2f MiB)\n", docs.size(), static_cast<long long>(bytes), mib(bytes));
+  std::printf("training a byte-level BPE (Hugging Face's algorithm), vocab %d, min frequency %llu ...\n",
+              o.vocab_size, static_cast<unsigned long long>(o.min_frequency));
+  std::fflush(stdout);
+  const auto start = std::chrono::steady_clock::now();
+  const BpeTrainResult r = train_byte_level_bpe(docs, b);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("  done in %.2f s: vocab %zu, %zu merges\n", secs, r.vocab.size(), r.merges.size());
+  const std::filesystem::path parent = std::filesystem::path(o.out).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  write_text_atomic(o.out, byte_level_bpe_tokenizer_json(r, b));
+  const std::string cfg = (parent / "tokenizer_config.json").string();
+  write_text_atomic(cfg, byte_level_bpe_tokenizer_config(b));
+  std::printf("wrote %s and %s\n", o.out.c_str(), cfg.c_str());
+  size_t bytes_in_vocab = 0;
+  for (const std::string& c : byte_level_chars())
+    bytes_in_vocab += std::find(r.vocab.begin(), r.vocab.end(), c) != r.vocab.end() ? 1 : 0;
+  if (bytes_in_vocab < 256) {
+    std::printf("note: the vocabulary has %zu of the 256 byte tokens (--corpus-alphabet); Hugging Face loads "
+                "it (other bytes become <unk>), hymba's tokenizer.json loader does not yet (issue 18)\n",
+                bytes_in_vocab);
+    return;
+  }
+  const auto tok = load_tokenizer(o.out);
+  if (!docs.empty()) print_sample(*tok, docs.front());
+}
+
 void run_train(const TrainCmdOptions& o) {
+  if (o.type == "byte-level-bpe") return run_train_byte_level_bpe(o);
   TokenizerTrainOptions t;
   t.kind = parse_tokenizer_kind(o.type);
   t.vocab_size = o.vocab_size;
@@ -193,8 +242,10 @@ void register_tokenizer(CLI::App& app, const GlobalOptions& global) {
   CLI::App* t = cmd->add_subcommand(
       "train",
       "Train a tokenizer on a corpus and write its file (sentencepiece BPE or Unigram, or the byte tokenizer)");
-  t->add_option("--type", train->type, "Tokenizer type: bpe, unigram or byte")
-      ->check(CLI::IsMember({"bpe", "unigram", "byte"}))
+  t->add_option("--type", train->type,
+                 "Tokenizer type: bpe, unigram (sentencepiece), byte, or byte-level-bpe (Hugging Face's "
+                 "ByteLevel BPE trainer, as seed 001; writes a tokenizer.json)")
+      ->check(CLI::IsMember({"bpe", "unigram", "byte", "byte-level-bpe"}))
       ->capture_default_str();
   t->add_option("--vocab-size", train->vocab_size,
                 "Vocabulary size, including 4 special and 256 byte-fallback pieces (bpe, unigram)")
@@ -203,6 +254,12 @@ void register_tokenizer(CLI::App& app, const GlobalOptions& global) {
   t->add_option("--data", train->data,
                 "Corpus: a .txt file, a directory of .txt files, a .jsonl file with a \"text\" field, or 'default'");
   t->add_option("--out", train->out, "Tokenizer file to write (e.g. tokenizer.model)")->required();
+  t->add_option("--min-frequency", train->min_frequency,
+                 "byte-level-bpe: a pair is merged only when seen at least this often (seed 001: 2)")
+      ->capture_default_str();
+  t->add_flag("--corpus-alphabet", train->corpus_alphabet,
+              "byte-level-bpe: only the byte characters the corpus uses get a token, as seed 001 "
+              "(default: all 256, as HF's ByteLevelBPETokenizer, so any text encodes)");
   t->add_option("--seed", train->seed, "Seed for sampling documents from corpora too large to train on whole")
       ->capture_default_str();
   t->callback([train, &global] {
