@@ -185,6 +185,30 @@ TEST(SeedReport, Seed001AnalysisFromTheResults) {
   EXPECT_FALSE(ablate::analyse_seed001({row("hybrid-mine", "Mine", 3.0)}).delta_no_meta_mine.has_value());
 }
 
+TEST(SeedReport, Seed000TableAsItsReport) {
+  ablate::RowResult r = row("seed000-transformer-local", "", std::exp(2.5432));
+  r.name = "Transformer-only (Local)";
+  r.params = 68910592;
+  r.final_val_loss = 3.3789;
+  r.decode_tokens_per_s = 15.2;
+  r.train_seconds = 5.4 * 60;
+  r.config = ablate::load_suite("seed-000", "seed").rows[2].config;
+  ablate::fill_seed_figures(r);
+  const ablate::TextTable t = ablate::seed_table("000", {r}, json::object());
+  ASSERT_EQ(t.cells.size(), 1u);
+  const auto& c = t.cells[0];
+  EXPECT_EQ(c[1], "68,910,592");
+  EXPECT_EQ(c[2], "1.88x");
+  EXPECT_EQ(c[3], "2.5432 (12.72)");
+  EXPECT_EQ(c[4], "3.3789 (29.34)");
+  EXPECT_EQ(c[6], "5.4 min");
+  EXPECT_EQ(c[8], "6.58s");  // 100 / 15.2 (seed 000 prints 6.59 s from its unrounded rate)
+  EXPECT_NE(c[9].find("1.88x"), std::string::npos);  // the seed's figures beside ours
+  // A tiny-scale row says what it is at the seed's size.
+  const std::string md = ablate::seed_section("000", {r}, {{"train", {{"steps", 60}}}}, "tiny");
+  EXPECT_NE(md.find("seed scale: 15 layers, KV reduction 1.88x"), std::string::npos) << md;
+}
+
 TEST(SeedReport, Seed002TableHasTheRoadmapColumns) {
   const ablate::Suite s = ablate::load_suite("hymba-roadmap", "tiny");
   std::vector<ablate::RowResult> rows;

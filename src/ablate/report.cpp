@@ -52,7 +52,7 @@ std::vector<Column> columns(int64_t context, bool implementation) {
       {"Train time", [](R r) { return format_duration(r.train_seconds); }},
       {"Decode tok/s", [](R r) { return fmt("%.1f", r.decode_tokens_per_s); },
        [](R r) { return r.decode_tokens_per_s; }, false},
-      {"s / 100 tok", [](R r) { return fmt("%.2f", seconds_per_100_tokens(r.decode_tokens_per_s)); },
+      {"s / 100 tok", [](R r) { return fmt("%.3f", seconds_per_100_tokens(r.decode_tokens_per_s)); },
        [](R r) { return seconds_per_100_tokens(r.decode_tokens_per_s); }},
       {"KV MB @" + ctx, [](R r) { return fmt("%.2f", r.kv_cache_mb); }, [](R r) { return r.kv_cache_mb; }},
       {"Mamba MB", [](R r) { return fmt("%.2f", r.mamba_state_mb); }},

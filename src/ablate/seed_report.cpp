@@ -7,6 +7,8 @@
 
 #include "ablate/seed_metrics.h"
 #include "core/atomic_file.h"
+#include "core/error.h"
+#include "model/presets.h"
 
 namespace hymba::ablate {
 
@@ -24,6 +26,16 @@ std::optional<double> delta(const std::vector<RowResult>& rows, const std::strin
   const RowResult *ra = find_row(rows, a), *rb = find_row(rows, b);
   if (!ra || !rb) return std::nullopt;
   return ra->best_val_ppl - rb->best_val_ppl;
+}
+
+// 82534912 -> "82,534,912", as seed 000 prints parameter counts.
+std::string thousands(int64_t v) {
+  std::string digits = std::to_string(v < 0 ? -v : v), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return v < 0 ? "-" + out : out;
 }
 
 std::string loss_ppl(double loss) { return fmt("%.4f", loss) + " (" + fmt("%.2f", std::exp(loss)) + ")"; }
@@ -77,8 +89,24 @@ std::string seed_steps(const std::string& seed, const json& settings) {
 std::string row_differences(const std::string& seed, const RowResult& r, const json& settings,
                             const std::string& scale) {
   std::vector<std::string> d;
-  d.push_back(std::to_string(r.steps) + " steps (seed: " + seed_steps(seed, settings) + ")");
-  if (scale != "seed") d.push_back("scale " + scale);
+  const std::string theirs = seed == "000"   ? "not stated"
+                             : seed == "001" ? "1,675"
+                             : seed == "002" ? (settings.value("train", json::object()).contains("stop_epochs") ? "~27" : "150")
+                                             : "5,000";
+  d.push_back(std::to_string(r.steps) + " steps, seed " + theirs);
+  if (scale != "seed") {
+    std::string note = "scale " + scale;
+    // A preset row at another scale: what it is at the seed's size.
+    try {
+      const ModelConfig full = preset_config(r.id, Scale::kSeed);
+      note += " (seed scale: " + std::to_string(full.num_hidden_layers) + " layers";
+      if (seed == "000") note += ", KV reduction " + fmt("%.2fx", seed000_kv_reduction(full));
+      note += ")";
+    } catch (const Error&) {
+      // not a preset row: nothing to add
+    }
+    d.push_back(note);
+  }
   if (seed == "000") d.push_back("widths inferred (the report has no config)");
   if (seed == "003" && (r.id == "compare-transformer"))
     d.push_back("RoPE + SwiGLU + RMSNorm, not GPT-style learned positions + GELU + LayerNorm");
@@ -159,7 +187,7 @@ TextTable seed_table(const std::string& seed, const std::vector<RowResult>& rows
       std::string reported;
       for (const Seed000Row& s : seed000_reported())
         if (r.id == s.id) reported = s.reported;
-      t.cells.push_back({r.name, fmt("%.0f", static_cast<double>(r.params)), fmt("%.2fx", r.kv_reduction_seed000),
+      t.cells.push_back({r.name, thousands(r.params), fmt("%.2fx", r.kv_reduction_seed000),
                          loss_ppl(r.best_val_loss), loss_ppl(r.final_val_loss), fmt("%.0f", r.train_tokens_per_s),
                          fmt("%.1f min", r.train_seconds / 60.0), fmt("%.1f", r.decode_tokens_per_s),
                          fmt("%.2fs", seconds_per_100_tokens(r.decode_tokens_per_s)), reported});
@@ -316,7 +344,8 @@ std::vector<std::pair<std::string, std::string>> seed_charts(const std::string& 
       "seed001_mine_vs_official",
       "set title 'Mine vs Official'\nset ylabel 'Best PPL'\nset style fill solid 0.8\nset boxwidth 0.35\n"
       "set xrange [-0.6:1.6]\nset yrange [0:*]\nset offsets 0, 0, graph 0.1, 0\nset grid ytics\nset key top right\n"
-      "plot 'seed001_mine_vs_official.dat' using ($1-0.175):3:xtic(2) with boxes lc rgb '#45B7D1' title 'Mine', "
+      "set xtics ('Full Hybrid' 0, 'No Meta' 1)\n"
+      "plot 'seed001_mine_vs_official.dat' using ($1-0.175):3 with boxes lc rgb '#45B7D1' title 'Mine', "
       "'' using ($1+0.175):4 with boxes lc rgb '#6B5B95' title 'Official', "
       "'' using ($1-0.175):3:(sprintf('%.1f', $3)) with labels offset 0,0.8 notitle, "
       "'' using ($1+0.175):4:(sprintf('%.1f', $4)) with labels offset 0,0.8 notitle\n");
