@@ -111,6 +111,8 @@ std::string row_differences(const std::string& seed, const RowResult& r, const j
   if (seed == "003" && (r.id == "compare-transformer"))
     d.push_back("RoPE + SwiGLU + RMSNorm, not GPT-style learned positions + GELU + LayerNorm");
   if (seed == "003" && r.id.starts_with("hymba-v")) d.push_back("learned-beta fusion stands for its learned mixing");
+  if (seed == "002" && r.id == "roadmap-10")
+    d.push_back("GQA + SWA + KV sharing as the paper's row 10; seed 002's code applies GQA only");
   if (seed == "002" && r.config.value("num_memory_tokens", 0) > 0)
     d.push_back("meta tokens causal (seed 002's mask lets them see every token: a leak)");
   std::string out;
