@@ -170,6 +170,8 @@ std::string settings_line(const ReportInfo& info) {
   s << "suite `" << info.suite << "`, scale `" << info.scale << "`, data `" << info.settings.value("data", "") << "`, ";
   if (t.contains("steps")) s << t["steps"].dump() << " steps";
   else s << t.value("epochs", 0.0) << " epochs";
+  if (t.contains("stop_epochs"))
+    s << " of lr schedule, training stopped after " << t["stop_epochs"].dump() << " epoch(s)";
   s << " of " << t.value("batch", 0) << " x " << t.value("seq_len", 0) << " tokens, lr " << t.value("lr", 0.0)
     << ", warmup " << t.value("warmup", 0) << ", tokenizer " << t.value("tokenizer", std::string("?"));
   if (t.contains("tokenizer_vocab")) s << " " << t["tokenizer_vocab"].dump();
