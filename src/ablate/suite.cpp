@@ -120,7 +120,7 @@ Suite builtin(const std::string& name, Scale scale) {
       s.rows.back().implementation = id == "hybrid-official" || id == "official-nometa" ? "Official" : "Mine";
     }
   } else if (name == "arch-compare") {
-    s.title = "Transformer vs Mamba vs Hymba at matched size (seed 003)";
+    s.title = "Transformer vs Mamba vs Hymba, 8 layers of d 384 each (seed 003)";
     s.seed = "003";
     s.train = seed003_recipe();
     s.prompts = {"Once upon a time"};
@@ -265,7 +265,7 @@ const std::vector<SuiteInfo>& builtin_suites() {
       {"hymba-roadmap-epoch", "hymba-roadmap at seed 002's real budget: one epoch under the 150-step schedule"},
       {"seed-ablation", "seed 001: Mamba-only, Transformer global/local, Hybrid-Mine/NoMeta/NoKVShare, "
                         "Hybrid-Official, Official-NoMeta"},
-      {"arch-compare", "seed 003: Transformer vs Mamba vs Hymba at matched size"},
+      {"arch-compare", "seed 003: Transformer vs Mamba vs the official Hymba layer, 8 layers of d 384 each"},
       {"seed-003", "seed 003's rounds 1 and 2: Mamba, Transformer, its Hymba v1 (6 layers) and v2 (8 layers)"},
       {"demo", "arch-compare plus Hymba without meta tokens, with a short recipe (the README's main job)"},
   };
