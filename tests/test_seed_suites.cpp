@@ -3,7 +3,11 @@
 // analysis and seed 002's table (ablate/seed_report.h).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "ablate/results.h"
@@ -143,6 +147,64 @@ TEST(SeedSuites, BuiltInSeedSuitesAndTheirSettings) {
   ablate::SampleSettings smp;
   EXPECT_THROW(ablate::apply_sampling_settings(smp, {{"top_p", 0}}, "flags"), Error);
   EXPECT_THROW(ablate::apply_sampling_settings(smp, {{"topp", 0.5}}, "flags"), Error);
+}
+
+TEST(SeedSuites, BadSeedFieldsInASuiteFileNameTheField) {
+  const auto dir = std::filesystem::temp_directory_path() / ("hymba_seed_suites_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto expect_error = [&](const json& suite, const std::string& what) {
+    const auto path = (dir / "s.json").string();
+    std::ofstream(path) << suite.dump();
+    try {
+      (void)ablate::load_suite(path, "tiny");
+      ADD_FAILURE() << "accepted " << suite.dump();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    }
+  };
+  const json rows = {{{"preset", "mamba-only"}}};
+  expect_error({{"rows", rows}, {"seed", "005"}}, "field 'seed' must be");
+  expect_error({{"rows", rows}, {"sampling", {{"top_p", 1.5}}}}, "'top_p' must be a number in (0, 1]");
+  expect_error({{"rows", rows}, {"sampling", {{"top", 1}}}}, "unknown field 'top'");
+  expect_error({{"rows", rows}, {"sampling", {{"untrained", "yes"}}}}, "'untrained' must be true or false");
+  expect_error({{"rows", {{{"preset", "mamba-only"}, {"implementation", 1}}}}}, "field 'implementation'");
+  expect_error({{"rows", rows}, {"train", {{"stop_epochs", "one"}}}}, "'stop_epochs' must be a number");
+  // And a good one: seed, sampling and implementation as given.
+  const auto path = (dir / "ok.json").string();
+  std::ofstream(path) << json{{"rows", {{{"preset", "hybrid-official"}, {"implementation", "Official"}}}},
+                              {"seed", "001"},
+                              {"sampling", {{"tokens", 30}, {"top_p", 0.9}}}}
+                             .dump();
+  const ablate::Suite s = ablate::load_suite(path, "tiny");
+  EXPECT_EQ(s.seed, "001");
+  EXPECT_EQ(s.rows[0].implementation, "Official");
+  EXPECT_EQ(s.sampling.tokens, 30);
+  EXPECT_DOUBLE_EQ(s.sampling.top_p, 0.9);
+  EXPECT_EQ(s.sampling.top_k, 40);  // unset keys keep the explicit defaults
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SeedResults, RecordsFromBeforeTheSeedFiguresAreRecomputedFromTheirConfig) {
+  ablate::RowResult r;
+  r.id = "t";
+  r.name = "T";
+  r.source = "preset";
+  r.config = ablate::load_suite("seed-000", "seed").rows[2].config;  // the local Transformer
+  r.params = 1;
+  r.best_val_ppl = 2.0;
+  r.steps = 1;
+  json old = r.to_json();
+  for (const char* k : {"layers", "dims_ratio", "dims_attention_share", "kv_reduction_seed000", "seed002_cache_mb",
+                        "engine_cache_mb_seed002", "seed002_cache_context", "implementation", "attention_mixing",
+                        "untrained_samples"})
+    old.erase(k);
+  const ablate::RowResult back = ablate::RowResult::from_json(old);
+  EXPECT_EQ(back.layers, 15);
+  EXPECT_DOUBLE_EQ(back.kv_reduction_seed000, 15.0 / 8.0);
+  EXPECT_EQ(back.dims_ratio, "1:0");
+  EXPECT_EQ(back.seed002_cache_context, 512);
+  EXPECT_GT(back.seed002_cache_mb, 0.0);
 }
 
 ablate::RowResult row(const std::string& id, const std::string& impl, double ppl, const json& config = json::object()) {
