@@ -239,6 +239,24 @@ TEST_F(Ablate, Seed001SuiteWritesTheNotebooksOutputs) {
     }
 }
 
+// A directory written before sampling was explicit (no "sampling" in its
+// settings) sampled at top-p 0.95: a run that samples so continues it, one
+// that does not is refused naming the setting.
+TEST_F(Ablate, RunsFromBeforeExplicitSamplingContinueWhenTheySampleAlike) {
+  ASSERT_EQ(first_.exit_code, 0) << first_.output;
+  fs::remove_all(dir_ / "legacy");
+  fs::copy(dir_ / "out", dir_ / "legacy", fs::copy_options::recursive);
+  json r = results("legacy");
+  r["settings"].erase("sampling");
+  std::ofstream(dir_ / "legacy/results.json") << r.dump(2);
+  const auto other = run_cli(command("legacy"));
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_NE(other.output.find("sampling.top_p: 0.95 then, 1.0 now"), std::string::npos) << other.output;
+  const auto same = run_cli(command("legacy", "--top-p 0.95"));
+  ASSERT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_EQ(count(same.output, "measured earlier, skipped"), 3) << same.output;
+}
+
 TEST_F(Ablate, ReportWithoutGnuplotStillSucceeds) {
   ASSERT_EQ(first_.exit_code, 0) << first_.output;
   fs::copy(dir_ / "out", dir_ / "noplot", fs::copy_options::recursive);

@@ -278,7 +278,15 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     StoredResults stored = read_results_json(results_json);
     HYMBA_CHECK(stored.header.value("format", "") == kResultsFormat, results_json,
                 ": not a hymba ablate results file (format '", stored.header.value("format", ""), "')");
-    const std::string diff = first_difference(stored.header.value("settings", json::object()), settings);
+    json stored_settings = stored.header.value("settings", json::object());
+    // Runs from before sampling was explicit sampled with these (the sampler's
+    // default top-p 0.95): a suite that still does may continue them.
+    if (stored_settings.is_object() && !stored_settings.contains("sampling")) {
+      SampleSettings legacy;
+      legacy.top_p = 0.95;
+      stored_settings["sampling"] = legacy.to_json();
+    }
+    const std::string diff = first_difference(stored_settings, settings);
     HYMBA_CHECK(diff.empty(), opt.out_dir, ": holds a suite run with other settings (", diff,
                 "); use another --out or the same flags");
     for (const std::string& msg : stored.corrupt) std::fprintf(stderr, "warning: %s; measuring that row again\n", msg.c_str());
