@@ -2,6 +2,7 @@
 // a micro suite (three 2-3 layer models, a few steps each) and a text the
 // test writes itself.
 #include <gtest/gtest.h>
+#include <algorithm>
 #include <unistd.h>
 
 #include <filesystem>
@@ -140,19 +141,22 @@ TEST_F(Ablate, WritesEveryOutputWithTheExpectedColumns) {
   std::string expected;
   for (const std::string& c : ablate::result_columns()) expected += (expected.empty() ? "" : ",") + c;
   EXPECT_EQ(header, expected);
+  const auto& cols = ablate::result_columns();
+  const size_t ppl_col = static_cast<size_t>(std::find(cols.begin(), cols.end(), "best_val_ppl") - cols.begin());
+  ASSERT_LT(ppl_col, cols.size());
   std::vector<double> ppl;
   while (std::getline(csv, line)) {
     std::vector<std::string> f;
     std::string cell;
     for (std::istringstream ls(line); std::getline(ls, cell, ',');) f.push_back(cell);
-    ASSERT_GE(f.size(), 7u) << line;
-    ppl.push_back(std::stod(f[6]));
+    ASSERT_GT(f.size(), ppl_col) << line;
+    ppl.push_back(std::stod(f[ppl_col]));
   }
   ASSERT_EQ(ppl.size(), 3u);
   EXPECT_TRUE(std::is_sorted(ppl.begin(), ppl.end()));
 
   const std::string md = slurp(out / "report.md");
-  EXPECT_NE(md.find("| # | Model | Params (M) | Attn:Mamba |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| # | Model | Params (M) | Attn:Mamba (params) | Attn share (params) | Attn:Mamba (dims) |"), std::string::npos) << md;
   EXPECT_NE(md.find("Hybrid \\| SWA"), std::string::npos);  // a '|' in a name cannot break the table
   EXPECT_NE(md.find("**"), std::string::npos);               // best values marked
   EXPECT_NE(md.find("## Samples"), std::string::npos);
@@ -183,6 +187,74 @@ TEST_F(Ablate, RerunSkipsFinishedRowsAndKeepsTheirResults) {
   EXPECT_EQ(again.output.find("model: "), std::string::npos) << "a row trained again:\n" << again.output;
   EXPECT_EQ(fs::last_write_time(dir_ / "out/runs/mamba/summary.json"), stamp);
   EXPECT_EQ(results("out")["rows"], before["rows"]);
+}
+
+// A suite that reproduces seed 001: Implementation column, the notebook's
+// analysis and plots, untrained samples with explicit sampling, and seed
+// 002's budget (--stop-epochs under a longer schedule).
+TEST_F(Ablate, Seed001SuiteWritesTheNotebooksOutputs) {
+  const json suite = {
+      {"name", "micro-001"},
+      {"seed", "001"},
+      {"sort", "best_ppl"},
+      {"train", {{"steps", 40}, {"batch", 2}, {"seq_len", 32}, {"eval_interval", 2}, {"eval_windows", 4},
+                 {"warmup", 2}, {"lr", 3e-3}, {"tokenizer", "byte"}, {"seed", 7}}},
+      {"prompts", {"the "}},
+      {"sampling", {{"tokens", 5}, {"untrained", true}}},
+      {"rows", {{{"id", "hybrid-mine"}, {"implementation", "Mine"}, {"config", "hybrid.json"}},
+                {{"id", "hybrid-nometa"}, {"implementation", "Mine"}, {"config", "hybrid.json"},
+                 {"overrides", {{"num_memory_tokens", 0}}}},
+                {{"id", "hybrid-official"}, {"implementation", "Official"}, {"config", "hybrid.json"},
+                 {"overrides", {{"num_memory_tokens", 2}}}}}}};
+  std::ofstream(dir_ / "suite001.json") << suite.dump(2);
+  const auto res = run_cli("--threads 1 ablate --suite " + (dir_ / "suite001.json").string() + " --data " +
+                           (dir_ / "corpus.txt").string() + " --out " + (dir_ / "out001").string() +
+                           " --sample-tokens 8 --stop-epochs 0.05 --quiet");
+  ASSERT_EQ(res.exit_code, 0) << res.output;
+  const json r = results("out001");
+  ASSERT_EQ(r["rows"].size(), 3u);
+  for (const json& row : r["rows"]) {
+    const ablate::RowResult parsed = ablate::RowResult::from_json(row);
+    // 0.05 of an epoch (5,054 train tokens = 78 batches of 2 x 32): 3 whole steps, not 40.
+    EXPECT_EQ(parsed.steps, 3);
+    ASSERT_EQ(parsed.untrained_samples.size(), 1u);
+    ASSERT_EQ(parsed.samples.size(), 1u);
+    EXPECT_FALSE(parsed.untrained_samples[0].text.empty());
+    EXPECT_FALSE(parsed.implementation.empty());
+  }
+  EXPECT_EQ(r["settings"]["sampling"]["top_p"], 1.0);
+  const std::string md = slurp(dir_ / "out001/report.md");
+  EXPECT_NE(md.find("| # | Model | Implementation |"), std::string::npos) << md;
+  EXPECT_NE(md.find("## Seed 001's table"), std::string::npos) << md;
+  EXPECT_NE(md.find("Mean best PPL, Official"), std::string::npos) << md;
+  EXPECT_NE(md.find("Without meta tokens (Mine): "), std::string::npos) << md;
+  EXPECT_NE(md.find("no top-p"), std::string::npos) << md;
+  EXPECT_NE(md.find("Untrained:"), std::string::npos) << md;
+  EXPECT_NE(md.find("## Differences from seed 001"), std::string::npos) << md;
+  EXPECT_NE(slurp(dir_ / "out001/results.csv").find(",implementation,"), std::string::npos);
+  if (gnuplot_on_path())
+    for (const char* n : {"seed001_ppl_bars", "seed001_val_ppl", "seed001_mine_vs_official", "seed001_params_vs_ppl"}) {
+      const fs::path p = dir_ / "out001/plots" / (std::string(n) + ".png");
+      EXPECT_TRUE(fs::exists(p) && fs::file_size(p) > 0) << p;
+    }
+}
+
+// A directory written before sampling was explicit (no "sampling" in its
+// settings) sampled at top-p 0.95: a run that samples so continues it, one
+// that does not is refused naming the setting.
+TEST_F(Ablate, RunsFromBeforeExplicitSamplingContinueWhenTheySampleAlike) {
+  ASSERT_EQ(first_.exit_code, 0) << first_.output;
+  fs::remove_all(dir_ / "legacy");
+  fs::copy(dir_ / "out", dir_ / "legacy", fs::copy_options::recursive);
+  json r = results("legacy");
+  r["settings"].erase("sampling");
+  std::ofstream(dir_ / "legacy/results.json") << r.dump(2);
+  const auto other = run_cli(command("legacy"));
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_NE(other.output.find("sampling.top_p: 0.95 then, 1.0 now"), std::string::npos) << other.output;
+  const auto same = run_cli(command("legacy", "--top-p 0.95"));
+  ASSERT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_EQ(count(same.output, "measured earlier, skipped"), 3) << same.output;
 }
 
 TEST_F(Ablate, ReportWithoutGnuplotStillSucceeds) {

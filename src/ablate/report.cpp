@@ -1,8 +1,10 @@
 #include "ablate/report.h"
 
 #include "ablate/report_kit.h"
+#include "ablate/seed_metrics.h"
+#include "ablate/seed_report.h"
 
-
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -29,14 +31,16 @@ struct Column {
   bool lower_is_better = true;
 };
 
-std::vector<Column> columns(int64_t context) {
+std::vector<Column> columns(int64_t context, bool implementation) {
   const std::string ctx = std::to_string(context);
   using R = const RowResult&;
-  return {
+  std::vector<Column> cols = {
       {"Model", [](R r) { return r.name; }},
       {"Params (M)", [](R r) { return fmt("%.2f", r.params / 1e6); }},
-      {"Attn:Mamba", [](R r) { return r.attn_mamba_ratio; }},
-      {"Attn share", [](R r) { return fmt("%.1f%%", 100.0 * r.attention_share); }},
+      {"Attn:Mamba (params)", [](R r) { return r.attn_mamba_ratio; }},
+      {"Attn share (params)", [](R r) { return fmt("%.1f%%", 100.0 * r.attention_share); }},
+      {"Attn:Mamba (dims)", [](R r) { return r.dims_ratio; }},
+      {"Attn share (dims)", [](R r) { return fmt("%.1f%%", 100.0 * r.dims_attention_share); }},
       {"Best val loss", [](R r) { return fmt("%.4f", r.best_val_loss); }, [](R r) { return r.best_val_loss; }},
       {"Best PPL", [](R r) { return fmt("%.2f", r.best_val_ppl); }, [](R r) { return r.best_val_ppl; }},
       {"Final val loss", [](R r) { return fmt("%.4f", r.final_val_loss); }, [](R r) { return r.final_val_loss; }},
@@ -48,11 +52,22 @@ std::vector<Column> columns(int64_t context) {
       {"Train time", [](R r) { return format_duration(r.train_seconds); }},
       {"Decode tok/s", [](R r) { return fmt("%.1f", r.decode_tokens_per_s); },
        [](R r) { return r.decode_tokens_per_s; }, false},
+      {"s / 100 tok", [](R r) { return fmt("%.3f", seconds_per_100_tokens(r.decode_tokens_per_s)); },
+       [](R r) { return seconds_per_100_tokens(r.decode_tokens_per_s); }},
       {"KV MB @" + ctx, [](R r) { return fmt("%.2f", r.kv_cache_mb); }, [](R r) { return r.kv_cache_mb; }},
       {"Mamba MB", [](R r) { return fmt("%.2f", r.mamba_state_mb); }},
-      {"KV reduction", [](R r) { return r.kv_reduction ? fmt("%.2fx", *r.kv_reduction) : std::string("n/a"); },
+      {"Cache MB @512 (seed 002)", [](R r) { return fmt("%.2f", r.seed002_cache_mb); }},
+      {"KV reduction @" + ctx + " (cache)",
+       [](R r) { return r.kv_reduction ? fmt("%.2fx", *r.kv_reduction) : std::string("n/a"); },
        [](R r) { return r.kv_reduction; }, false},
+      {"KV reduction (layers/owners)", [](R r) { return fmt("%.2fx", r.kv_reduction_seed000); }},
   };
+  if (implementation) cols.insert(cols.begin() + 1, Column{"Implementation", [](R r) { return r.implementation; }});
+  return cols;
+}
+
+bool any_implementation(const std::vector<RowResult>& rows) {
+  return std::any_of(rows.begin(), rows.end(), [](const RowResult& r) { return !r.implementation.empty(); });
 }
 
 // best[c] = the best value of column c over the rows (when it is a figure).
@@ -126,7 +141,27 @@ bool write_plots(const ReportInfo& info, const std::vector<RowResult>& rows, std
                    "'' using 1:2:3 with labels offset 0,1 font ',9' notitle\n");
   std::vector<std::pair<std::string, std::string>> named;
   for (size_t i = 0; i < charts.size(); ++i) named.emplace_back(plot_names()[i], charts[i]);
+  for (auto& extra : seed_charts(info.seed, rows, dir.string())) named.push_back(std::move(extra));
   return render_charts(*gnuplot, dir.string(), named, why);
+}
+
+// Every chart of this report: the common ones, then the seed's own.
+std::vector<std::string> report_plot_names(const ReportInfo& info, const std::vector<RowResult>& rows) {
+  std::vector<std::string> names = plot_names();
+  for (const std::string& n : seed_chart_names(info.seed, rows)) names.push_back(n);
+  return names;
+}
+
+std::string sampling_line(const ReportInfo& info) {
+  const json s = info.settings.value("sampling", json::object());
+  const int64_t tokens = s.value("tokens", int64_t{0});
+  std::ostringstream o;
+  o << "Samples: " << (tokens > 0 ? tokens : info.settings.value("sample_tokens", int64_t{0}))
+    << " tokens per prompt at temperature " << s.value("temperature", 0.0) << ", top-k " << s.value("top_k", 0)
+    << ", " << (s.value("top_p", 1.0) >= 1.0 ? std::string("no top-p") : "top-p " + fmt("%g", s.value("top_p", 1.0)))
+    << ", from the best checkpoint" << (s.value("untrained", false) ? " and from the untrained model (fresh init, the run's seed)" : "")
+    << "; decode tok/s timed over " << info.settings.value("sample_tokens", int64_t{0}) << " tokens per prompt";
+  return o.str();
 }
 
 std::string settings_line(const ReportInfo& info) {
@@ -135,6 +170,8 @@ std::string settings_line(const ReportInfo& info) {
   s << "suite `" << info.suite << "`, scale `" << info.scale << "`, data `" << info.settings.value("data", "") << "`, ";
   if (t.contains("steps")) s << t["steps"].dump() << " steps";
   else s << t.value("epochs", 0.0) << " epochs";
+  if (t.contains("stop_epochs"))
+    s << " of lr schedule, training stopped after " << t["stop_epochs"].dump() << " epoch(s)";
   s << " of " << t.value("batch", 0) << " x " << t.value("seq_len", 0) << " tokens, lr " << t.value("lr", 0.0)
     << ", warmup " << t.value("warmup", 0) << ", tokenizer " << t.value("tokenizer", std::string("?"));
   if (t.contains("tokenizer_vocab")) s << " " << t["tokenizer_vocab"].dump();
@@ -150,7 +187,7 @@ const std::vector<std::string>& plot_names() {
 }
 
 static TextTable result_table(const std::vector<RowResult>& rows) {
-  const auto cols = columns(rows.empty() ? 0 : rows.front().cache_context);
+  const auto cols = columns(rows.empty() ? 0 : rows.front().cache_context, any_implementation(rows));
   const auto best = best_values(cols, rows);
   TextTable t;
   for (const Column& c : cols) t.headers.push_back(c.header);
@@ -179,17 +216,27 @@ ReportFiles write_report(const ReportInfo& info, const std::vector<RowResult>& r
      << "Rows " << order << "; **bold** = best in its column. PPL = exp(validation loss). Accuracy = next-token "
      << "accuracy at the end of training. Decode tok/s: batch 1 from the best checkpoint. KV cache and Mamba state "
      << "per sequence at " << context << " tokens in fp16; KV reduction = the same model without KV sharing or "
-     << "SWA over this one.\n\n"
-     << markdown_table(rows) << "\n";
+     << "SWA over this one; KV reduction (layers/owners) = attention layers / layers that own a K/V cache (seed "
+     << "000's definition: no context, window or meta tokens). Cache MB @512 (seed 002) = seed 002's estimate: "
+     << "every layer caches all 512 tokens, KV sharing pairs all layers. Attn:Mamba and share (params) count "
+     << "parameters; (dims) use the configured branch widths (seed 002's ParamRatio). s / 100 tok = 100 / decode "
+     << "tok/s (seed 000's time per 100 tokens). " << sampling_line(info) << ".\n\n"
+     << markdown_table(rows) << "\n" << seed_section(info.seed, rows, info.settings, info.scale);
+  const std::vector<std::string> names = report_plot_names(info, rows);
   if (files.plots_written) {
     md << "## Plots\n\n";
-    for (const std::string& n : plot_names()) md << "![" << n << "](plots/" << n << ".png)\n\n";
+    for (const std::string& n : names) md << "![" << n << "](plots/" << n << ".png)\n\n";
   } else {
     md << "_" << files.plots_note << "._\n\n";
   }
   md << "## Samples\n\n";
   for (const RowResult& r : rows) {
     md << "### " << r.name << "\n\n";
+    if (!r.untrained_samples.empty()) {
+      md << "Untrained:\n\n";
+      for (const Sample& s : r.untrained_samples) md << "```text\n" << s.prompt << s.text << "\n```\n\n";
+      md << "Trained:\n\n";
+    }
     for (const Sample& s : r.samples) md << "```text\n" << s.prompt << s.text << "\n```\n\n";
   }
   files.markdown = (fs::path(info.dir) / "report.md").string();
@@ -200,16 +247,22 @@ ReportFiles write_report(const ReportInfo& info, const std::vector<RowResult>& r
     << "</title>\n" << html_style() << "</head><body>\n"
     << "<h1>" << html_escape(info.title) << "</h1>\n<p>" << html_escape(settings_line(info)) << ".</p>\n<p>Rows "
     << order << "; highlighted = best in its column. Cache figures per sequence at " << context
-    << " tokens in fp16.</p>\n" << html_table(result_table(rows));
+    << " tokens in fp16. " << html_escape(sampling_line(info)) << ".</p>\n" << html_table(result_table(rows));
+  if (!info.seed.empty()) {
+    h << "<h2>Seed " << html_escape(info.seed) << "'s table</h2>\n" << html_table(seed_table(info.seed, rows, info.settings))
+      << "<pre>" << html_escape(seed_section(info.seed, rows, info.settings, info.scale)) << "</pre>\n";
+  }
   if (files.plots_written) {
     h << "<h2>Plots</h2>\n";
-    for (const std::string& n : plot_names()) h << "<img src=\"plots/" << n << ".svg\" alt=\"" << n << "\">\n";
+    for (const std::string& n : names) h << "<img src=\"plots/" << n << ".svg\" alt=\"" << n << "\">\n";
   } else {
     h << "<p><em>" << html_escape(files.plots_note) << ".</em></p>\n";
   }
   h << "<h2>Samples</h2>\n";
   for (const RowResult& r : rows) {
     h << "<h3>" << html_escape(r.name) << "</h3>\n";
+    for (const Sample& s : r.untrained_samples)
+      h << "<pre>(untrained) <b>" << html_escape(s.prompt) << "</b>" << html_escape(s.text) << "</pre>\n";
     for (const Sample& s : r.samples) h << "<pre><b>" << html_escape(s.prompt) << "</b>" << html_escape(s.text) << "</pre>\n";
   }
   h << "</body></html>\n";

@@ -16,6 +16,7 @@ namespace hymba::ablate {
 struct ReportInfo {
   std::string dir;
   std::string suite, title, scale;
+  std::string seed;  // the seed notebook the suite reproduces, or ""
   bool sorted_by_ppl = false;
   nlohmann::json settings;
   std::string gnuplot = "gnuplot";  // "" skips the plots
@@ -27,7 +28,8 @@ struct ReportFiles {
   std::string plots_note;  // why plots were skipped, when they were
 };
 
-// The names of the charts, without extension (each is written as .png and .svg).
+// The names of the charts every report has, without extension (each is
+// written as .png and .svg); seed suites add their own (seed_report.h).
 const std::vector<std::string>& plot_names();
 
 // The markdown table of the rows (also printed by `hymba ablate`).

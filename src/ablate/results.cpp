@@ -1,20 +1,56 @@
 #include "ablate/results.h"
 
 #include "ablate/report_kit.h"
+#include "ablate/seed_metrics.h"
 
 #include <cstdio>
 #include <sstream>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "model/summary.h"
 
 namespace hymba::ablate {
 
 using nlohmann::json;
 
+namespace {
+
+json samples_to_json(const std::vector<Sample>& samples) {
+  json out = json::array();
+  for (const Sample& s : samples) out.push_back({{"prompt", s.prompt}, {"text", s.text}});
+  return out;
+}
+
+}  // namespace
+
+double RowResult::steps_per_s() const {
+  // train_tokens_per_s is tokens over the time spent in training steps.
+  return train_tokens > 0 ? train_tokens_per_s * static_cast<double>(steps) / static_cast<double>(train_tokens) : 0.0;
+}
+
+std::optional<double> RowResult::mean_attention_mixing() const {
+  if (attention_mixing.empty()) return std::nullopt;
+  double s = 0.0;
+  for (double v : attention_mixing) s += v;
+  return s / static_cast<double>(attention_mixing.size());
+}
+
+void fill_seed_figures(RowResult& r) {
+  const ModelConfig cfg = ModelConfig::from_json(r.config, "row '" + r.id + "' config");
+  r.layers = cfg.num_hidden_layers;
+  const ConfiguredDims d = configured_dims(cfg);
+  r.dims_ratio = d.ratio;
+  r.dims_attention_share = d.attention_share;
+  r.kv_reduction_seed000 = seed000_kv_reduction(cfg);
+  r.seed002_cache_context = kSeed002CacheContext;
+  r.seed002_cache_mb = seed002_cache_mb(cfg, kSeed002CacheContext);
+  r.engine_cache_mb_seed002 =
+      static_cast<double>(summarize(cfg, kSeed002CacheContext).kv_cache_bytes(2)) / (1024.0 * 1024.0);
+}
+
 json RowResult::to_json() const {
-  json samples_json = json::array();
-  for (const Sample& s : samples) samples_json.push_back({{"prompt", s.prompt}, {"text", s.text}});
+  const json samples_json = samples_to_json(samples);
   json curve_json = json::array();
   for (const CurvePoint& p : curve)
     curve_json.push_back({{"step", p.step}, {"val_loss", p.val_loss}, {"val_ppl", p.val_ppl},
@@ -22,8 +58,12 @@ json RowResult::to_json() const {
   return {{"id", id},
           {"name", name},
           {"source", source},
+          {"implementation", implementation},
           {"config", config},
           {"params", params},
+          {"layers", layers},
+          {"dims_ratio", dims_ratio},
+          {"dims_attention_share", dims_attention_share},
           {"attention_params", attention_params},
           {"mamba_params", mamba_params},
           {"attn_mamba_ratio", attn_mamba_ratio},
@@ -43,7 +83,13 @@ json RowResult::to_json() const {
           {"kv_cache_mb", kv_cache_mb},
           {"mamba_state_mb", mamba_state_mb},
           {"kv_reduction", kv_reduction ? json(*kv_reduction) : json()},
+          {"kv_reduction_seed000", kv_reduction_seed000},
+          {"seed002_cache_mb", seed002_cache_mb},
+          {"engine_cache_mb_seed002", engine_cache_mb_seed002},
+          {"seed002_cache_context", seed002_cache_context},
+          {"attention_mixing", attention_mixing},
           {"samples", samples_json},
+          {"untrained_samples", samples_to_json(untrained_samples)},
           {"curve", curve_json}};
 }
 
@@ -95,10 +141,35 @@ RowResult RowResult::from_json(const json& j) {
   HYMBA_CHECK(j.contains("kv_reduction") && (j["kv_reduction"].is_null() || j["kv_reduction"].is_number()),
               "field 'kv_reduction' is missing or not a number/null");
   if (j["kv_reduction"].is_number()) r.kv_reduction = j["kv_reduction"].get<double>();
-  HYMBA_CHECK(j.contains("samples") && j["samples"].is_array(), "field 'samples' is missing or not an array");
-  for (const json& s : j["samples"]) {
-    HYMBA_CHECK(s.is_object(), "field 'samples' holds a non-object");
-    r.samples.push_back({get<std::string>(s, "prompt"), get<std::string>(s, "text")});
+  auto read_samples = [&](const char* key, std::vector<Sample>& out) {
+    HYMBA_CHECK(j[key].is_array(), "field '", key, "' is not an array");
+    for (const json& s : j[key]) {
+      HYMBA_CHECK(s.is_object(), "field '", key, "' holds a non-object");
+      out.push_back({get<std::string>(s, "prompt"), get<std::string>(s, "text")});
+    }
+  };
+  HYMBA_CHECK(j.contains("samples"), "field 'samples' is missing");
+  read_samples("samples", r.samples);
+  // Fields of later versions: optional, config-derived ones recomputed.
+  if (j.contains("untrained_samples")) read_samples("untrained_samples", r.untrained_samples);
+  if (j.contains("implementation")) r.implementation = get<std::string>(j, "implementation");
+  if (j.contains("attention_mixing")) {
+    HYMBA_CHECK(j["attention_mixing"].is_array(), "field 'attention_mixing' is not an array");
+    for (const json& v : j["attention_mixing"]) {
+      HYMBA_CHECK(v.is_number(), "field 'attention_mixing' holds a non-number");
+      r.attention_mixing.push_back(v.get<double>());
+    }
+  }
+  if (j.contains("kv_reduction_seed000")) {
+    r.layers = get<int64_t>(j, "layers");
+    r.dims_ratio = get<std::string>(j, "dims_ratio");
+    r.dims_attention_share = get<double>(j, "dims_attention_share");
+    r.kv_reduction_seed000 = get<double>(j, "kv_reduction_seed000");
+    r.seed002_cache_mb = get<double>(j, "seed002_cache_mb");
+    r.engine_cache_mb_seed002 = get<double>(j, "engine_cache_mb_seed002");
+    r.seed002_cache_context = get<int64_t>(j, "seed002_cache_context");
+  } else {
+    fill_seed_figures(r);  // a record from before the seed definitions
   }
   HYMBA_CHECK(j.contains("curve") && j["curve"].is_array(), "field 'curve' is missing or not an array");
   for (const json& p : j["curve"]) {
@@ -112,10 +183,12 @@ RowResult RowResult::from_json(const json& j) {
 
 const std::vector<std::string>& result_columns() {
   static const std::vector<std::string> cols = {
-      "id",           "model",         "params_m",        "attn_mamba_ratio", "attention_share",
+      "id",           "model",         "implementation",  "params_m",        "layers",
+      "attn_mamba_ratio", "attention_share", "dims_attn_mamba_ratio", "dims_attention_share",
       "best_val_loss", "best_val_ppl", "final_val_loss",  "final_val_ppl",    "val_accuracy",
       "train_tok_s",  "train_time_s",  "decode_tok_s",    "kv_cache_mb",      "mamba_state_mb",
-      "cache_context", "kv_reduction", "steps"};
+      "cache_context", "kv_reduction", "kv_reduction_seed000", "seed002_cache_mb", "seed002_cache_context",
+      "s_per_100_tokens", "steps_per_s", "attention_mixing", "steps"};
   return cols;
 }
 
@@ -144,9 +217,13 @@ void write_results_csv(const std::string& path, const std::vector<RowResult>& ro
   for (const RowResult& r : rows) {
     const std::vector<std::string> f = {csv_field(r.id),
                                         csv_field(r.name),
+                                        csv_field(r.implementation),
                                         num(r.params / 1e6, 4),
+                                        std::to_string(r.layers),
                                         r.attn_mamba_ratio,
                                         num(r.attention_share, 4),
+                                        r.dims_ratio,
+                                        num(r.dims_attention_share, 4),
                                         num(r.best_val_loss, 4),
                                         num(r.best_val_ppl, 3),
                                         num(r.final_val_loss, 4),
@@ -159,6 +236,12 @@ void write_results_csv(const std::string& path, const std::vector<RowResult>& ro
                                         num(r.mamba_state_mb, 3),
                                         std::to_string(r.cache_context),
                                         r.kv_reduction ? num(*r.kv_reduction, 2) : "",
+                                        num(r.kv_reduction_seed000, 4),
+                                        num(r.seed002_cache_mb, 3),
+                                        std::to_string(r.seed002_cache_context),
+                                        num(seconds_per_100_tokens(r.decode_tokens_per_s), 3),
+                                        num(r.steps_per_s(), 3),
+                                        r.mean_attention_mixing() ? num(*r.mean_attention_mixing(), 4) : "",
                                         std::to_string(r.steps)};
     for (size_t i = 0; i < f.size(); ++i) out << (i ? "," : "") << f[i];
     out << "\n";

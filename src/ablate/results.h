@@ -23,11 +23,16 @@ struct Sample {
 
 struct RowResult {
   std::string id, name, source;
+  std::string implementation;  // seed 001's "Mine" / "Official"; "" when the suite does not say
   nlohmann::json config;  // the row's model config as trained (unresolved JSON)
   int64_t params = 0;
+  int64_t layers = 0;
   int64_t attention_params = 0, mamba_params = 0;
-  std::string attn_mamba_ratio;  // "1:5.23", "1:0" (no Mamba) or "0:1" (no attention)
+  std::string attn_mamba_ratio;  // measured parameters: "1:5.23", "1:0" (no Mamba) or "0:1" (no attention)
   double attention_share = 0.0;  // attention / (attention + Mamba) parameters
+  // Seed 002's ParamRatio / AttnShare: from the configured branch widths.
+  std::string dims_ratio;
+  double dims_attention_share = 0.0;
   double best_val_loss = 0.0, best_val_ppl = 0.0;
   int64_t best_step = 0;
   double final_val_loss = 0.0, final_val_ppl = 0.0, final_val_accuracy = 0.0;
@@ -37,13 +42,33 @@ struct RowResult {
   int64_t cache_context = 0;         // tokens the cache figures are for
   double kv_cache_mb = 0.0, mamba_state_mb = 0.0;  // fp16, one sequence
   std::optional<double> kv_reduction;  // vs the same model without KV sharing/SWA; none without attention
+  double kv_reduction_seed000 = 1.0;   // seed 000: attention layers / K/V owners (ablate/seed_metrics.h)
+  double seed002_cache_mb = 0.0;       // seed 002's Cache(MB) at seed002_cache_context
+  double engine_cache_mb_seed002 = 0.0;  // the engine's KV cache (fp16 MiB) at the same context
+  int64_t seed002_cache_context = 0;
+  // Learned-beta fusion after training: per layer mean|beta_attn| /
+  // (mean|beta_attn| + mean|beta_mamba|) (seed 003's mixing share); empty
+  // for other fusions.
+  std::vector<double> attention_mixing;
   std::vector<Sample> samples;
+  std::vector<Sample> untrained_samples;  // the same prompts from the freshly initialised model
   std::vector<CurvePoint> curve;
+
+  // Training steps per second of training time (seed 003's steps/s).
+  double steps_per_s() const;
+  // Seed 003's average mixing share; nullopt without learned-beta fusion.
+  std::optional<double> mean_attention_mixing() const;
 
   nlohmann::json to_json() const;
   // Throws hymba::Error naming the missing or mistyped field.
+  // Figures added after the first results format (seed definitions, layers)
+  // are recomputed from `config` when a stored record lacks them.
   static RowResult from_json(const nlohmann::json& j);
 };
+
+// Fills the config-derived seed figures (layers, dims ratio and share, seed
+// 000's KV reduction, seed 002's cache) from `config`.
+void fill_seed_figures(RowResult& r);
 
 // The columns of results.csv and report.md, in order.
 const std::vector<std::string>& result_columns();

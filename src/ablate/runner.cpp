@@ -9,6 +9,7 @@
 #include <map>
 
 #include "ablate/report.h"
+#include "ablate/seed_metrics.h"
 #include "ablate/suite.h"
 #include "core/error.h"
 #include "core/json_io.h"
@@ -17,6 +18,7 @@
 #include "data/tokenizer.h"
 #include "infer/generate.h"
 #include "model/checkpoint.h"
+#include "model/model.h"
 #include "model/summary.h"
 #include "train/progress.h"
 #include "train/run_state.h"
@@ -82,7 +84,50 @@ void fill_model_figures(RowResult& r, const SuiteRow& row, int64_t vocab, int64_
     const ModelSummary base = summarize(no_sharing_baseline(row, vocab), context);
     r.kv_reduction = static_cast<double>(base.kv_cache_elements) / static_cast<double>(s.kv_cache_elements);
   }
+  fill_seed_figures(r);
 }
+
+// Seed 003's learned mixing share: per layer with learned-beta fusion,
+// mean|beta_attn| / (mean|beta_attn| + mean|beta_mamba|).
+std::vector<double> attention_mixing(const Model& model) {
+  std::map<std::string, std::pair<double, double>> by_layer;  // prefix -> (attn, mamba)
+  model.params().for_each([&](const ParamInfo& info, const float* v) {
+    const std::string& n = info.name;
+    const bool attn = n.ends_with("fusion.beta_attn"), mamba = n.ends_with("fusion.beta_mamba");
+    if (!attn && !mamba) return;
+    double sum = 0.0;
+    const int64_t count = info.shape.numel();
+    for (int64_t i = 0; i < count; ++i) sum += std::fabs(v[i]);
+    const std::string prefix = n.substr(0, n.rfind("fusion."));
+    (attn ? by_layer[prefix].first : by_layer[prefix].second) = count > 0 ? sum / static_cast<double>(count) : 0.0;
+  });
+  std::vector<std::pair<int64_t, double>> layers;
+  for (const auto& [prefix, ab] : by_layer) {
+    // prefix "model.layers.N." : order by N, not by string.
+    const size_t end = prefix.size() - 1, start = prefix.rfind('.', end - 1) + 1;
+    const int64_t index = std::stoll(prefix.substr(start, end - start));
+    const double total = ab.first + ab.second;
+    layers.emplace_back(index, total > 0 ? ab.first / total : 0.0);
+  }
+  std::sort(layers.begin(), layers.end());
+  std::vector<double> out;
+  for (const auto& l : layers) out.push_back(l.second);
+  return out;
+}
+
+infer::GenerateOptions sample_options(const SampleSettings& s, int64_t tokens, uint64_t seed) {
+  infer::GenerateOptions g;
+  g.max_new_tokens = tokens;
+  g.sampling.temperature = s.temperature;
+  g.sampling.top_k = s.top_k;
+  g.sampling.top_p = s.top_p;  // explicit: never the sampler's default
+  g.sampling.seed = seed;
+  g.stop_at_eos = false;  // every row decodes the same number of tokens
+  return g;
+}
+
+std::vector<Sample> take_samples(infer::Decoder& decoder, const Tokenizer& tok, const std::vector<std::string>& prompts,
+                                 const infer::GenerateOptions& g, int64_t* decoded, double* seconds);
 
 std::vector<CurvePoint> read_curve(const fs::path& metrics) {
   std::vector<CurvePoint> curve;
@@ -105,40 +150,56 @@ std::string valid_utf8(const std::string& s) {
   return json::parse(json(s).dump(-1, ' ', false, json::error_handler_t::replace)).get<std::string>();
 }
 
-// Samples from the fixed prompts with the best checkpoint, one sequence at a
-// time (batch 1, as the seeds time generation); returns decode tok/s.
-double sample_and_time(RowResult& r, const std::string& ckpt, const Tokenizer& tok,
-                       const std::vector<std::string>& prompts, int64_t new_tokens, uint64_t seed) {
-  auto model = load_model(ckpt, false);
-  infer::Decoder decoder(*model);
-  infer::GenerateOptions g;
-  g.max_new_tokens = new_tokens;
-  g.sampling.temperature = 0.8;
-  g.sampling.top_k = 40;
-  g.sampling.seed = seed;
-  g.stop_at_eos = false;  // every row decodes the same number of tokens
-  r.samples.clear();
-  {
-    // Untimed warm-up: first-touch page faults and thread start-up would
-    // otherwise land in the first row's few hundred timed steps.
-    infer::GenerateOptions warm = g;
-    warm.max_new_tokens = std::min<int64_t>(new_tokens, 16);
-    std::vector<int32_t> ids = tok.encode(prompts.front());
-    if (ids.empty()) ids.push_back(tok.bos_id());
-    (void)infer::generate(decoder, tok, {ids}, warm);
-  }
-  int64_t decoded = 0;
-  double seconds = 0.0;
+std::vector<Sample> take_samples(infer::Decoder& decoder, const Tokenizer& tok, const std::vector<std::string>& prompts,
+                                 const infer::GenerateOptions& g, int64_t* decoded, double* seconds) {
+  std::vector<Sample> out;
   for (const std::string& p : prompts) {
     std::vector<int32_t> ids = tok.encode(p);
     if (ids.empty()) ids.push_back(tok.bos_id());
     infer::GenerateStats stats;
-    const auto out = infer::generate(decoder, tok, {ids}, g, {}, &stats);
-    r.samples.push_back({p, valid_utf8(out.front().text)});
-    decoded += stats.decode_tokens;
-    seconds += stats.decode_seconds;
+    const auto gen = infer::generate(decoder, tok, {ids}, g, {}, &stats);
+    out.push_back({p, valid_utf8(gen.front().text)});
+    if (decoded) *decoded += stats.decode_tokens;
+    if (seconds) *seconds += stats.decode_seconds;
   }
+  return out;
+}
+
+// Samples from the fixed prompts with the best checkpoint, one sequence at a
+// time (batch 1, as the seeds time generation); returns decode tok/s, timed
+// over `time_tokens` tokens per prompt. A suite with its own sample length
+// (seed 001: 30) draws the reported samples separately at that length.
+double sample_and_time(RowResult& r, const std::string& ckpt, const Tokenizer& tok,
+                       const std::vector<std::string>& prompts, const SampleSettings& sampling, int64_t time_tokens,
+                       uint64_t seed) {
+  auto model = load_model(ckpt, false);
+  r.attention_mixing = attention_mixing(*model);
+  infer::Decoder decoder(*model);
+  const infer::GenerateOptions g = sample_options(sampling, time_tokens, seed);
+  {
+    // Untimed warm-up: first-touch page faults and thread start-up would
+    // otherwise land in the first row's few hundred timed steps.
+    infer::GenerateOptions warm = g;
+    warm.max_new_tokens = std::min<int64_t>(time_tokens, 16);
+    (void)take_samples(decoder, tok, {prompts.front()}, warm, nullptr, nullptr);
+  }
+  int64_t decoded = 0;
+  double seconds = 0.0;
+  r.samples = take_samples(decoder, tok, prompts, g, &decoded, &seconds);
+  if (sampling.tokens > 0 && sampling.tokens != time_tokens)
+    r.samples = take_samples(decoder, tok, prompts, sample_options(sampling, sampling.tokens, seed), nullptr, nullptr);
   return seconds > 0 ? static_cast<double>(decoded) / seconds : 0.0;
+}
+
+// Seed 001's samples "from the untrained model": the row's model freshly
+// initialised with the run's seed, as training starts from it.
+std::vector<Sample> untrained_samples(const ModelConfig& cfg, const Tokenizer& tok,
+                                      const std::vector<std::string>& prompts, const SampleSettings& sampling,
+                                      int64_t tokens, uint64_t seed) {
+  Model model(cfg, false);
+  model.init(seed);
+  infer::Decoder decoder(model);
+  return take_samples(decoder, tok, prompts, sample_options(sampling, tokens, seed), nullptr, nullptr);
 }
 
 std::unique_ptr<Tokenizer> suite_tokenizer(const fs::path& path, const TrainOptions& t) {
@@ -188,6 +249,7 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     (void)ModelConfig::from_json(row.config, "flags (row " + row.id + ")");
   }
 
+  apply_sampling_settings(suite.sampling, opt.sampling_overrides, "flags");
   TrainOptions base;
   apply_train_settings(base, suite.train, "suite '" + suite.name + "'");
   apply_train_settings(base, opt.train_overrides, "flags");
@@ -208,6 +270,7 @@ AblateSummary run_ablation(const AblateOptions& opt) {
                          {"train", train_settings_json(base)},
                          {"cache_context", opt.cache_context},
                          {"sample_tokens", opt.sample_tokens},
+                         {"sampling", suite.sampling.to_json()},
                          {"prompts", prompts}};
   const std::string results_json = (dir / "results.json").string();
   std::map<std::string, RowResult> done;
@@ -215,7 +278,15 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     StoredResults stored = read_results_json(results_json);
     HYMBA_CHECK(stored.header.value("format", "") == kResultsFormat, results_json,
                 ": not a hymba ablate results file (format '", stored.header.value("format", ""), "')");
-    const std::string diff = first_difference(stored.header.value("settings", json::object()), settings);
+    json stored_settings = stored.header.value("settings", json::object());
+    // Runs from before sampling was explicit sampled with these (the sampler's
+    // default top-p 0.95): a suite that still does may continue them.
+    if (stored_settings.is_object() && !stored_settings.contains("sampling")) {
+      SampleSettings legacy;
+      legacy.top_p = 0.95;
+      stored_settings["sampling"] = legacy.to_json();
+    }
+    const std::string diff = first_difference(stored_settings, settings);
     HYMBA_CHECK(diff.empty(), opt.out_dir, ": holds a suite run with other settings (", diff,
                 "); use another --out or the same flags");
     for (const std::string& msg : stored.corrupt) std::fprintf(stderr, "warning: %s; measuring that row again\n", msg.c_str());
@@ -266,6 +337,7 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     if (found != done.end()) {
       std::fprintf(stderr, "[%zu/%zu] %s: measured earlier, skipped\n", i + 1, n, row.name.c_str());
       results.push_back(found->second);
+      results.back().implementation = row.implementation;
       ++summary.skipped;
       continue;
     }
@@ -283,6 +355,7 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     r.id = row.id;
     r.name = row.name;
     r.source = row.source;
+    r.implementation = row.implementation;
     r.config = row.config;
     const fs::path summary_path = run_dir / kSummaryFile;
     json trained;
@@ -315,7 +388,11 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     r.curve = read_curve(run_dir / kMetricsFile);
     const fs::path best = run_dir / kBestDir;
     r.decode_tokens_per_s = sample_and_time(r, fs::exists(best) ? best.string() : resolve_checkpoint(run_dir.string()),
-                                            *tok, prompts, opt.sample_tokens, base.seed);
+                                            *tok, prompts, suite.sampling, opt.sample_tokens, base.seed);
+    if (suite.sampling.untrained)
+      r.untrained_samples = untrained_samples(row_config(row, vocab), *tok, prompts, suite.sampling,
+                                              suite.sampling.tokens > 0 ? suite.sampling.tokens : opt.sample_tokens,
+                                              base.seed);
     results.push_back(r);
     done.emplace(r.id, r);
 
@@ -346,6 +423,7 @@ AblateSummary run_ablation(const AblateOptions& opt) {
   info.suite = suite.name;
   info.title = suite.title;
   info.sorted_by_ppl = suite.sort == SortOrder::kBestPpl;
+  info.seed = suite.seed;
   info.settings = settings;
   info.scale = header["scale"].get<std::string>();
   info.gnuplot = opt.gnuplot;

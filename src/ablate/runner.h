@@ -26,6 +26,7 @@ struct AblateOptions {
   std::string out_dir;
   nlohmann::json train_overrides = nlohmann::json::object();  // recipe keys from flags
   nlohmann::json model_overrides = nlohmann::json::object();  // config fields from flags, merged into every row
+  nlohmann::json sampling_overrides = nlohmann::json::object();  // SampleSettings keys from flags
   std::vector<std::string> prompts;  // empty: the suite's
   int64_t cache_context = 4096;      // tokens the KV / Mamba state figures are for
   int64_t sample_tokens = 100;       // tokens generated per prompt (also times decoding)

@@ -53,6 +53,14 @@ json demo_recipe() {
           {"tokenizer", "byte"}};
 }
 
+// Seed 001 samples 30 tokens at T 0.8, top-k 40, no top-p, from untrained models.
+SampleSettings seed001_sampling() {
+  SampleSettings s;
+  s.tokens = 30;
+  s.untrained = true;
+  return s;
+}
+
 SuiteRow preset_row(const std::string& preset, Scale scale, const std::string& name = "",
                     const json& overrides = json::object(), const std::string& id = "") {
   const Preset& p = find_preset(preset);
@@ -60,7 +68,7 @@ SuiteRow preset_row(const std::string& preset, Scale scale, const std::string& n
   for (auto it = overrides.begin(); it != overrides.end(); ++it) cfg[it.key()] = it.value();
   std::string source = "preset " + p.name + " (" + to_string(scale) + ")";
   if (!overrides.empty()) source += " + " + overrides.dump();
-  return {id.empty() ? p.name : id, name.empty() ? p.title : name, source, cfg};
+  return {id.empty() ? p.name : id, name.empty() ? p.title : name, source, cfg, ""};
 }
 
 std::string slug(const std::string& s) {
@@ -77,9 +85,21 @@ std::string slug(const std::string& s) {
 Suite builtin(const std::string& name, Scale scale) {
   Suite s;
   s.name = name;
-  if (name == "hymba-roadmap") {
-    s.title = "Hymba design roadmap (paper Table 1, seed 002's matrix)";
+  if (name == "seed-000") {
+    s.title = "Seed 000: Mamba, Transformer (global / local) and Hymba hybrids";
+    s.seed = "000";
+    s.train = seed001_recipe();  // seed 000's report has no recipe; its notebook is seed 001
+    s.prompts = {"ROMEO:", "First Citizen:"};
+    for (const char* p : {"seed000-mamba", "seed000-transformer-global", "seed000-transformer-local",
+                          "seed000-hybrid-5050", "seed000-hybrid-paper"})
+      s.rows.push_back(preset_row(p, scale));
+  } else if (name == "hymba-roadmap" || name == "hymba-roadmap-epoch") {
+    const bool epoch = name == "hymba-roadmap-epoch";
+    s.title = epoch ? "Hymba design roadmap at seed 002's real budget (epochs=1 under a 150-step schedule)"
+                    : "Hymba design roadmap (paper Table 1, seed 002's matrix)";
+    s.seed = "002";
     s.train = seed002_recipe();
+    if (epoch) s.train["stop_epochs"] = 1.0;
     s.prompts = {"ROMEO:"};
     for (int i = 1; i <= 13; ++i) {
       char preset[32];
@@ -89,19 +109,33 @@ Suite builtin(const std::string& name, Scale scale) {
   } else if (name == "seed-ablation") {
     s.title = "Seed 001 ablation: Mamba, Transformer and hybrid variants";
     s.sort = SortOrder::kBestPpl;  // as seed 001's summary table
+    s.seed = "001";
     s.train = seed001_recipe();
+    s.sampling = seed001_sampling();
     s.prompts = {"ROMEO:", "First Citizen:"};
     for (const char* p : {"mamba-only", "transformer-global", "hybrid-mine", "hybrid-nometa", "hybrid-nokvshare",
-                          "hybrid-official", "official-nometa", "transformer-local"})
+                          "hybrid-official", "official-nometa", "transformer-local"}) {
       s.rows.push_back(preset_row(p, scale));
+      const std::string id = p;
+      s.rows.back().implementation = id == "hybrid-official" || id == "official-nometa" ? "Official" : "Mine";
+    }
   } else if (name == "arch-compare") {
-    s.title = "Transformer vs Mamba vs Hymba at matched size (seed 003)";
+    s.title = "Transformer vs Mamba vs Hymba, 8 layers of d 384 each (seed 003)";
+    s.seed = "003";
     s.train = seed003_recipe();
     s.prompts = {"Once upon a time"};
     for (const char* p : {"compare-transformer", "compare-mamba", "compare-hymba"}) s.rows.push_back(preset_row(p, scale));
+  } else if (name == "seed-003") {
+    s.title = "Seed 003: Transformer vs Mamba vs its Hymba v1 (6 layers) and v2 (8 layers)";
+    s.seed = "003";
+    s.train = seed003_recipe();
+    s.prompts = {"Once upon a time"};
+    for (const char* p : {"compare-mamba", "compare-transformer", "hymba-v1", "hymba-v2"})
+      s.rows.push_back(preset_row(p, scale));
   } else if (name == "demo") {
     s.title = "Transformer vs Mamba vs Hymba, and Hymba without meta tokens";
     s.train = demo_recipe();
+    s.sampling.top_p = 0.95;  // what the demo has always sampled with (stated in its report)
     s.prompts = {"The ", "Once upon a time"};
     for (const char* p : {"compare-transformer", "compare-mamba", "compare-hymba"}) s.rows.push_back(preset_row(p, scale));
     s.rows.push_back(preset_row("compare-hymba", scale, "Hymba-NoMeta", {{"num_memory_tokens", 0}}, "compare-hymba-nometa"));
@@ -122,13 +156,45 @@ T field(const json& j, const char* key, const std::string& where) {
   }
 }
 
+}  // namespace
+
+void apply_sampling_settings(SampleSettings& s, const json& j, const std::string& where) {
+  HYMBA_CHECK(j.is_object(), where, ": must be an object (tokens, temperature, top_k, top_p, untrained)");
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = it.value();
+    if (k == "tokens") {
+      HYMBA_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0, where, ": 'tokens' must be an integer >= 0");
+      s.tokens = v.get<int64_t>();
+    } else if (k == "temperature") {
+      HYMBA_CHECK(v.is_number() && v.get<double>() >= 0, where, ": 'temperature' must be a number >= 0");
+      s.temperature = v.get<double>();
+    } else if (k == "top_k") {
+      HYMBA_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0, where, ": 'top_k' must be an integer >= 0");
+      s.top_k = v.get<int64_t>();
+    } else if (k == "top_p") {
+      HYMBA_CHECK(v.is_number() && v.get<double>() > 0 && v.get<double>() <= 1, where,
+                  ": 'top_p' must be a number in (0, 1]");
+      s.top_p = v.get<double>();
+    } else if (k == "untrained") {
+      HYMBA_CHECK(v.is_boolean(), where, ": 'untrained' must be true or false");
+      s.untrained = v.get<bool>();
+    } else {
+      fail(where, ": unknown field '", k, "' (known: tokens, temperature, top_k, top_p, untrained)");
+    }
+  }
+}
+
+namespace {
+
 Suite from_file(const std::string& path, const std::string& scale_flag) {
   const json j = read_json_file(path);
   HYMBA_CHECK(j.is_object(), path, ": a suite file is a JSON object with a 'rows' array");
-  static const std::set<std::string> known = {"name", "title", "sort", "scale", "train", "prompts", "rows"};
+  static const std::set<std::string> known = {"name",    "title",    "sort", "scale", "train",
+                                              "prompts", "sampling", "seed", "rows"};
   for (auto it = j.begin(); it != j.end(); ++it)
     HYMBA_CHECK(known.count(it.key()), path, ": unknown field '", it.key(),
-                "' (known: name, title, sort, scale, train, prompts, rows)");
+                "' (known: name, title, sort, scale, train, prompts, sampling, seed, rows)");
   Suite s;
   s.name = j.contains("name") ? field<std::string>(j, "name", path) : fs::path(path).stem().string();
   s.title = j.contains("title") ? field<std::string>(j, "title", path) : s.name;
@@ -147,6 +213,12 @@ Suite from_file(const std::string& path, const std::string& scale_flag) {
   }
   s.prompts = j.contains("prompts") ? field<std::vector<std::string>>(j, "prompts", path)
                                     : std::vector<std::string>{"The "};
+  if (j.contains("sampling")) apply_sampling_settings(s.sampling, j["sampling"], path + ": sampling");
+  if (j.contains("seed")) {
+    s.seed = field<std::string>(j, "seed", path);
+    HYMBA_CHECK(s.seed == "000" || s.seed == "001" || s.seed == "002" || s.seed == "003", path,
+                ": field 'seed' must be \"000\", \"001\", \"002\" or \"003\" (got \"", s.seed, "\")");
+  }
   HYMBA_CHECK(j.contains("rows") && j["rows"].is_array() && !j["rows"].empty(), path,
               ": field 'rows' must be a non-empty array");
   const fs::path dir = fs::path(path).parent_path();
@@ -156,8 +228,8 @@ Suite from_file(const std::string& path, const std::string& scale_flag) {
     HYMBA_CHECK(r.is_object(), where, ": must be an object with 'preset' or 'config'");
     for (auto it = r.begin(); it != r.end(); ++it)
       HYMBA_CHECK(it.key() == "id" || it.key() == "name" || it.key() == "preset" || it.key() == "config" ||
-                      it.key() == "overrides",
-                  where, ": unknown field '", it.key(), "' (known: id, name, preset, config, overrides)");
+                      it.key() == "overrides" || it.key() == "implementation",
+                  where, ": unknown field '", it.key(), "' (known: id, name, preset, config, overrides, implementation)");
     HYMBA_CHECK(r.contains("preset") != r.contains("config"), where, ": give exactly one of 'preset' and 'config'");
     const json overrides = r.contains("overrides") ? r["overrides"] : json::object();
     HYMBA_CHECK(overrides.is_object(), where, ": field 'overrides' must be an object of config fields");
@@ -175,6 +247,7 @@ Suite from_file(const std::string& path, const std::string& scale_flag) {
       row.id = slug(id.empty() ? row.name : id);
       row.source = cfg_path.string() + (overrides.empty() ? "" : " + " + overrides.dump());
     }
+    if (r.contains("implementation")) row.implementation = field<std::string>(r, "implementation", where);
     // The config must build now: a typo should not surface after other rows trained.
     (void)ModelConfig::from_json(row.config, where + " (" + row.name + ")");
     s.rows.push_back(std::move(row));
@@ -187,9 +260,13 @@ Suite from_file(const std::string& path, const std::string& scale_flag) {
 const std::vector<SuiteInfo>& builtin_suites() {
   static const std::vector<SuiteInfo> v = {
       {"hymba-roadmap", "the 13 rows of the Hymba paper's design roadmap (seed 002's matrix)"},
+      {"seed-000", "seed 000's five rows: Mamba-only, Transformer global / local (paired KV), Hybrid 50/50, "
+                   "Hybrid paper setting (15 layers)"},
+      {"hymba-roadmap-epoch", "hymba-roadmap at seed 002's real budget: one epoch under the 150-step schedule"},
       {"seed-ablation", "seed 001: Mamba-only, Transformer global/local, Hybrid-Mine/NoMeta/NoKVShare, "
                         "Hybrid-Official, Official-NoMeta"},
-      {"arch-compare", "seed 003: Transformer vs Mamba vs Hymba at matched size"},
+      {"arch-compare", "seed 003: Transformer vs Mamba vs the official Hymba layer, 8 layers of d 384 each"},
+      {"seed-003", "seed 003's rounds 1 and 2: Mamba, Transformer, its Hymba v1 (6 layers) and v2 (8 layers)"},
       {"demo", "arch-compare plus Hymba without meta tokens, with a short recipe (the README's main job)"},
   };
   return v;
@@ -225,6 +302,7 @@ void apply_train_settings(TrainOptions& o, const json& settings, const std::stri
     };
     if (k == "steps") o.steps = integer(), o.epochs = o.steps > 0 ? 0.0 : o.epochs;
     else if (k == "epochs") o.epochs = num(), o.steps = o.epochs > 0 ? 0 : o.steps;
+    else if (k == "stop_epochs") o.stop_epochs = num();
     else if (k == "batch") o.batch = integer();
     else if (k == "seq_len") o.seq_len = integer();
     else if (k == "grad_accum") o.grad_accum = integer();
@@ -250,7 +328,7 @@ void apply_train_settings(TrainOptions& o, const json& settings, const std::stri
       (void)parse_tokenizer_kind(o.tokenizer_type, source + ": 'tokenizer'");
     } else {
       fail(source, ": unknown training setting '", k,
-           "' (known: steps, epochs, batch, seq_len, grad_accum, lr, min_lr_ratio, warmup, weight_decay, beta1, "
+           "' (known: steps, epochs, stop_epochs, batch, seq_len, grad_accum, lr, min_lr_ratio, warmup, weight_decay, beta1, "
            "beta2, grad_clip, label_smoothing, dropout, eval_interval, eval_windows, log_interval, save_interval, "
            "val_fraction, seed, tokenizer, tokenizer_vocab)");
     }
@@ -264,7 +342,13 @@ json train_settings_json(const TrainOptions& o) {
   else j["epochs"] = o.epochs;
   if (o.dropout >= 0) j["dropout"] = o.dropout;
   if (o.tokenizer_type != "byte") j["tokenizer_vocab"] = o.tokenizer_vocab;
+  if (o.stop_epochs > 0) j["stop_epochs"] = o.stop_epochs;
   return j;
+}
+
+json SampleSettings::to_json() const {
+  return {{"tokens", tokens}, {"temperature", temperature}, {"top_k", top_k}, {"top_p", top_p},
+          {"untrained", untrained}};
 }
 
 }  // namespace hymba::ablate

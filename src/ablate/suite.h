@@ -18,6 +18,18 @@ struct SuiteRow {
   std::string name;    // as the paper or seed names it
   std::string source;  // "preset NAME (scale)" or the config file
   nlohmann::json config;  // unresolved model config JSON (scale and overrides applied)
+  std::string implementation;  // seed 001's "Mine" / "Official" ("" = not said)
+};
+
+// How the report's samples are drawn. Every field is explicit: the sampler's
+// own default top-p (0.95) never applies silently.
+struct SampleSettings {
+  int64_t tokens = 0;  // tokens per sample; 0 = --sample-tokens (the decode-timing length)
+  double temperature = 0.8;
+  int64_t top_k = 40;
+  double top_p = 1.0;      // 1 = no top-p
+  bool untrained = false;  // also sample the freshly initialised model (seed 001 does)
+  nlohmann::json to_json() const;
 };
 
 enum class SortOrder { kRows, kBestPpl };
@@ -29,6 +41,10 @@ struct Suite {
   // Training recipe: keys of apply_train_settings(); the same for every row.
   nlohmann::json train = nlohmann::json::object();
   std::vector<std::string> prompts;  // sample prompts
+  SampleSettings sampling;
+  // The seed notebook the suite reproduces ("000" ... "003"), or "": selects
+  // the seed's own table, conclusions and plots in the report.
+  std::string seed;
   std::vector<SuiteRow> rows;
 };
 
@@ -42,6 +58,10 @@ const std::vector<SuiteInfo>& builtin_suites();
 // applies to preset rows; a user file may name its own (used when scale is
 // empty). Errors name the suite file and field.
 Suite load_suite(const std::string& name_or_file, const std::string& scale);
+
+// Applies sampling keys (tokens, temperature, top_k, top_p, untrained);
+// unknown keys and bad values are errors naming `source` and the key.
+void apply_sampling_settings(SampleSettings& s, const nlohmann::json& settings, const std::string& source);
 
 // Applies recipe keys (steps, batch, seq_len, lr, ...) to TrainOptions.
 // Unknown keys and wrong types are errors naming `source` and the key.

@@ -29,6 +29,8 @@ void list_suites(const std::string& scale) {
 void register_ablate(CLI::App& app, const GlobalOptions& global) {
   struct Options {
     ablate::AblateOptions ablate;
+    double stop_epochs = 0, temperature = 0, top_p = 0;
+    int64_t top_k = 0, sample_length = 0;
     int64_t steps = 0, batch = 0, seq_len = 0, warmup = 0, eval_interval = 0, eval_windows = 0, seed = 0;
     int32_t tokenizer_vocab = 0;
     double epochs = 0, lr = 0;
@@ -40,7 +42,8 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
   CLI::App* cmd = app.add_subcommand(
       "ablate", "Train every model of a suite under one recipe and write a comparison report (tables, plots, samples)");
   cmd->footer(
-      "Suites: hymba-roadmap, seed-ablation, arch-compare, demo, or a suite .json file (docs/ablation.md).\n"
+      "Suites: seed-000, seed-ablation (seed 001), hymba-roadmap, hymba-roadmap-epoch (seed 002), seed-003,\n"
+      "arch-compare, demo, or a suite .json file (docs/ablation.md).\n"
       "Each suite trains with its notebook's recipe; the flags above override it. Rerunning with the same --out\n"
       "skips the rows already measured and resumes a row whose training was interrupted.");
   cmd->add_option("--suite", a.suite, "Built-in suite name or a suite .json file");
@@ -53,6 +56,18 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
                     ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   auto* epochs = cmd->add_option("--epochs", o->epochs, "Passes over the training tokens per row")
                      ->check(CLI::Range(1e-6, 1e6))->excludes(steps);
+  auto* stop_epochs = cmd->add_option("--stop-epochs", o->stop_epochs,
+                                      "Stop after this many passes while the lr schedule spans --steps/--epochs "
+                                      "(seed 002's epochs=1 under max_steps=150)")
+                          ->check(CLI::Range(1e-6, 1e6));
+  auto* temperature = cmd->add_option("--temperature", o->temperature, "Sampling temperature of the samples (0 = greedy)")
+                          ->check(CLI::Range(0.0, 100.0));
+  auto* top_k = cmd->add_option("--top-k", o->top_k, "Top-k of the samples (0 = all)")->check(CLI::Range(0, 1 << 30));
+  auto* top_p = cmd->add_option("--top-p", o->top_p, "Top-p of the samples (1 = no top-p, the seeds' way)")
+                    ->check(CLI::Range(1e-6, 1.0));
+  auto* sample_length = cmd->add_option("--sample-length", o->sample_length,
+                                        "Tokens per reported sample (default: the suite's, else --sample-tokens)")
+                            ->check(CLI::Range(1, 1 << 20));
   auto* batch = cmd->add_option("--batch", o->batch, "Sequences per step")->check(CLI::Range(1, 1 << 20));
   auto* seq_len = cmd->add_option("--seq-len", o->seq_len, "Tokens per sequence")->check(CLI::Range(1, 1 << 24));
   auto* lr = cmd->add_option("--lr", o->lr, "Peak learning rate")->check(CLI::Range(1e-12, 10.0));
@@ -79,7 +94,7 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--plain-progress", a.plain_progress, "Periodic lines instead of live progress bars");
   cmd->add_flag("--quiet", a.quiet, "No per-row training progress (row start/end lines remain)");
   cmd->add_flag("--list", o->list, "List the built-in suites, their rows and recipes, and exit");
-  cmd->callback([o, &global, steps, epochs, batch, seq_len, lr, warmup, eval_interval, eval_windows, seed, tok_type,
+  cmd->callback([o, &global, stop_epochs, temperature, top_k, top_p, sample_length, steps, epochs, batch, seq_len, lr, warmup, eval_interval, eval_windows, seed, tok_type,
                  tok_vocab, init_scheme] {
     apply_global_options(global);
     ablate::AblateOptions& run = o->ablate;
@@ -92,6 +107,12 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
     nlohmann::json& t = run.train_overrides;
     if (steps->count()) t["steps"] = o->steps;
     if (epochs->count()) t["epochs"] = o->epochs;
+    if (stop_epochs->count()) t["stop_epochs"] = o->stop_epochs;
+    nlohmann::json& smp = run.sampling_overrides;
+    if (temperature->count()) smp["temperature"] = o->temperature;
+    if (top_k->count()) smp["top_k"] = o->top_k;
+    if (top_p->count()) smp["top_p"] = o->top_p;
+    if (sample_length->count()) smp["tokens"] = o->sample_length;
     if (batch->count()) t["batch"] = o->batch;
     if (seq_len->count()) t["seq_len"] = o->seq_len;
     if (lr->count()) t["lr"] = o->lr;

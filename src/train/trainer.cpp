@@ -147,6 +147,7 @@ void validate(const TrainOptions& o) {
   HYMBA_CHECK(o.grad_accum >= 1, "--grad-accum must be >= 1 (got ", o.grad_accum, ")");
   HYMBA_CHECK(o.steps >= 0, "--steps must be >= 0");
   HYMBA_CHECK(o.epochs >= 0, "--epochs must be >= 0");
+  HYMBA_CHECK(o.stop_epochs >= 0, "--stop-epochs must be >= 0");
   HYMBA_CHECK(o.lr > 0 && std::isfinite(o.lr), "--lr must be > 0 (got ", o.lr, ")");
   HYMBA_CHECK(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1, "--min-lr-ratio must be in [0, 1]");
   HYMBA_CHECK(o.warmup >= 0, "--warmup must be >= 0");
@@ -311,8 +312,16 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
                         : opt.epochs > 0
                             ? std::max<int64_t>(1, std::llround(opt.epochs * sampler.steps_per_epoch() / opt.grad_accum))
                             : 200;
+  // Seed 002's budget: the schedule spans `total` steps, but training stops
+  // after stop_epochs passes over the data (its epochs=1 ends before warmup).
+  const int64_t stop =
+      opt.stop_epochs > 0
+          ? std::min<int64_t>(total, std::max<int64_t>(1, static_cast<int64_t>(std::floor(
+                                                              opt.stop_epochs * sampler.steps_per_epoch() /
+                                                              static_cast<double>(opt.grad_accum)))))
+          : total;
   const std::string summary_path = (fs::path(opt.out_dir) / kSummaryFile).string();
-  if (opt.resume && start_step >= total && opt.resume_finished) {
+  if (opt.resume && start_step >= stop && opt.resume_finished) {
     TrainSummary done;
     done.params = model->params().num_params();
     done.steps = start_step;
@@ -329,13 +338,13 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
     write_text_atomic(summary_path, done.to_json().dump(2) + "\n");
     return done;
   }
-  HYMBA_CHECK(start_step < total, "--resume: the run already finished its ", total, " steps");
+  HYMBA_CHECK(start_step < stop, "--resume: the run already finished its ", stop, " steps");
   if (log) {
     std::fprintf(log, "model: %.3fM parameters, vocab %lld; data: %zu train / %zu val tokens (%s%s)\n",
                  model->params().num_params() / 1e6, static_cast<long long>(tok->vocab_size()), data.train().size(),
                  data.val().size(), data.cache_path().c_str(), data.loaded_from_cache() ? ", cached" : "");
     std::fprintf(log, "training %lld steps of %lld x %lld tokens (x%lld accumulation), %d threads\n",
-                 static_cast<long long>(total), static_cast<long long>(opt.batch), static_cast<long long>(opt.seq_len),
+                 static_cast<long long>(stop), static_cast<long long>(opt.batch), static_cast<long long>(opt.seq_len),
                  static_cast<long long>(opt.grad_accum), num_threads());
   }
 
@@ -390,13 +399,13 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
     if (log) progress.note(line);
   };
 
-  Progress progress(log ? log : stderr, total, start_step, opt.log_interval, opt.plain_progress);
+  Progress progress(log ? log : stderr, stop, start_step, opt.log_interval, opt.plain_progress);
   std::vector<int32_t> ids, targets;
   double loss_window = 0.0;
   int64_t window_steps = 0;
   double window_seconds = 0.0;
   int64_t window_tokens = 0;
-  for (int64_t step = start_step; step < total; ++step) {
+  for (int64_t step = start_step; step < stop; ++step) {
     if (const int sig = StopSignals::received(); sig != 0 && step == start_step) {
       progress.finish();
       throw Interrupted(std::string("interrupted by ") + signal_name(sig) + " before the first step; " +
@@ -443,7 +452,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
     const int64_t done = step + 1;
     const double tok_s = window_seconds > 0 ? window_tokens / window_seconds : 0.0;
     if (log) progress.update(step, step_loss, lr, tok_s);
-    if (done % opt.log_interval == 0 || done == total) {
+    if (done % opt.log_interval == 0 || done == stop) {
       metrics.write({{"step", done},
                      {"loss", step_loss},
                      {"loss_avg", loss_window / static_cast<double>(window_steps)},
@@ -456,22 +465,22 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
       window_seconds = 0.0;
       window_tokens = 0;
     }
-    if (done % opt.eval_interval == 0 || done == total) run_eval(done, progress);
-    const bool saved = done % opt.save_interval == 0 || done == total;
+    if (done % opt.eval_interval == 0 || done == stop) run_eval(done, progress);
+    const bool saved = done % opt.save_interval == 0 || done == stop;
     if (saved) save_training_checkpoint(opt.out_dir, done, *model, *tok, checkpoint_state(done));
     // A signal during the last step lets the run finish: it is complete.
-    if (const int sig = StopSignals::received(); sig != 0 && done < total) {
+    if (const int sig = StopSignals::received(); sig != 0 && done < stop) {
       progress.finish();
       if (!saved) save_training_checkpoint(opt.out_dir, done, *model, *tok, checkpoint_state(done));
       throw Interrupted(std::string("interrupted by ") + signal_name(sig) + ": stopped after step " +
-                            std::to_string(done) + " of " + std::to_string(total) + " and saved " +
+                            std::to_string(done) + " of " + std::to_string(stop) + " and saved " +
                             (fs::path(opt.out_dir) / ("ckpt-" + std::to_string(done))).string() +
                             "; rerun with --resume to continue",
                         sig);
     }
   }
   progress.finish();
-  sum.steps = total;
+  sum.steps = stop;
   sum.best_val_ppl = std::exp(sum.best_val_loss);
   sum.train_tokens_per_s = train_seconds > 0 ? sum.tokens / train_seconds : 0.0;
   sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();

@@ -21,6 +21,10 @@ struct TrainOptions {
 
   int64_t steps = 0;    // total optimizer steps; 0: from epochs
   double epochs = 0.0;  // passes over the training tokens (when steps == 0)
+  // > 0: stop after this many passes (whole batches, like a DataLoader with
+  // drop_last) while the lr schedule still spans steps/epochs (seed 002's
+  // epochs=1 under max_steps=150).
+  double stop_epochs = 0.0;
   int64_t batch = 8;
   int64_t seq_len = 128;
   int64_t grad_accum = 1;

@@ -1,0 +1,370 @@
+#include "ablate/seed_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <tuple>
+
+#include "ablate/seed_metrics.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "model/presets.h"
+
+namespace hymba::ablate {
+
+using nlohmann::json;
+
+namespace {
+
+const RowResult* find_row(const std::vector<RowResult>& rows, const std::string& id) {
+  for (const RowResult& r : rows)
+    if (r.id == id) return &r;
+  return nullptr;
+}
+
+std::optional<double> delta(const std::vector<RowResult>& rows, const std::string& a, const std::string& b) {
+  const RowResult *ra = find_row(rows, a), *rb = find_row(rows, b);
+  if (!ra || !rb) return std::nullopt;
+  return ra->best_val_ppl - rb->best_val_ppl;
+}
+
+// 82534912 -> "82,534,912", as seed 000 prints parameter counts.
+std::string thousands(int64_t v) {
+  std::string digits = std::to_string(v < 0 ? -v : v), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
+std::string loss_ppl(double loss) { return fmt("%.4f", loss) + " (" + fmt("%.2f", std::exp(loss)) + ")"; }
+std::string signed2(double v) { return fmt("%+.2f", v); }
+
+// What the seeds reported (seed 000's report and seed 003's round 1), beside
+// ours in the seed tables. Seeds 001 and 002 recorded no outputs.
+struct Seed000Row {
+  const char* id;
+  const char* reported;
+};
+const std::vector<Seed000Row>& seed000_reported() {
+  static const std::vector<Seed000Row> v = {
+      {"seed000-mamba", "82,534,912; 1.00x; 4.2294 (68.68); 5.2923 (198.79); 62,260; 1.4 min; 86.1; 1.16 s"},
+      {"seed000-transformer-global", "68,910,592; 1.00x; 4.3329 (76.16); 4.8500 (127.74); 53,617; 1.6 min; 56.0; 1.79 s"},
+      {"seed000-transformer-local", "68,910,592; 1.88x; 2.5432 (12.72); 3.3789 (29.34); 16,064; 5.4 min; 15.2; 6.59 s"},
+      {"seed000-hybrid-5050", "66,662,415; 1.67x; 1.6486 (5.20); 1.6511 (5.21); 14,812; 5.9 min; 14.5; 6.90 s"},
+      {"seed000-hybrid-paper", "66,662,415; 1.67x; 1.8038 (6.07); 1.8040 (6.07); 14,779; 5.9 min; 14.6; 6.84 s"},
+  };
+  return v;
+}
+std::string seed003_reported(const std::string& id) {
+  if (id == "compare-mamba") return "1.25; 27M; 8; 0.54 steps/s";
+  if (id == "compare-transformer") return "1.26; 27M; 8; 0.59 steps/s";
+  if (id == "hymba-v1") return "1.90; 30M; 6; 0.54 steps/s; mixing ~62% attention";
+  if (id == "hymba-v2") return "TBD (round 2 was still training)";
+  return "";
+}
+
+// Seed 002's SWA mode and the other roadmap switches, read from the config.
+std::string swa_mode(const json& c) {
+  if (c.value("sliding_window", int64_t{0}) <= 0) return "none";
+  const json g = c.value("global_attn_idx", json::array());
+  return g.empty() ? "all" : "default";
+}
+bool has_kv_share(const json& c) {
+  const json g = c.value("kv_reuse_group", json::array());
+  return g.is_string() || !g.empty();
+}
+
+std::string seed_steps(const std::string& seed, const json& settings) {
+  const json t = settings.value("train", json::object());
+  if (seed == "000") return "not stated (its notebook, seed 001: 25 epochs = 1,675 steps)";
+  if (seed == "001") return "25 epochs of 67 batches = 1,675";
+  if (seed == "002")
+    return t.contains("stop_epochs") ? "epochs=1: ~27 of a 150-step schedule" : "150 (its code stops after epochs=1, ~27)";
+  if (seed == "003") return "5,000";
+  return "";
+}
+
+std::string row_differences(const std::string& seed, const RowResult& r, const json& settings,
+                            const std::string& scale) {
+  std::vector<std::string> d;
+  const std::string theirs = seed == "000"   ? "not stated"
+                             : seed == "001" ? "1,675"
+                             : seed == "002" ? (settings.value("train", json::object()).contains("stop_epochs") ? "~27" : "150")
+                                             : "5,000";
+  d.push_back(std::to_string(r.steps) + " steps, seed " + theirs);
+  if (scale != "seed") {
+    std::string note = "scale " + scale;
+    // A preset row at another scale: what it is at the seed's size.
+    try {
+      const ModelConfig full = preset_config(r.id, Scale::kSeed);
+      note += " (seed scale: " + std::to_string(full.num_hidden_layers) + " layers";
+      if (seed == "000") note += ", KV reduction " + fmt("%.2fx", seed000_kv_reduction(full));
+      note += ")";
+    } catch (const Error&) {
+      // not a preset row: nothing to add
+    }
+    d.push_back(note);
+  }
+  if (seed == "000") d.push_back("widths inferred (the report has no config)");
+  if (seed == "003" && (r.id == "compare-transformer"))
+    d.push_back("RoPE + SwiGLU + RMSNorm, not GPT-style learned positions + GELU + LayerNorm");
+  if (seed == "003" && r.id.starts_with("hymba-v")) d.push_back("learned-beta fusion stands for its learned mixing");
+  if (seed == "002" && r.id == "roadmap-10")
+    d.push_back("GQA + SWA + KV sharing as the paper's row 10; seed 002's code applies GQA only");
+  if (seed == "002" && r.config.value("num_memory_tokens", 0) > 0)
+    d.push_back("meta tokens causal (seed 002's mask lets them see every token: a leak)");
+  std::string out;
+  for (const std::string& s : d) out += (out.empty() ? "" : "; ") + s;
+  return out;
+}
+
+std::string suite_differences(const std::string& seed, const json& settings) {
+  const json t = settings.value("train", json::object());
+  const std::string data = settings.value("data", std::string("default"));
+  std::ostringstream s;
+  s << "- **Data**: this run `" << data << "`";
+  if (seed == "003") {
+    s << "; seed 003: TinyStories.\n";
+  } else {
+    s << "; seed " << seed << ": Hugging Face `karpathy/tiny_shakespeare`, train split only (1,003,854 characters; "
+      << "the shared file is the whole 1,115,394). The seed's split is the file's first 1,003,854 bytes: "
+      << "`head -c 1003854 tinyshakespeare.txt > tinyshakespeare-train.txt`.";
+    if (seed == "001" || seed == "000")
+      s << " Seed 001 holds out 10 % of shuffled 256-token chunks; the engine holds out the last "
+        << t.value("val_fraction", 0.1) * 100 << " % of tokens.";
+    if (seed == "002") s << " Seed 002 holds out 5 % of shuffled 512-token chunks; the engine the last 5 % of tokens.";
+    s << "\n";
+  }
+  s << "- **Tokenizer**: this run " << t.value("tokenizer", std::string("?"));
+  if (t.contains("tokenizer_vocab")) s << " " << t["tokenizer_vocab"].dump();
+  if (seed == "000" || seed == "001")
+    s << "; seed 001: Hugging Face ByteLevel BPE 4,096 (min_frequency 2, four special tokens), so per-token PPL "
+         "is not directly comparable.\n";
+  else if (seed == "002")
+    s << "; seed 002: Unigram 32,000 with NFKC + lowercase and a whitespace pre-tokenizer.\n";
+  else
+    s << "; seed 003: not stated (its Transformer uses learned positions fixed to 256).\n";
+  s << "- **Steps**: see each row; seed: " << seed_steps(seed, settings) << ".\n";
+  s << "- **Hardware**: this run CPU, fp32; seed " << seed << ": "
+    << (seed == "002" ? "A100 80GB with AMP (fp16)" : seed == "003" ? "Quadro T1000 4GB" : "a CUDA GPU") << ".\n";
+  return s.str();
+}
+
+}  // namespace
+
+Seed001Analysis analyse_seed001(const std::vector<RowResult>& rows) {
+  Seed001Analysis a;
+  double sum_m = 0, sum_o = 0;
+  int n_m = 0, n_o = 0;
+  const RowResult* best = nullptr;
+  for (const RowResult& r : rows) {
+    if (r.implementation == "Mine") sum_m += r.best_val_ppl, ++n_m;
+    if (r.implementation == "Official") sum_o += r.best_val_ppl, ++n_o;
+    if (!best || r.best_val_ppl < best->best_val_ppl) best = &r;
+  }
+  if (n_m) a.mean_ppl_mine = sum_m / n_m;
+  if (n_o) a.mean_ppl_official = sum_o / n_o;
+  if (best) {
+    a.best_model = best->name;
+    a.best_implementation = best->implementation;
+    a.best_ppl = best->best_val_ppl;
+  }
+  a.delta_no_meta_mine = delta(rows, "hybrid-nometa", "hybrid-mine");
+  a.delta_no_kv_share = delta(rows, "hybrid-nokvshare", "hybrid-mine");
+  a.delta_no_meta_official = delta(rows, "official-nometa", "hybrid-official");
+  a.mine_minus_official = delta(rows, "hybrid-mine", "hybrid-official");
+  return a;
+}
+
+TextTable seed_table(const std::string& seed, const std::vector<RowResult>& rows, const json& settings) {
+  TextTable t;
+  (void)settings;
+  if (seed == "000") {
+    t.headers = {"Model", "Parameters", "KV Cache Reduction (layers/owners)", "Best Val Loss (PPL)",
+                 "Final Val Loss (PPL)", "Train Speed (tok/s)", "Training Time", "Inference (tok/s)",
+                 "Time per 100 tokens", "Seed 000 reported (same columns)"};
+    for (const RowResult& r : rows) {
+      std::string reported;
+      for (const Seed000Row& s : seed000_reported())
+        if (r.id == s.id) reported = s.reported;
+      t.cells.push_back({r.name, thousands(r.params), fmt("%.2fx", r.kv_reduction_seed000),
+                         loss_ppl(r.best_val_loss), loss_ppl(r.final_val_loss), fmt("%.0f", r.train_tokens_per_s),
+                         fmt("%.1f min", r.train_seconds / 60.0), fmt("%.1f", r.decode_tokens_per_s),
+                         fmt("%.2fs", seconds_per_100_tokens(r.decode_tokens_per_s)), reported});
+    }
+  } else if (seed == "001") {
+    // The notebook's summary DataFrame, sorted by best PPL.
+    t.headers = {"Model", "Implementation", "Params (M)", "Best PPL", "Final PPL", "Time (min)"};
+    std::vector<const RowResult*> sorted;
+    for (const RowResult& r : rows) sorted.push_back(&r);
+    std::stable_sort(sorted.begin(), sorted.end(),
+                     [](const RowResult* a, const RowResult* b) { return a->best_val_ppl < b->best_val_ppl; });
+    for (const RowResult* r : sorted)
+      t.cells.push_back({r->name, r->implementation.empty() ? "Mine" : r->implementation, fmt("%.2f", r->params / 1e6),
+                         fmt("%.2f", r->best_val_ppl), fmt("%.2f", r->final_val_ppl),
+                         fmt("%.1f", r->train_seconds / 60.0)});
+  } else if (seed == "002") {
+    // Seed 002's DataFrame: PPL and accuracy of the final model, Cache(MB) its way at 512 tokens.
+    t.headers = {"ID",      "Configuration", "ParamRatio(Attn:Mamba)", "AttnShare(%)", "PPL(↓)", "Acc(↑)",
+                 "Throughput(tokens/s)↑", "Cache(MB)↓ @512 (seed 002)", "Cache MB @512 (engine)", "Steps", "Fusion", "SWA", "Meta",
+                 "KVshare"};
+    int id = 0;
+    for (const RowResult& r : rows) {
+      ++id;
+      const json& c = r.config;
+      t.cells.push_back({std::to_string(id), r.name, r.dims_ratio, fmt("%.2f", 100.0 * r.dims_attention_share),
+                         fmt("%.3f", r.final_val_ppl), fmt("%.4f", r.final_val_accuracy),
+                         fmt("%.0f", r.train_tokens_per_s), fmt("%.2f", r.seed002_cache_mb), fmt("%.2f", r.engine_cache_mb_seed002),
+                         std::to_string(r.steps),
+                         c.value("fusion", std::string("norm_mean")), swa_mode(c),
+                         c.value("num_memory_tokens", 0) > 0 ? "True" : "False", has_kv_share(c) ? "True" : "False"});
+    }
+  } else if (seed == "003") {
+    t.headers = {"Model", "Val Loss", "Parameters", "Layers", "Architecture", "Speed (steps/s)",
+                 "Attention mixing (learned β)", "Seed 003 reported"};
+    for (const RowResult& r : rows) {
+      const std::string lt = r.config.value("layer_types", json("hybrid")).is_string()
+                                 ? r.config.value("layer_types", std::string("hybrid"))
+                                 : std::string("mixed");
+      const std::string arch = lt == "attention" ? "Pure Attention" : lt == "mamba" ? "Pure SSM" : "Hybrid Attn+SSM";
+      const auto mix = r.mean_attention_mixing();
+      t.cells.push_back({r.name, fmt("%.2f", r.best_val_loss), fmt("%.1fM", r.params / 1e6), std::to_string(r.layers),
+                         arch, fmt("%.2f", r.steps_per_s()),
+                         mix ? fmt("%.0f%%", 100.0 * *mix) + " attention / " + fmt("%.0f%%", 100.0 * (1 - *mix)) + " SSM"
+                             : std::string("n/a"),
+                         seed003_reported(r.id)});
+    }
+  }
+  return t;
+}
+
+std::string seed_section(const std::string& seed, const std::vector<RowResult>& rows, const json& settings,
+                         const std::string& scale) {
+  if (seed.empty()) return "";
+  std::ostringstream md;
+  md << "## Seed " << seed << "'s table\n\nColumns as seed " << seed << " defines them";
+  if (seed == "000") md << " (KV reduction = attention layers / layers that own a K/V cache, context-free)";
+  if (seed == "002") md << " (ratio and share from the configured branch widths; Cache(MB) = 2 x KV heads x 512 x head "
+                           "dim x 2 bytes x owners, every layer caching all 512 tokens, KV sharing pairing all layers)";
+  if (seed == "003") md << " (steps/s over training-step time; mixing = mean|β_attn| / (mean|β_attn| + mean|β_mamba|) "
+                           "of learned-β fusion, averaged over layers)";
+  md << ".\n\n" << markdown_table(seed_table(seed, rows, settings)) << "\n";
+  if (seed == "003") {
+    for (const RowResult& r : rows) {
+      if (r.attention_mixing.empty()) continue;
+      md << "- " << r.name << " attention mixing per layer:";
+      for (size_t i = 0; i < r.attention_mixing.size(); ++i) md << (i ? ", " : " ") << fmt("%.3f", r.attention_mixing[i]);
+      md << "\n";
+    }
+    md << "\n";
+  }
+  if (seed == "001") {
+    const Seed001Analysis a = analyse_seed001(rows);
+    md << "### Mine vs Official\n\n";
+    if (a.mean_ppl_mine) md << "- Mean best PPL, Mine: " << fmt("%.2f", *a.mean_ppl_mine) << "\n";
+    if (a.mean_ppl_official) md << "- Mean best PPL, Official: " << fmt("%.2f", *a.mean_ppl_official) << "\n";
+    if (!a.best_model.empty())
+      md << "- Best model: " << a.best_model << " (" << (a.best_implementation.empty() ? "—" : a.best_implementation)
+         << ") - PPL: " << fmt("%.2f", a.best_ppl) << "\n";
+    md << "\n### Conclusions (computed from the results)\n\n";
+    if (a.mine_minus_official) {
+      const double d = *a.mine_minus_official;
+      md << "- Hybrid-Mine − Hybrid-Official: " << signed2(d) << " PPL ("
+         << (d < 0 ? "Mine" : d > 0 ? "Official" : "neither") << " is better)\n";
+    }
+    if (a.delta_no_meta_mine) md << "- Without meta tokens (Mine): " << signed2(*a.delta_no_meta_mine) << " PPL\n";
+    if (a.delta_no_kv_share) md << "- Without KV sharing (Mine): " << signed2(*a.delta_no_kv_share) << " PPL\n";
+    if (a.delta_no_meta_official)
+      md << "- Without meta tokens (Official): " << signed2(*a.delta_no_meta_official) << " PPL\n";
+    md << "\n(Δ = ablated row's best PPL − full row's; positive = the component helps.)\n\n";
+  }
+  md << "## Differences from seed " << seed << "\n\n" << suite_differences(seed, settings) << "\nPer row:\n\n";
+  for (const RowResult& r : rows) md << "- " << r.name << ": " << row_differences(seed, r, settings, scale) << "\n";
+  md << "\n";
+  return md.str();
+}
+
+std::vector<std::string> seed_chart_names(const std::string& seed, const std::vector<RowResult>& rows) {
+  if (seed != "001" || rows.empty()) return {};
+  return {"seed001_ppl_bars", "seed001_val_ppl", "seed001_mine_vs_official", "seed001_params_vs_ppl"};
+}
+
+std::vector<std::pair<std::string, std::string>> seed_charts(const std::string& seed, const std::vector<RowResult>& rows,
+                                                             const std::string& dir) {
+  std::vector<std::pair<std::string, std::string>> charts;
+  if (seed != "001" || rows.empty()) return charts;
+  std::vector<const RowResult*> sorted;
+  for (const RowResult& r : rows) sorted.push_back(&r);
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const RowResult* a, const RowResult* b) { return a->best_val_ppl < b->best_val_ppl; });
+  auto official = [](const RowResult& r) { return r.implementation == "Official"; };
+
+  // 1. Horizontal best-PPL bars, best on top, Official rows with a black border.
+  std::ostringstream bars, ytics;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    bars << i << " " << sorted[i]->best_val_ppl << " " << (official(*sorted[i]) ? 1 : 0) << "\n";
+    ytics << (i ? ", " : "") << gp_str(sorted[i]->name) << " " << i;
+  }
+  write_text_atomic(dir + "/seed001_ppl_bars.dat", bars.str());
+  charts.emplace_back(
+      "seed001_ppl_bars",
+      "set title 'Model Performance (Black border = Official)'\nset xlabel 'Best Validation PPL (lower is better)'\n"
+      "set ytics (" + ytics.str() + ")\nset yrange [" + std::to_string(sorted.size()) + "-0.5:-0.5]\nset xrange [0:*]\n"
+      "set key off\nset grid xtics\nset offsets 0, graph 0.1, 0, 0\n"
+      "plot 'seed001_ppl_bars.dat' using ($3==0?$2/2:NaN):1:($2/2):(0.35) with boxxyerrorbars fs solid 0.8 noborder "
+      "lc rgb '#45B7D1', '' using ($3==1?$2/2:NaN):1:($2/2):(0.35) with boxxyerrorbars fs solid 0.8 border lc rgb "
+      "'black' lw 2 fc rgb '#6B5B95', '' using 2:1:(sprintf(' %.1f', $2)) with labels left notitle\n");
+
+  // 2. Validation PPL curves, Official dashed.
+  std::ostringstream curves, plot;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    curves << "# " << rows[i].id << "\n";
+    for (const CurvePoint& p : rows[i].curve) curves << p.step << " " << p.val_ppl << "\n";
+    if (rows[i].curve.empty()) curves << "0 NaN\n";
+    curves << "\n\n";
+    plot << (i ? ", " : "") << "'seed001_val_ppl.dat' index " << i << " using 1:2 with lines lw "
+         << (official(rows[i]) ? "2.5 dt 2" : "2 dt 1") << " title " << gp_str(rows[i].name);
+  }
+  write_text_atomic(dir + "/seed001_val_ppl.dat", curves.str());
+  charts.emplace_back("seed001_val_ppl",
+                      "set title 'Training Curves (Dashed = Official)'\nset xlabel 'Steps'\nset ylabel 'Validation PPL'\n"
+                      "set key top right font ',8'\nset grid\nset yrange [0:500<*]\nplot " + plot.str() + "\n");
+
+  // 3. Mine vs Official grouped bars (Full Hybrid, No Meta).
+  std::ostringstream pairs;
+  int n = 0;
+  for (const auto& [mine, off, label] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"hybrid-mine", "hybrid-official", "Full Hybrid"}, {"hybrid-nometa", "official-nometa", "No Meta"}}) {
+    const RowResult *m = find_row(rows, mine), *o = find_row(rows, off);
+    pairs << n++ << " " << gp_data_str(label) << " " << (m ? m->best_val_ppl : 0.0) << " " << (o ? o->best_val_ppl : 0.0)
+          << "\n";
+  }
+  write_text_atomic(dir + "/seed001_mine_vs_official.dat", pairs.str());
+  charts.emplace_back(
+      "seed001_mine_vs_official",
+      "set title 'Mine vs Official'\nset ylabel 'Best PPL'\nset style fill solid 0.8\nset boxwidth 0.35\n"
+      "set xrange [-0.6:1.6]\nset yrange [0:*]\nset offsets 0, 0, graph 0.1, 0\nset grid ytics\nset key top right\n"
+      "set xtics ('Full Hybrid' 0, 'No Meta' 1)\n"
+      "plot 'seed001_mine_vs_official.dat' using ($1-0.175):3 with boxes lc rgb '#45B7D1' title 'Mine', "
+      "'' using ($1+0.175):4 with boxes lc rgb '#6B5B95' title 'Official', "
+      "'' using ($1-0.175):3:(sprintf('%.1f', $3)) with labels offset 0,0.8 notitle, "
+      "'' using ($1+0.175):4:(sprintf('%.1f', $4)) with labels offset 0,0.8 notitle\n");
+
+  // 4. Parameters vs PPL, square = Official, circle = Mine.
+  std::ostringstream pts;
+  for (const RowResult& r : rows)
+    pts << r.params / 1e6 << " " << r.best_val_ppl << " " << (official(r) ? 1 : 0) << " " << gp_data_str(r.name) << "\n";
+  write_text_atomic(dir + "/seed001_params_vs_ppl.dat", pts.str());
+  charts.emplace_back(
+      "seed001_params_vs_ppl",
+      "set title 'Parameters vs Performance (Square = Official)'\nset xlabel 'Parameters (M)'\nset ylabel 'Best PPL'\n"
+      "set grid\nset key top right\nset offsets graph 0.1, graph 0.1, graph 0.1, graph 0.1\n"
+      "plot 'seed001_params_vs_ppl.dat' using ($3==0?$1:NaN):2 with points pt 7 ps 2 lc rgb '#45B7D1' title 'Mine', "
+      "'' using ($3==1?$1:NaN):2 with points pt 5 ps 2 lc rgb '#6B5B95' title 'Official', "
+      "'' using 1:2:4 with labels offset 0,1.2 font ',8' notitle\n");
+  return charts;
+}
+
+}  // namespace hymba::ablate

@@ -1,0 +1,300 @@
+// The seeds' own metric definitions (ablate/seed_metrics.h) on hand-computed
+// cases, the seed presets' parameter counts, the seed suites, seed 001's
+// analysis and seed 002's table (ablate/seed_report.h).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "ablate/results.h"
+#include "ablate/seed_metrics.h"
+#include "ablate/seed_report.h"
+#include "ablate/suite.h"
+#include "core/error.h"
+#include "model/presets.h"
+#include "model/summary.h"
+#include "train/trainer.h"
+
+namespace hymba {
+namespace {
+
+using nlohmann::json;
+
+ModelConfig cfg_of(const json& j) { return ModelConfig::from_json(j, "test"); }
+
+TEST(SeedMetrics, Seed000KvReductionIsLayersOverOwners) {
+  // Seed 000's 1.88x and 1.67x: 15 layers over 8 and 9 K/V owners.
+  EXPECT_DOUBLE_EQ(ablate::seed000_kv_reduction(preset_config("seed000-transformer-local")), 15.0 / 8.0);
+  EXPECT_DOUBLE_EQ(ablate::seed000_kv_reduction(preset_config("seed000-hybrid-5050")), 15.0 / 9.0);
+  EXPECT_DOUBLE_EQ(ablate::seed000_kv_reduction(preset_config("seed000-hybrid-paper")), 15.0 / 9.0);
+  EXPECT_DOUBLE_EQ(ablate::seed000_kv_reduction(preset_config("seed000-transformer-global")), 1.0);
+  EXPECT_DOUBLE_EQ(ablate::seed000_kv_reduction(preset_config("seed000-mamba")), 1.0);  // seed 000 prints 1.00x
+  // By hand: 5 attention layers, one group of three -> owners 0, 1, 4 -> 5/3;
+  // no context, window or meta-token term.
+  const json j = {{"num_hidden_layers", 5}, {"layer_types", "attention"}, {"hidden_size", 16},
+                  {"num_attention_heads", 2}, {"num_key_value_heads", 2}, {"sliding_window", 4},
+                  {"global_attn_idx", {0, 4}}, {"kv_reuse_group", {{1, 2, 3}}}, {"num_memory_tokens", 8}};
+  EXPECT_DOUBLE_EQ(ablate::seed000_kv_reduction(cfg_of(j)), 5.0 / 3.0);
+  // The engine's cache ratio differs from it: at 256 tokens a 128 window
+  // alone halves a layer's cache, sharing or not.
+  json swa_only = j;
+  swa_only["kv_reuse_group"] = json::array();
+  swa_only["global_attn_idx"] = json::array();
+  swa_only["num_memory_tokens"] = 0;
+  swa_only["sliding_window"] = 128;
+  const ModelConfig c = cfg_of(swa_only);
+  EXPECT_DOUBLE_EQ(ablate::seed000_kv_reduction(c), 1.0);
+  EXPECT_EQ(kv_positions(c, 0, 256), 127);  // about half of 256 kept
+}
+
+TEST(SeedMetrics, Seed002CacheIsItsEstimateAt512Tokens) {
+  // Row 6 (attention only, 8 heads of 64, no GQA, 12 layers):
+  // 2 x 8 x 512 x 64 x 2 bytes x 12 owners = 12 MiB.
+  EXPECT_DOUBLE_EQ(ablate::seed002_cache_mb(preset_config("roadmap-06")), 12.0);
+  // Row 9: ratio 1:5.23 -> attention width 80 (head dim 10), 4 KV heads,
+  // KV sharing pairs all 12 layers -> 6 owners: 2 x 4 x 512 x 10 x 2 x 6 bytes.
+  EXPECT_EQ(ablate::seed002_kv_owners(preset_config("roadmap-09")), 6);
+  EXPECT_DOUBLE_EQ(ablate::seed002_cache_mb(preset_config("roadmap-09")), 491520.0 / 1048576.0);
+  // Row 5: ratio 1:3.64 -> width 112 (head dim 14), no sharing -> 12 owners.
+  EXPECT_DOUBLE_EQ(ablate::seed002_cache_mb(preset_config("roadmap-05")), 2.0 * 4 * 512 * 14 * 2 * 12 / 1048576.0);
+  EXPECT_DOUBLE_EQ(ablate::seed002_cache_mb(preset_config("roadmap-01")), 0.0);  // Mamba only
+  // Seed 002 pairs all layers, global ones too; the engine pairs local layers
+  // only (roadmap-09 at seed scale: layers 0, 6, 11 global -> 4 groups, 8 owners).
+  int64_t engine_owners = 0;
+  const ModelConfig r9 = preset_config("roadmap-09");
+  for (int64_t l = 0; l < r9.num_hidden_layers; ++l) engine_owners += r9.is_kv_producer(l) ? 1 : 0;
+  EXPECT_EQ(engine_owners, 8);
+  EXPECT_DOUBLE_EQ(ablate::seed002_cache_mb(preset_config("roadmap-09"), 1024),
+                   2 * ablate::seed002_cache_mb(preset_config("roadmap-09")));
+}
+
+TEST(SeedMetrics, RatioAndShareFromConfiguredDims) {
+  // Row 2: 1:8.48 of 512 with 8 heads -> 512/9.48 = 54 rounded to a multiple of 16 = 48.
+  ablate::ConfiguredDims d = ablate::configured_dims(preset_config("roadmap-02"));
+  EXPECT_EQ(d.ratio, "1:8.48");
+  EXPECT_EQ(d.attn, 48);
+  EXPECT_EQ(d.mamba, 464);
+  EXPECT_DOUBLE_EQ(d.attention_share, 48.0 / 512.0);
+  d = ablate::configured_dims(preset_config("hybrid-official"));  // both branches full width
+  EXPECT_EQ(d.ratio, "1:1");
+  EXPECT_DOUBLE_EQ(d.attention_share, 0.5);
+  d = ablate::configured_dims(preset_config("mamba-only"));
+  EXPECT_EQ(d.ratio, "0:1");
+  EXPECT_DOUBLE_EQ(d.attention_share, 0.0);
+  d = ablate::configured_dims(preset_config("transformer-global"));
+  EXPECT_EQ(d.ratio, "1:0");
+  EXPECT_DOUBLE_EQ(d.attention_share, 1.0);
+  EXPECT_DOUBLE_EQ(ablate::seconds_per_100_tokens(50.0), 2.0);
+  EXPECT_DOUBLE_EQ(ablate::seconds_per_100_tokens(0.0), 0.0);
+}
+
+TEST(SeedPresets, ParameterCountsByHand) {
+  // d 384, 15 layers, vocab 4096 (tied), 6 heads of 64, 2 KV heads, SwiGLU 1152,
+  // Mamba d_inner 768, dt_rank 24, d_state 16, d_conv 4.
+  const int64_t d = 384, di = 768, emb = 4096 * d, ffn = d + 3 * 1152 * d;
+  const int64_t mamba_core = di * 4 + di + (24 + 32) * di + di * 24 + di + di * 16 + di;  // conv, x, dt, A, D
+  const int64_t attn = d + d * d + 2 * 128 * d + d * d;                                  // norm, q, k, v, o
+  auto params = [](const char* p) { return summarize(preset_config(p), 1).total_params; };
+  EXPECT_EQ(params("seed000-transformer-global"), emb + d + 15 * (attn + ffn));
+  EXPECT_EQ(params("seed000-transformer-local"), emb + d + 15 * (attn + ffn) - 7 * 2 * 128 * d);  // 7 consumers
+  EXPECT_EQ(params("seed000-mamba"), emb + d + 15 * (d + 2 * di * d + mamba_core + di * d));
+  // Paper setting: separate q/k/v and Mamba in_proj, o_proj and Mamba out_proj,
+  // two beta vectors; 64 meta tokens; 6 consumer layers without k/v.
+  const int64_t paper = d + d * d + 2 * 128 * d + 2 * di * d + mamba_core + 2 * d + d * d + di * d + ffn;
+  EXPECT_EQ(params("seed000-hybrid-paper"), emb + d + 64 * d + 15 * paper - 6 * 2 * 128 * d);
+  // 50/50: fused in_proj (q 384, k 128, v 256, x and z 1536), dt/B/C norms,
+  // the two pre-average norms (768 each) and one out_proj from 768.
+  const int64_t fused = d + (384 + 128 + 256 + 2 * di) * d + mamba_core + (24 + 16 + 16) + 768 + di + di * d + ffn;
+  EXPECT_EQ(params("seed000-hybrid-5050"), emb + d + 64 * d + 15 * fused - 6 * (128 + 256) * d);
+  // Seed 003's Hymba v1 / v2: 6 and 8 layers of d 384, 6 heads, no GQA.
+  const int64_t v_attn = d + 4 * d * d;
+  auto hymba_layer = [&](int64_t I) {
+    return v_attn + 2 * di * d + mamba_core + 2 * d + di * d + d + 3 * I * d;
+  };
+  EXPECT_EQ(params("hymba-v1"), emb + d + 6 * hymba_layer(1024));
+  EXPECT_EQ(params("hymba-v2"), emb + d + 8 * hymba_layer(1536));
+}
+
+TEST(SeedSuites, BuiltInSeedSuitesAndTheirSettings) {
+  const ablate::Suite s000 = ablate::load_suite("seed-000", "seed");
+  ASSERT_EQ(s000.rows.size(), 5u);
+  EXPECT_EQ(s000.seed, "000");
+  EXPECT_EQ(s000.rows[3].name, "Hybrid (50/50)");
+  EXPECT_EQ(s000.rows[4].name, "Hybrid (Paper Setting)");
+  const ablate::Suite s001 = ablate::load_suite("seed-ablation", "tiny");
+  EXPECT_EQ(s001.seed, "001");
+  EXPECT_EQ(s001.sampling.tokens, 30);
+  EXPECT_DOUBLE_EQ(s001.sampling.temperature, 0.8);
+  EXPECT_EQ(s001.sampling.top_k, 40);
+  EXPECT_DOUBLE_EQ(s001.sampling.top_p, 1.0);  // no top-p, as the notebook
+  EXPECT_TRUE(s001.sampling.untrained);
+  for (const ablate::SuiteRow& r : s001.rows)
+    EXPECT_EQ(r.implementation, r.id == "hybrid-official" || r.id == "official-nometa" ? "Official" : "Mine") << r.id;
+  EXPECT_DOUBLE_EQ(ablate::load_suite("demo", "tiny").sampling.top_p, 0.95);  // stated in its report
+  const ablate::Suite epoch = ablate::load_suite("hymba-roadmap-epoch", "tiny");
+  TrainOptions t;
+  ablate::apply_train_settings(t, epoch.train, "epoch");
+  EXPECT_EQ(t.steps, 150);  // the schedule's length
+  EXPECT_DOUBLE_EQ(t.stop_epochs, 1.0);
+  EXPECT_EQ(ablate::train_settings_json(t)["stop_epochs"], 1.0);
+  const ablate::Suite s003 = ablate::load_suite("seed-003", "small");
+  ASSERT_EQ(s003.rows.size(), 4u);
+  EXPECT_EQ(s003.rows[2].id, "hymba-v1");
+  ablate::SampleSettings smp;
+  EXPECT_THROW(ablate::apply_sampling_settings(smp, {{"top_p", 0}}, "flags"), Error);
+  EXPECT_THROW(ablate::apply_sampling_settings(smp, {{"topp", 0.5}}, "flags"), Error);
+}
+
+TEST(SeedSuites, BadSeedFieldsInASuiteFileNameTheField) {
+  const auto dir = std::filesystem::temp_directory_path() / ("hymba_seed_suites_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto expect_error = [&](const json& suite, const std::string& what) {
+    const auto path = (dir / "s.json").string();
+    std::ofstream(path) << suite.dump();
+    try {
+      (void)ablate::load_suite(path, "tiny");
+      ADD_FAILURE() << "accepted " << suite.dump();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    }
+  };
+  const json rows = {{{"preset", "mamba-only"}}};
+  expect_error({{"rows", rows}, {"seed", "005"}}, "field 'seed' must be");
+  expect_error({{"rows", rows}, {"sampling", {{"top_p", 1.5}}}}, "'top_p' must be a number in (0, 1]");
+  expect_error({{"rows", rows}, {"sampling", {{"top", 1}}}}, "unknown field 'top'");
+  expect_error({{"rows", rows}, {"sampling", {{"untrained", "yes"}}}}, "'untrained' must be true or false");
+  expect_error({{"rows", {{{"preset", "mamba-only"}, {"implementation", 1}}}}}, "field 'implementation'");
+  expect_error({{"rows", rows}, {"train", {{"stop_epochs", "one"}}}}, "'stop_epochs' must be a number");
+  // And a good one: seed, sampling and implementation as given.
+  const auto path = (dir / "ok.json").string();
+  std::ofstream(path) << json{{"rows", {{{"preset", "hybrid-official"}, {"implementation", "Official"}}}},
+                              {"seed", "001"},
+                              {"sampling", {{"tokens", 30}, {"top_p", 0.9}}}}
+                             .dump();
+  const ablate::Suite s = ablate::load_suite(path, "tiny");
+  EXPECT_EQ(s.seed, "001");
+  EXPECT_EQ(s.rows[0].implementation, "Official");
+  EXPECT_EQ(s.sampling.tokens, 30);
+  EXPECT_DOUBLE_EQ(s.sampling.top_p, 0.9);
+  EXPECT_EQ(s.sampling.top_k, 40);  // unset keys keep the explicit defaults
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SeedResults, RecordsFromBeforeTheSeedFiguresAreRecomputedFromTheirConfig) {
+  ablate::RowResult r;
+  r.id = "t";
+  r.name = "T";
+  r.source = "preset";
+  r.config = ablate::load_suite("seed-000", "seed").rows[2].config;  // the local Transformer
+  r.params = 1;
+  r.best_val_ppl = 2.0;
+  r.steps = 1;
+  json old = r.to_json();
+  for (const char* k : {"layers", "dims_ratio", "dims_attention_share", "kv_reduction_seed000", "seed002_cache_mb",
+                        "engine_cache_mb_seed002", "seed002_cache_context", "implementation", "attention_mixing",
+                        "untrained_samples"})
+    old.erase(k);
+  const ablate::RowResult back = ablate::RowResult::from_json(old);
+  EXPECT_EQ(back.layers, 15);
+  EXPECT_DOUBLE_EQ(back.kv_reduction_seed000, 15.0 / 8.0);
+  EXPECT_EQ(back.dims_ratio, "1:0");
+  EXPECT_EQ(back.seed002_cache_context, 512);
+  EXPECT_GT(back.seed002_cache_mb, 0.0);
+}
+
+ablate::RowResult row(const std::string& id, const std::string& impl, double ppl, const json& config = json::object()) {
+  ablate::RowResult r;
+  r.id = id;
+  r.name = id;
+  r.implementation = impl;
+  r.best_val_ppl = ppl;
+  r.best_val_loss = std::log(ppl);
+  r.config = config;
+  return r;
+}
+
+TEST(SeedReport, Seed001AnalysisFromTheResults) {
+  const std::vector<ablate::RowResult> rows = {
+      row("mamba-only", "Mine", 50.0),      row("hybrid-mine", "Mine", 40.0),
+      row("hybrid-nometa", "Mine", 43.5),   row("hybrid-nokvshare", "Mine", 39.0),
+      row("hybrid-official", "Official", 42.0), row("official-nometa", "Official", 41.0)};
+  const ablate::Seed001Analysis a = ablate::analyse_seed001(rows);
+  EXPECT_DOUBLE_EQ(*a.mean_ppl_mine, (50.0 + 40.0 + 43.5 + 39.0) / 4);
+  EXPECT_DOUBLE_EQ(*a.mean_ppl_official, 41.5);
+  EXPECT_EQ(a.best_model, "hybrid-nokvshare");
+  EXPECT_EQ(a.best_implementation, "Mine");
+  EXPECT_DOUBLE_EQ(*a.delta_no_meta_mine, 3.5);
+  EXPECT_DOUBLE_EQ(*a.delta_no_kv_share, -1.0);
+  EXPECT_DOUBLE_EQ(*a.delta_no_meta_official, -1.0);
+  EXPECT_DOUBLE_EQ(*a.mine_minus_official, -2.0);
+  const std::string md = ablate::seed_section("001", rows, {{"data", "x.txt"}, {"train", {{"epochs", 25}}}}, "tiny");
+  EXPECT_NE(md.find("Mean best PPL, Mine: 43.12"), std::string::npos) << md;
+  EXPECT_NE(md.find("Best model: hybrid-nokvshare (Mine) - PPL: 39.00"), std::string::npos) << md;
+  EXPECT_NE(md.find("Without meta tokens (Mine): +3.50 PPL"), std::string::npos) << md;
+  EXPECT_NE(md.find("Hybrid-Mine − Hybrid-Official: -2.00 PPL (Mine is better)"), std::string::npos) << md;
+  EXPECT_NE(md.find("1,003,854"), std::string::npos);  // the seed's data, stated
+  // Sorted by best PPL, Implementation column.
+  const ablate::TextTable t = ablate::seed_table("001", rows, json::object());
+  EXPECT_EQ(t.headers[1], "Implementation");
+  EXPECT_EQ(t.cells.front()[0], "hybrid-nokvshare");
+  EXPECT_EQ(t.cells.back()[0], "mamba-only");
+  // Without the rows a conclusion needs, it is left out rather than made up.
+  EXPECT_FALSE(ablate::analyse_seed001({row("hybrid-mine", "Mine", 3.0)}).delta_no_meta_mine.has_value());
+}
+
+TEST(SeedReport, Seed000TableAsItsReport) {
+  ablate::RowResult r = row("seed000-transformer-local", "", std::exp(2.5432));
+  r.name = "Transformer-only (Local)";
+  r.params = 68910592;
+  r.final_val_loss = 3.3789;
+  r.decode_tokens_per_s = 15.2;
+  r.train_seconds = 5.4 * 60;
+  r.config = ablate::load_suite("seed-000", "seed").rows[2].config;
+  ablate::fill_seed_figures(r);
+  const ablate::TextTable t = ablate::seed_table("000", {r}, json::object());
+  ASSERT_EQ(t.cells.size(), 1u);
+  const auto& c = t.cells[0];
+  EXPECT_EQ(c[1], "68,910,592");
+  EXPECT_EQ(c[2], "1.88x");
+  EXPECT_EQ(c[3], "2.5432 (12.72)");
+  EXPECT_EQ(c[4], "3.3789 (29.34)");
+  EXPECT_EQ(c[6], "5.4 min");
+  EXPECT_EQ(c[8], "6.58s");  // 100 / 15.2 (seed 000 prints 6.59 s from its unrounded rate)
+  EXPECT_NE(c[9].find("1.88x"), std::string::npos);  // the seed's figures beside ours
+  // A tiny-scale row says what it is at the seed's size.
+  const std::string md = ablate::seed_section("000", {r}, {{"train", {{"steps", 60}}}}, "tiny");
+  EXPECT_NE(md.find("seed scale: 15 layers, KV reduction 1.88x"), std::string::npos) << md;
+}
+
+TEST(SeedReport, Seed002TableHasTheRoadmapColumns) {
+  const ablate::Suite s = ablate::load_suite("hymba-roadmap", "tiny");
+  std::vector<ablate::RowResult> rows;
+  for (const ablate::SuiteRow& sr : s.rows) {
+    ablate::RowResult r = row(sr.id, "", 10.0, sr.config);
+    r.name = sr.name;
+    r.steps = 150;
+    ablate::fill_seed_figures(r);
+    rows.push_back(r);
+  }
+  const ablate::TextTable t = ablate::seed_table("002", rows, json::object());
+  const std::vector<std::string> tail(t.headers.end() - 5, t.headers.end());
+  EXPECT_EQ(tail, (std::vector<std::string>{"Steps", "Fusion", "SWA", "Meta", "KVshare"}));
+  ASSERT_EQ(t.cells.size(), 13u);
+  const auto& r1 = t.cells[0];
+  EXPECT_EQ(r1[2], "0:1");
+  EXPECT_EQ(std::vector<std::string>(r1.end() - 5, r1.end()),
+            (std::vector<std::string>{"150", "mean", "none", "False", "False"}));
+  const auto& r13 = t.cells[12];  // 9) + meta tokens: SWA default, KV sharing
+  EXPECT_EQ(std::vector<std::string>(r13.end() - 4, r13.end()),
+            (std::vector<std::string>{"mean", "default", "True", "True"}));
+  EXPECT_EQ(t.cells[6][t.cells[6].size() - 3], "all");  // 7) all SWA
+  EXPECT_EQ(t.cells[10][t.cells[10].size() - 4], "concat");
+}
+
+}  // namespace
+}  // namespace hymba
