@@ -13,6 +13,8 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libsentencepiece-dev
   # Unicode normalization (NFC, NFKC, ...) for tokenizer.json normalizers
   libunistring-dev
+  # Unicode regexes (JIT) for tokenizer.json pre-tokenizers
+  libpcre2-dev
   # HTTP server of `hymba serve`
   libcpp-httplib-dev
   # tests and micro-benchmarks
