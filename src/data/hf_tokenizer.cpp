@@ -84,9 +84,13 @@ class HfTokenizer final : public Tokenizer {
         if (const int32_t id = pipeline_->token_to_id(f); id >= 0) return id;
       return -1;
     };
-    eos_ = named("eos_token", {"<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "<|im_end|>", "[SEP]"});
+    eos_ = named("eos_token", {"<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "<|im_end|>", "<EOT>",
+                               "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>", "[SEP]"});
+    // Else the file's first special token: generation needs some id to stop at.
+    if (eos_ < 0) eos_ = pipeline_->first_special_id();
     HYMBA_CHECK(eos_ >= 0, path, ": no end-of-text token (set eos_token in tokenizer_config.json)");
-    bos_ = named("bos_token", {"<|endoftext|>", "<s>", "<|begin_of_text|>", "<bos>", "[CLS]"});
+    bos_ = named("bos_token", {"<|endoftext|>", "<s>", "<|begin_of_text|>", "<bos>", "<SOS>",
+                               "<\xEF\xBD\x9C" "begin\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>", "[CLS]"});
     if (bos_ < 0) bos_ = eos_;
     pad_ = named("pad_token", {"<|padding|>", "<pad>", "[PAD]"});
     if (pad_ < 0) pad_ = eos_;

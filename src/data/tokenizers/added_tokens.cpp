@@ -84,6 +84,12 @@ int32_t AddedVocabulary::id_of(std::string_view content) const {
   return it == ids_.end() ? -1 : it->second;
 }
 
+int32_t AddedVocabulary::first_special_id() const {
+  for (const AddedToken& t : tokens_)
+    if (t.special) return t.id;
+  return -1;
+}
+
 int32_t AddedVocabulary::end_id() const {
   int32_t end = 0;
   for (const AddedToken& t : tokens_) end = std::max(end, t.id + 1);

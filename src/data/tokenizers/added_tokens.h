@@ -39,6 +39,7 @@ class AddedVocabulary {
   bool is_special_content(const std::string& content) const;
   int32_t id_of(std::string_view content) const;  // -1 when not an added token
   int32_t end_id() const;  // max id + 1 (0 when empty)
+  int32_t first_special_id() const;
 
   // Text -> pieces, normalized between the added tokens (HF's extract_and_normalize).
   PreTokenized extract_and_normalize(std::string_view text, const Normalizer* normalizer) const;

@@ -33,6 +33,7 @@ class Vocab {
                : nullptr;
   }
   int32_t end_id() const { return static_cast<int32_t>(pieces_.size()); }  // max id + 1
+  int32_t count() const { return static_cast<int32_t>(ids_.size()); }       // distinct pieces (HF's vocab size)
   bool empty() const { return ids_.empty(); }
 
  private:

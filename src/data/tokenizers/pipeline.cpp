@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "data/tokenizers/json_fields.h"
@@ -15,18 +16,22 @@ namespace {
 
 bool present(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
 
-std::vector<AddedToken> read_added_tokens(const json& j, const std::string& file) {
+// Ids as HF's add_tokens gives them: a content the model already has keeps
+// the model's id, a new one takes the next id after the model's vocabulary;
+// the file's "id" is not used (HF only warns when it differs).
+std::vector<AddedToken> read_added_tokens(const json& j, const std::string& file, const Vocab& model_vocab) {
   std::vector<AddedToken> out;
   if (!present(j, "added_tokens")) return out;
   const std::string where = file + ": field 'added_tokens'";
   const json& list = j["added_tokens"];
   HYMBA_CHECK(list.is_array(), where, " must be a list");
+  std::unordered_map<std::string, int32_t> assigned;
+  int32_t next_id = model_vocab.count();
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string at = sub(where, "[" + std::to_string(i) + "]");
     const json& t = list[i];
     AddedToken a;
-    a.id = static_cast<int32_t>(field_int(t, "id", at, -1, 0, (1 << 30) - 1));
-    HYMBA_CHECK(a.id >= 0, sub(at, ".id"), " is missing");
+    field_int(t, "id", at, -1, 0, (1 << 30) - 1);  // checked, not used (above)
     a.content = field_string(t, "content", at);
     HYMBA_CHECK(!a.content.empty(), sub(at, ".content"), " is empty");
     a.special = field_bool(t, "special", at, false);
@@ -34,6 +39,10 @@ std::vector<AddedToken> read_added_tokens(const json& j, const std::string& file
     a.lstrip = field_bool(t, "lstrip", at, false);
     a.rstrip = field_bool(t, "rstrip", at, false);
     a.normalized = field_bool(t, "normalized", at, !a.special);
+    if (auto it = assigned.find(a.content); it != assigned.end()) a.id = it->second;
+    else if (const int32_t model_id = model_vocab.find(a.content); model_id >= 0) a.id = model_id;
+    else a.id = next_id++;
+    assigned[a.content] = a.id;
     out.push_back(std::move(a));
   }
   return out;
@@ -52,7 +61,7 @@ Pipeline::Pipeline(const json& j, const std::string& file) {
   if (present(j, "decoder")) decoder_ = make_decoder(j["decoder"], file + ": field 'decoder'");
   if (present(j, "post_processor"))
     post_processor_ = make_post_processor(j["post_processor"], file + ": field 'post_processor'");
-  added_ = AddedVocabulary(read_added_tokens(j, file), normalizer_.get());
+  added_ = AddedVocabulary(read_added_tokens(j, file, model_->vocab()), normalizer_.get());
 }
 
 EncodedText Pipeline::encode(std::string_view text, bool add_special_tokens, bool offsets) const {
@@ -111,6 +120,8 @@ int32_t Pipeline::token_to_id(std::string_view token) const {
   const int32_t id = added_.id_of(token);
   return id >= 0 ? id : model_->vocab().find(token);
 }
+
+int32_t Pipeline::first_special_id() const { return added_.first_special_id(); }
 
 bool Pipeline::is_special(int32_t id) const {
   const AddedToken* a = added_.find(id);

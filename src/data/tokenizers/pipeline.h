@@ -32,6 +32,7 @@ class Pipeline {
 
   int32_t token_to_id(std::string_view token) const;  // added tokens first, then the model; -1 if absent
   bool is_special(int32_t id) const;
+  int32_t first_special_id() const;  // the first special added token in the file, -1 if none
   int32_t vocab_end() const;  // max id + 1 over model and added tokens
   const std::string& model_type() const { return model_type_; }
 
