@@ -2,6 +2,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unictype.h>
+
+#include <algorithm>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -14,10 +19,68 @@ using nlohmann::json;
 
 namespace {
 
+// Where a normal form may be computed piece by piece: before a character
+// that combines with nothing before it (canonical combining class 0, not a
+// Hangul vowel or final jamo, which compose with the syllable before).
+bool starts_segment(uint32_t cp) {
+  if (cp < 0x300) return true;
+  if (cp >= kInvalidCp) return true;
+  if ((cp >= 0x1161 && cp <= 0x1175) || (cp >= 0x11A8 && cp <= 0x11C2)) return false;
+  return uc_combining_class(cp) == 0;
+}
+
+// `dst` in place of source bytes [a, b), character by character as HF aligns
+// them: characters added by a decomposition map to the source character they
+// came from (the first), a composed character to the first it consumed.
+void put_aligned(const std::string& src, size_t a, size_t b, const std::string& dst, NormalizedBuilder& out) {
+  std::vector<size_t> in;  // source character starts, then b
+  for (size_t i = a; i < b; i += char_len(src, i)) in.push_back(i);
+  std::vector<size_t> at;  // output character starts, then its size
+  for (size_t i = 0; i < dst.size(); i += char_len(dst, i)) at.push_back(i);
+  const size_t n_in = in.size(), n_out = at.size();
+  in.push_back(b);
+  at.push_back(dst.size());
+  const size_t extra = n_out > n_in ? n_out - n_in : 0;
+  for (size_t k = 0; k < n_out; ++k) {
+    const size_t j = std::min(k <= extra ? 0 : k - extra, n_in - 1);
+    out.put(std::string_view(dst).substr(at[k], at[k + 1] - at[k]), in[j], in[j + 1]);
+  }
+}
+
+// The normal form of `run` (source bytes [a, b)) into `b`: segment by
+// segment, so each output character maps to the characters it came from,
+// when that gives the same text as normalizing the whole run (a few
+// compositions across starters do not); else the run maps as one piece.
+void normalize_run(const NormalizedString& s, size_t a, size_t b, NormalForm form, NormalizedBuilder& out) {
+  const std::string_view run = std::string_view(s.text()).substr(a, b - a);
+  const std::string whole = normalize_utf8(run, form);
+  if (whole == run) return out.keep(a, b);
+  std::vector<std::pair<size_t, std::string>> segments;  // start in run, normalized text
+  std::string joined;
+  size_t start = 0;
+  for (size_t i = 0; i <= run.size();) {
+    const CodePoint c = i < run.size() ? next_code_point(run, i) : CodePoint{0, 1};
+    if (i == run.size() || (i > start && starts_segment(c.cp))) {
+      segments.emplace_back(start, normalize_utf8(run.substr(start, i - start), form));
+      joined += segments.back().second;
+      start = i;
+    }
+    if (i == run.size()) break;
+    i += c.len;
+  }
+  if (joined != whole) return out.put(whole, a, b);
+  for (size_t k = 0; k < segments.size(); ++k) {
+    const size_t sa = a + segments[k].first, sb = k + 1 < segments.size() ? a + segments[k + 1].first : b;
+    const std::string_view src = run.substr(segments[k].first, sb - sa);
+    if (segments[k].second == src) out.keep(sa, sb);
+    else put_aligned(s.text(), sa, sb, segments[k].second, out);
+  }
+}
+
 // A Unicode normal form of the text. ASCII is stable under every form and
 // never composes with what comes before it, so only the runs of non-ASCII
 // characters (with the ASCII character before each, a possible base of its
-// combining marks) are normalized, and each run maps to its own original span.
+// combining marks) are normalized.
 NormalizedString unicode_form(const NormalizedString& s, NormalForm form) {
   const std::string& t = s.text();
   NormalizedBuilder b(s);
@@ -33,10 +96,7 @@ NormalizedString unicode_form(const NormalizedString& s, NormalForm form) {
     b.keep(i, start);
     size_t end = j;
     while (end < t.size() && static_cast<unsigned char>(t[end]) >= 0x80) ++end;
-    const std::string_view run = std::string_view(t).substr(start, end - start);
-    const std::string n = normalize_utf8(run, form);
-    if (n == run) b.keep(start, end);
-    else b.put(n, start, end);
+    normalize_run(s, start, end, form, b);
     i = end;
   }
   return b.finish();
