@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <atomic>
 #include <queue>
 #include <unordered_map>
 
@@ -83,6 +84,31 @@ class BpeModel final : public Model {
         return;
       }
     }
+    // Words repeat: short ones are cached per thread, as HF does (its cache
+    // holds 10,000 words of under 256 bytes).
+    if (piece.size() >= kMaxCachedBytes) return merge_word(piece, out);
+    thread_local std::unordered_map<uint64_t, WordCache> caches;
+    if (caches.size() > 8 && caches.count(instance_) == 0) caches.clear();  // bounded when many models come and go
+    WordCache& cache = caches[instance_];
+    auto it = cache.find(piece);
+    if (it != cache.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+    const size_t first = out.size();
+    merge_word(piece, out);
+    if (cache.size() < kCacheWords) cache.emplace(std::string(piece), std::vector<ModelToken>(out.begin() + static_cast<std::ptrdiff_t>(first), out.end()));
+  }
+
+ private:
+  static constexpr size_t kMaxCachedBytes = 256, kCacheWords = 10000;
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  using WordCache = std::unordered_map<std::string, std::vector<ModelToken>, Hash, std::equal_to<>>;
+
+  void merge_word(std::string_view piece, std::vector<ModelToken>& out) const {
     std::vector<Symbol> sym;
     initial_symbols(piece, sym);
     merge_all(sym);
@@ -94,7 +120,6 @@ class BpeModel final : public Model {
     }
   }
 
- private:
   struct Symbol {
     int32_t id;
     int32_t prev, next;
@@ -193,6 +218,9 @@ class BpeModel final : public Model {
     }
   }
 
+  // Tells this model's per-thread caches apart from those of models freed before.
+  const uint64_t instance_ = next_instance_.fetch_add(1);
+  static inline std::atomic<uint64_t> next_instance_{1};
   Vocab vocab_;
   std::unordered_map<uint64_t, MergeTarget> merges_;
   std::string prefix_, suffix_, unk_name_;
