@@ -24,6 +24,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "data/tokenizers/unicode_text.h"
 
 namespace hymba {
 
@@ -41,33 +42,11 @@ constexpr size_t kMinSampleBlockBytes = size_t{4} << 10;
 constexpr size_t kMaxSampleBlockBytes = size_t{1} << 20;
 constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // U+2581
 
+// Length of the well-formed UTF-8 sequence starting at s[i] (no overlongs,
 // surrogates or code points past U+10FFFF), or 0 when none starts there.
 size_t utf8_len(std::string_view s, size_t i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  if (c < 0x80) return 1;
-  size_t len;
-  unsigned lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (c >= 0xC2 && c <= 0xDF) {
-    len = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (i + len > s.size()) return 0;
-  const auto c1 = static_cast<unsigned char>(s[i + 1]);
-  if (c1 < lo || c1 > hi) return 0;
-  for (size_t k = 2; k < len; ++k) {
-    const auto ck = static_cast<unsigned char>(s[i + k]);
-    if (ck < 0x80 || ck > 0xBF) return 0;
-  }
-  return len;
+  const tok::CodePoint c = tok::next_code_point(s, i);
+  return c.cp >= tok::kInvalidCp ? 0 : c.len;
 }
 
 // Calls on_text(run) for each maximal run of `s` that sentencepiece can take

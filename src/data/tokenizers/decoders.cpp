@@ -197,14 +197,8 @@ class Sequence final : public Decoder {
 
 std::unique_ptr<Decoder> make_decoder(const json& j, const std::string& where, int depth) {
   const std::string type = component_type(j, where);
-  if (type == "Sequence") {
-    HYMBA_CHECK(depth < 8, where, " nests Sequence decoders more than 8 deep");
-    const json& list = field_array(j, "decoders", where);
-    std::vector<std::unique_ptr<Decoder>> parts;
-    for (size_t i = 0; i < list.size(); ++i)
-      parts.push_back(make_decoder(list[i], sub(where, ".decoders[" + std::to_string(i) + "]"), depth + 1));
-    return std::make_unique<Sequence>(std::move(parts));
-  }
+  if (type == "Sequence")
+    return std::make_unique<Sequence>(sequence_parts<Decoder>(j, "decoders", where, depth, make_decoder));
   if (type == "ByteLevel") return std::make_unique<ByteLevel>();
   if (type == "Metaspace") {
     const std::string scheme = field_string_or(j, "prepend_scheme", where, "");

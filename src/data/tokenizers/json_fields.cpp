@@ -55,6 +55,10 @@ std::string component_type(const json& j, const std::string& where) {
   return j["type"].get<std::string>();
 }
 
+void check_sequence_depth(const std::string& where, int depth) {
+  HYMBA_CHECK(depth < 8, where, " nests Sequence components more than 8 deep");
+}
+
 void unsupported(const std::string& where, const std::string& type, const char* supported) {
   fail(where, " has type \"", type, "\", which is not supported (supported: ", supported, ")");
 }

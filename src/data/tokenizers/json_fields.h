@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 namespace hymba::tok {
 
@@ -23,6 +25,22 @@ int64_t field_int(const nlohmann::json& j, const char* key, const std::string& w
 
 // The "type" of a component object.
 std::string component_type(const nlohmann::json& j, const std::string& where);
+void check_sequence_depth(const std::string& where, int depth);
+
+// The parts of a Sequence component: list `key` of `j`, each made by
+// make(json, where, depth + 1). A hostile file could nest sequences deep
+// enough to exhaust the stack, so nesting stops at 8.
+template <typename T, typename Make>
+std::vector<std::unique_ptr<T>> sequence_parts(const nlohmann::json& j, const char* key, const std::string& where,
+                                               int depth, Make&& make) {
+  check_sequence_depth(where, depth);
+  const nlohmann::json& list = field_array(j, key, where);
+  std::vector<std::unique_ptr<T>> parts;
+  for (size_t i = 0; i < list.size(); ++i)
+    parts.push_back(make(list[i], sub(where, std::string(".") + key + "[" + std::to_string(i) + "]"), depth + 1));
+  return parts;
+}
+
 // Refuses a component type, naming it in full and what is supported.
 [[noreturn]] void unsupported(const std::string& where, const std::string& type, const char* supported);
 

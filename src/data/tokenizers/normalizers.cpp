@@ -264,15 +264,8 @@ class Sequence final : public Normalizer {
 
 std::unique_ptr<Normalizer> make_normalizer(const json& j, const std::string& where, int depth) {
   const std::string type = component_type(j, where);
-  if (type == "Sequence") {
-    // A hostile file could nest sequences deep enough to exhaust the stack.
-    HYMBA_CHECK(depth < 8, where, " nests Sequence normalizers more than 8 deep");
-    const json& list = field_array(j, "normalizers", where);
-    std::vector<std::unique_ptr<Normalizer>> parts;
-    for (size_t i = 0; i < list.size(); ++i)
-      parts.push_back(make_normalizer(list[i], sub(where, ".normalizers[" + std::to_string(i) + "]"), depth + 1));
-    return std::make_unique<Sequence>(std::move(parts));
-  }
+  if (type == "Sequence")
+    return std::make_unique<Sequence>(sequence_parts<Normalizer>(j, "normalizers", where, depth, make_normalizer));
   if (const auto form = normal_form_from_name(type)) return std::make_unique<UnicodeNormalizer>(*form);
   if (type == "Lowercase") return std::make_unique<Lowercase>();
   if (type == "Strip")

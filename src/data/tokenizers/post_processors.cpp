@@ -154,14 +154,8 @@ void trim_byte_level_offsets(EncodedText& e, bool add_prefix_space) {
 
 std::unique_ptr<PostProcessor> make_post_processor(const json& j, const std::string& where, int depth) {
   const std::string type = component_type(j, where);
-  if (type == "Sequence") {
-    HYMBA_CHECK(depth < 8, where, " nests Sequence post-processors more than 8 deep");
-    const json& list = field_array(j, "processors", where);
-    std::vector<std::unique_ptr<PostProcessor>> parts;
-    for (size_t i = 0; i < list.size(); ++i)
-      parts.push_back(make_post_processor(list[i], sub(where, ".processors[" + std::to_string(i) + "]"), depth + 1));
-    return std::make_unique<Sequence>(std::move(parts));
-  }
+  if (type == "Sequence")
+    return std::make_unique<Sequence>(sequence_parts<PostProcessor>(j, "processors", where, depth, make_post_processor));
   if (type == "TemplateProcessing") return make_template(j, where);
   if (type == "ByteLevel")
     return std::make_unique<ByteLevelOffsets>(field_bool(j, "trim_offsets", where, true),

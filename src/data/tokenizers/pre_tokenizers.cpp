@@ -183,14 +183,8 @@ std::string one_char(const json& j, const char* key, const std::string& where, c
 
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j, const std::string& where, int depth) {
   const std::string type = component_type(j, where);
-  if (type == "Sequence") {
-    HYMBA_CHECK(depth < 8, where, " nests Sequence pre-tokenizers more than 8 deep");
-    const json& list = field_array(j, "pretokenizers", where);
-    std::vector<std::unique_ptr<PreTokenizer>> parts;
-    for (size_t i = 0; i < list.size(); ++i)
-      parts.push_back(make_pre_tokenizer(list[i], sub(where, ".pretokenizers[" + std::to_string(i) + "]"), depth + 1));
-    return std::make_unique<Sequence>(std::move(parts));
-  }
+  if (type == "Sequence")
+    return std::make_unique<Sequence>(sequence_parts<PreTokenizer>(j, "pretokenizers", where, depth, make_pre_tokenizer));
   if (type == "ByteLevel")
     return std::make_unique<ByteLevel>(field_bool(j, "add_prefix_space", where, true),
                                        field_bool(j, "use_regex", where, true), where);
