@@ -6,12 +6,17 @@
 // guarantees (a 100,000-letter pre-token, many added tokens).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "data/hf_tokenizer.h"
 #include "data/tokenizer_files.h"
@@ -224,6 +229,25 @@ TEST(Sentencepiece, WholeTextWithDummyPrefixRoundTrips) {
   EXPECT_EQ(std::find(ids.begin(), ids.end(), second.front()), ids.end());
 }
 
+TEST(Sentencepiece, BosEosAsTokenizerConfigSays) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("hymba_spm_cfg_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(kFixtures + "/spm_bpe/tokenizer.model", dir / "tokenizer.model",
+                             std::filesystem::copy_options::overwrite_existing);
+  const auto plain = load_tokenizer((dir / "tokenizer.model").string());
+  EXPECT_EQ(plain->encode_full("hi", true).ids, plain->encode("hi"));  // no config: nothing added
+  write_text_atomic((dir / "tokenizer_config.json").string(), R"({"add_bos_token": true, "add_eos_token": true})");
+  const auto t = load_checkpoint_tokenizer(dir.string());
+  const Encoding e = t.tokenizer->encode_full("hi", true);
+  ASSERT_EQ(e.ids.size(), t.tokenizer->encode("hi").size() + 2);
+  EXPECT_EQ(e.ids.front(), t.tokenizer->bos_id());
+  EXPECT_EQ(e.ids.back(), t.tokenizer->eos_id());
+  EXPECT_EQ(t.tokenizer->encode_full("hi", false).ids, t.tokenizer->encode("hi"));
+  EXPECT_TRUE(t.add_bos);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(LinearTime, LongRunAndManyAddedTokens) {
   const std::string run(100000, 'a');
   for (const char* family : {"gpt2", "llama3", "llama2", "unigram"}) {
@@ -234,6 +258,14 @@ TEST(LinearTime, LongRunAndManyAddedTokens) {
     EXPECT_LT(secs, 1.0) << family;  // about 0.1 s; quadratic merging took minutes
     EXPECT_EQ(t->decode(ids), run) << family;
   }
+  // Llama-3's 256 added tokens all start "<|": text full of near misses.
+  const auto llama3 = load_tokenizer(kFixtures + "/llama3/tokenizer.json");
+  std::string near;
+  for (int i = 0; i < 25000; ++i) near += "<|eot_i";
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<int32_t> ids = llama3->encode(near + "<|eot_id|>");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+  EXPECT_EQ(llama3->decode_full(ids, false), near + "<|eot_id|>");
 }
 
 }  // namespace

@@ -28,13 +28,18 @@ std::string byte_piece(unsigned char b) {
   return buf;
 }
 
+namespace {
+constexpr int64_t kMaxVocabId = int64_t{1} << 22;  // 4M; published vocabularies have under 300k
+}  // namespace
+
 Vocab read_vocab_object(const json& j, const std::string& where) {
   const json& v = field(j, "vocab", where);
   HYMBA_CHECK(v.is_object(), sub(where, ".vocab"), " must be an object of piece -> id");
   Vocab vocab;
   for (auto it = v.begin(); it != v.end(); ++it) {
-    HYMBA_CHECK(it->is_number_integer() && it->get<int64_t>() >= 0 && it->get<int64_t>() < (1 << 30),
-                sub(where, ".vocab"), " entry '", it.key(), "' must be an id in 0..2^30");
+    // Ids index tables: a bound keeps a hostile file from asking for gigabytes.
+    HYMBA_CHECK(it->is_number_integer() && it->get<int64_t>() >= 0 && it->get<int64_t>() < kMaxVocabId,
+                sub(where, ".vocab"), " entry '", it.key(), "' must be an id in 0..", kMaxVocabId - 1);
     vocab.add(it.key(), static_cast<int32_t>(it->get<int64_t>()));
   }
   HYMBA_CHECK(!vocab.empty(), sub(where, ".vocab"), " is empty");

@@ -84,7 +84,8 @@ EncodedText Pipeline::encode(std::string_view text, bool add_special_tokens, boo
       e.special.push_back(false);
     }
   }
-  if (post_processor_) {
+  // Without special tokens or offsets the post-processors have nothing to do.
+  if (post_processor_ && (add_special_tokens || offsets)) {
     if (!offsets) {  // the processors read offsets and pieces; give them empty ones
       e.offsets.assign(e.ids.size(), {});
       e.pieces.assign(e.ids.size(), {});
