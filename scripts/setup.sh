@@ -13,7 +13,7 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libsentencepiece-dev
   # Unicode normalization (NFC, NFKC, ...) for tokenizer.json normalizers
   libunistring-dev
-  # Unicode regexes (GPT-2's pre-tokenizer pattern in the byte-level BPE trainer)
+  # Unicode regexes (JIT): tokenizer.json pre-tokenizers and the byte-level BPE trainer
   libpcre2-dev
   # HTTP server of `hymba serve`
   libcpp-httplib-dev

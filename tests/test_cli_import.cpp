@@ -9,7 +9,7 @@
 
 #include "cli_util.h"
 #include "core/atomic_file.h"
-#include "data/tokenizer.h"
+#include "data/sentencepiece_tokenizer.h"
 #include "core/safetensors.h"
 #include "model/checkpoint.h"
 

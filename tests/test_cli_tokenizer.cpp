@@ -55,6 +55,35 @@ TEST_F(CliTokenizer, ErrorsNameTheFlag) {
   EXPECT_NE(ids.output.find("nothere.model"), std::string::npos) << ids.output;
 }
 
+// A tokenizer.json in a checkpoint directory, text from stdin, JSON with
+// offsets, and decoding with and without the special tokens.
+TEST_F(CliTokenizer, EncodeStdinJsonAndDecodeSpecials) {
+  fs::create_directories(path("ckpt"));
+  fs::copy_file(std::string(HYMBA_FIXTURES_DIR) + "/tokenizers/llama2/tokenizer.json", path("ckpt/tokenizer.json"));
+  auto enc = run_cli("tokenizer encode --tokenizer " + path("ckpt") + " --json --add-special-tokens",
+                     "printf 'Hi there\\nsecond line' |");
+  ASSERT_EQ(enc.exit_code, 0) << enc.output;
+  const auto j = nlohmann::json::parse(enc.output);
+  const auto ids = j["ids"].get<std::vector<int32_t>>();
+  ASSERT_GT(ids.size(), 3u);
+  EXPECT_EQ(ids.front(), 1);  // <s>, from the file's TemplateProcessing
+  ASSERT_EQ(j["offsets"].size(), ids.size());
+  EXPECT_EQ(j["offsets"].back()[1], 20);  // the last token ends at the end of the 20-byte text
+  std::string list;
+  for (int32_t id : ids) list += std::to_string(id) + " ";
+  auto keep = run_cli("tokenizer decode --keep-special-tokens --tokenizer " + path("ckpt/tokenizer.json"),
+                      "echo '" + list + "' |");
+  ASSERT_EQ(keep.exit_code, 0) << keep.output;
+  EXPECT_EQ(keep.output, "<s> Hi there\nsecond line\n");
+  auto skip = run_cli("tokenizer decode --tokenizer " + path("ckpt") + " --ids '" + list + "'");
+  ASSERT_EQ(skip.exit_code, 0) << skip.output;
+  EXPECT_EQ(skip.output, "Hi there\nsecond line\n");
+  // Plain ids by default: no <s>.
+  auto plain = run_cli("tokenizer encode --tokenizer " + path("ckpt") + " --text 'Hi'");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_NE(plain.output.rfind("1,", 0), 0u) << plain.output;
+}
+
 TEST_F(CliTokenizer, TrainingWithABpeTokenizerStoresIt) {
   auto r = run_cli("--threads 1 train --preset transformer-global --scale tiny --data " + path("text.txt") + " --out " + path("run") +
                    " --tokenizer-type bpe --tokenizer-vocab 300 --steps 3 --batch 2 --seq-len 16 --quiet --json");

@@ -16,6 +16,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "data/hf_tokenizer.h"
+#include "data/tokenizer_files.h"
 #include "data/unicode_normalize.h"
 
 namespace hymba {
@@ -192,19 +193,25 @@ TEST(HfTokenizer, RefusalsNameTheField) {
     EXPECT_NE(at, std::string::npos) << from;
     return s.replace(at, from.size(), to);
   };
-  EXPECT_NE(error_of(replaced(R"("type": "BPE")", R"("type": "Unigram")")).find("model.type"), std::string::npos);
-  EXPECT_NE(error_of(replaced(R"("pre_tokenizer": {"type": "ByteLevel")", R"("pre_tokenizer": {"type": "Metaspace")"))
-                .find("pre_tokenizer"),
-            std::string::npos);
-  EXPECT_NE(error_of(replaced(R"("merges": [")", R"("merges": [7, ")")).find("model.merges"), std::string::npos);
+  // An unsupported component is named in full (not cut short), with what is supported.
+  const std::string long_name(120, 'X');
+  std::string msg = error_of(replaced(R"("type": "BPE")", "\"type\": \"" + long_name + "\""));
+  EXPECT_NE(msg.find("field 'model' has type \"" + long_name + "\""), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Unigram"), std::string::npos) << msg;
+  msg = error_of(replaced(R"("pre_tokenizer": {"type": "ByteLevel")", R"("pre_tokenizer": {"type": "UnicodeScripts")"));
+  EXPECT_NE(msg.find("field 'pre_tokenizer' has type \"UnicodeScripts\""), std::string::npos) << msg;
+  EXPECT_NE(error_of(replaced(R"("merges": [")", R"("merges": [7, ")")).find("model.merges[0]"), std::string::npos);
   EXPECT_NE(error_of("{\"model\": 1").find("tok.json"), std::string::npos);
-  EXPECT_NE(error_of(replaced(R"("!": 2,)", "")).find("lacks byte"), std::string::npos);
+  // A merge of pieces the vocabulary lacks is refused naming the entry.
+  msg = error_of(replaced(R"("merges": [")", R"("merges": ["q\u0120 zz", ")"));
+  EXPECT_NE(msg.find("model.merges[0]"), std::string::npos) << msg;
   EXPECT_NE(error_of(replaced(R"("!": 2,)", R"("!": 2, "!": 3,)")).find("twice"), std::string::npos);
-  // normalizers other than the Unicode forms (and sequences of them) are refused naming the field
-  std::string msg = error_of(with_normalizer(R"({"type": "Lowercase"})"));
-  EXPECT_NE(msg.find("field 'normalizer'"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("Lowercase"), std::string::npos) << msg;
-  msg = error_of(with_normalizer(R"({"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Strip"}]})"));
+  EXPECT_NE(error_of(replaced(R"("type": "BPE")", R"("type": "BPE", "dropout": 0.1)")).find("dropout"),
+            std::string::npos);
+  // Normalizers hymba lacks are refused naming the field, nested ones with their index.
+  msg = error_of(with_normalizer(R"({"type": "Precompiled", "precompiled_charsmap": "AA=="})"));
+  EXPECT_NE(msg.find("field 'normalizer' has type \"Precompiled\""), std::string::npos) << msg;
+  msg = error_of(with_normalizer(R"({"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Nmt"}]})"));
   EXPECT_NE(msg.find("field 'normalizer.normalizers[1]'"), std::string::npos) << msg;
   EXPECT_NE(error_of(with_normalizer(R"({"type": "Sequence"})")).find("normalizer.normalizers"), std::string::npos);
   std::string deep = R"({"type": "NFC"})";

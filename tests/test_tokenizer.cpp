@@ -11,7 +11,8 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "data/tokenizer.h"
+#include "data/sentencepiece_tokenizer.h"
+#include "data/tokenizer_files.h"
 
 namespace hymba {
 namespace {

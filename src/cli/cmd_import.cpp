@@ -11,7 +11,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/float_formats.h"
-#include "data/hf_tokenizer.h"
+#include "data/tokenizer_files.h"
 #include "model/checkpoint.h"
 #include "model/hf_export.h"
 #include "model/hf_import.h"

@@ -1,6 +1,7 @@
-// `hymba tokenizer train|encode|decode`: train a byte, BPE or Unigram
+// `hymba tokenizer train|encode|decode|bench`: train a byte, BPE or Unigram
 // tokenizer (sentencepiece) or a Hugging Face byte-level BPE on a corpus and
-// write its file; encode text to ids and back.
+// write its file; encode text (an argument or stdin) to ids, with offsets as
+// JSON, and back; time encoding.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -17,7 +18,8 @@
 #include "core/error.h"
 #include "data/bpe_trainer.h"
 #include "data/corpus.h"
-#include "data/tokenizer.h"
+#include "data/sentencepiece_tokenizer.h"
+#include "data/tokenizer_files.h"
 
 namespace hymba::cli {
 
@@ -38,11 +40,21 @@ struct TrainCmdOptions {
 struct EncodeCmdOptions {
   std::string tokenizer;
   std::string text;
+  bool json = false;
+  bool add_special_tokens = false;
 };
 
 struct DecodeCmdOptions {
   std::string tokenizer;
   std::string ids;
+  bool keep_special_tokens = false;
+  bool skip_special_tokens = false;  // the default; accepted for HF's name
+};
+
+struct BenchCmdOptions {
+  std::string tokenizer;
+  std::string data;
+  int repeat = 3;
 };
 
 double mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
@@ -111,11 +123,11 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   std::vector<int32_t> ids;
   size_t i = 0;
   while (i < text.size()) {
-    if (text[i] == ',' || text[i] == ' ' || text[i] == '\t' || text[i] == '\n') {
+    if (std::string_view(", \t\r\n[]").find(text[i]) != std::string_view::npos) {
       ++i;
       continue;
     }
-    size_t end = text.find_first_of(", \t\n", i);
+    size_t end = text.find_first_of(", \t\r\n[]", i);
     if (end == std::string::npos) end = text.size();
     const std::string item = text.substr(i, end - i);
     size_t used = 0;
@@ -130,6 +142,43 @@ std::vector<int32_t> parse_ids(const std::string& text) {
     i = end;
   }
   return ids;
+}
+
+std::string read_stdin() {
+  std::string all;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) all.append(buf, n);
+  return all;
+}
+
+// {"ids": [...], "offsets": [[begin, end], ...]}: byte offsets in the text.
+std::string encoding_json(const Encoding& e) {
+  std::string out = "{\"ids\": [" + join_ids(e.ids) + "], \"offsets\": [";
+  for (size_t i = 0; i < e.offsets.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += "[" + std::to_string(e.offsets[i].begin) + ", " + std::to_string(e.offsets[i].end) + "]";
+  }
+  return out + "]}";
+}
+
+// Encode throughput on one thread: the corpus's documents, `repeat` times.
+void run_bench(const BenchCmdOptions& o) {
+  const auto tok = load_tokenizer_or_directory(o.tokenizer);
+  const std::vector<std::string> docs = read_documents(o.data);
+  int64_t bytes = 0, tokens = 0;
+  for (const std::string& d : docs) bytes += static_cast<int64_t>(d.size());
+  HYMBA_CHECK(bytes > 0, o.data, ": no text to encode");
+  double best = 1e300;
+  for (int r = 0; r < o.repeat; ++r) {
+    tokens = 0;
+    const auto start = std::chrono::steady_clock::now();
+    for (const std::string& d : docs) tokens += static_cast<int64_t>(tok->encode(d).size());
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::printf("%s: %zu documents, %.2f MiB -> %lld tokens; best of %d: %.3f s, %.2f MiB/s, %.0f tokens/s (1 thread)\n",
+              o.tokenizer.c_str(), docs.size(), mib(bytes), static_cast<long long>(tokens), o.repeat, best,
+              mib(bytes) / best, static_cast<double>(tokens) / best);
 }
 
 // The first document's opening, its ids and pieces, and the compression on
@@ -267,26 +316,48 @@ void register_tokenizer(CLI::App& app, const GlobalOptions& global) {
     run_train(*train);
   });
 
+  const char* tokenizer_help =
+      "Tokenizer: a tokenizer.model (hymba or sentencepiece), a tokenizer.json, or a checkpoint directory";
   auto enc = std::make_shared<EncodeCmdOptions>();
-  CLI::App* e = cmd->add_subcommand("encode", "Print the token ids of a text");
-  e->add_option("--tokenizer", enc->tokenizer, "Tokenizer file")->required();
-  e->add_option("--text", enc->text, "Text to encode")->required();
-  e->callback([enc, &global] {
+  CLI::App* e = cmd->add_subcommand("encode", "Print the token ids of a text (--text, else stdin)");
+  e->add_option("--tokenizer", enc->tokenizer, tokenizer_help)->required();
+  e->add_option("--text", enc->text, "Text to encode (default: read stdin)");
+  e->add_flag("--json", enc->json, "Print {\"ids\": [...], \"offsets\": [[begin, end], ...]} (byte offsets)");
+  e->add_flag("--add-special-tokens", enc->add_special_tokens,
+              "Add the special tokens the tokenizer puts around a text (tokenizer.json's post-processor; bos/eos "
+              "per tokenizer_config.json)");
+  e->callback([enc, e, &global] {
     apply_global_options(global);
-    const auto tok = load_tokenizer(enc->tokenizer);
-    std::printf("%s\n", join_ids(tok->encode(enc->text)).c_str());
+    const auto tok = load_tokenizer_or_directory(enc->tokenizer);
+    const std::string text = e->count("--text") > 0 ? enc->text : read_stdin();
+    const Encoding en = tok->encode_full(text, enc->add_special_tokens);
+    std::printf("%s\n", enc->json ? encoding_json(en).c_str() : join_ids(en.ids).c_str());
   });
 
   auto dec = std::make_shared<DecodeCmdOptions>();
-  CLI::App* d = cmd->add_subcommand("decode", "Print the text of token ids");
-  d->add_option("--tokenizer", dec->tokenizer, "Tokenizer file")->required();
-  d->add_option("--ids", dec->ids, "Token ids, separated by commas or spaces, e.g. \"72,105\"")->required();
-  d->callback([dec, &global] {
+  CLI::App* d = cmd->add_subcommand("decode", "Print the text of token ids (--ids, else stdin)");
+  d->add_option("--tokenizer", dec->tokenizer, tokenizer_help)->required();
+  d->add_option("--ids", dec->ids, "Token ids, separated by commas or spaces, e.g. \"72,105\" (default: read stdin)");
+  auto* keep = d->add_flag("--keep-special-tokens", dec->keep_special_tokens, "Print special tokens as their text");
+  d->add_flag("--skip-special-tokens", dec->skip_special_tokens, "Special tokens decode to nothing (the default)")
+      ->excludes(keep);
+  d->callback([dec, d, &global] {
     apply_global_options(global);
-    const auto tok = load_tokenizer(dec->tokenizer);
-    const std::string text = tok->decode(parse_ids(dec->ids));
+    const auto tok = load_tokenizer_or_directory(dec->tokenizer);
+    const std::string ids = d->count("--ids") > 0 ? dec->ids : read_stdin();
+    const std::string text = tok->decode_full(parse_ids(ids), !dec->keep_special_tokens);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::printf("\n");
+  });
+
+  auto bench = std::make_shared<BenchCmdOptions>();
+  CLI::App* b = cmd->add_subcommand("bench", "Time encoding a corpus on one thread (tokens/s)");
+  b->add_option("--tokenizer", bench->tokenizer, tokenizer_help)->required();
+  b->add_option("--data", bench->data, "Corpus: a .txt file, a directory of .txt files or a .jsonl file")->required();
+  b->add_option("--repeat", bench->repeat, "Runs; the fastest is reported")->check(CLI::Range(1, 100))->capture_default_str();
+  b->callback([bench, &global] {
+    apply_global_options(global);
+    run_bench(*bench);
   });
 }
 

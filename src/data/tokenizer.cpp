@@ -1,29 +1,11 @@
-// Byte-level and sentencepiece tokenizers: training, encoding and the
-// tokenizer file.
-//
-// sentencepiece models are trained in memory (sentence iterator in, serialized
-// ModelProto out) with settings chosen so that decode(encode(x)) == x for any
-// bytes x: identity normalisation, no dummy prefix, no whitespace collapsing,
-// byte fallback for characters the vocabulary lacks, and our own handling of
-// the two things sentencepiece cannot carry (invalid UTF-8 and its space
-// marker U+2581), which are encoded byte by byte.
+// The byte-level tokenizer, tokenizer kinds and what every tokenizer shares
+// (fingerprints, encode_full / decode_full defaults).
 #include "data/tokenizer.h"
 
-#include <sentencepiece_processor.h>
-#include <sentencepiece_trainer.h>
-
-#include <algorithm>
-#include <array>
 #include <cstdio>
-#include <mutex>
-#include <optional>
-#include <unordered_map>
-#include <utility>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "core/rng.h"
-#include "data/hf_tokenizer.h"
 
 namespace hymba {
 
@@ -34,18 +16,6 @@ constexpr std::string_view kByteMagic = "hymba-byte-tokenizer";
 constexpr int kByteFormatVersion = 1;
 constexpr int32_t kBytePad = 256, kByteBos = 257, kByteEos = 258, kByteVocab = 259;
 
-// sentencepiece layout: the special pieces first, then the 256 byte pieces.
-constexpr int kSpPad = 0, kSpUnk = 1, kSpBos = 2, kSpEos = 3;
-constexpr int kSpRequiredPieces = 4 + 256;
-constexpr int kSpDefaultThreads = 16;
-// sentencepiece skips longer sentences, so long lines are cut to this size.
-constexpr size_t kMaxSentenceBytes = 4096;
-// Sampling takes blocks of about 1/64 of the sample size (within these
-// bounds), so that one huge document can be sampled too.
-constexpr size_t kMinSampleBlockBytes = size_t{4} << 10;
-constexpr size_t kMaxSampleBlockBytes = size_t{1} << 20;
-constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // U+2581
-
 uint64_t fnv1a64(std::string_view s) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char c : s) {
@@ -53,68 +23,6 @@ uint64_t fnv1a64(std::string_view s) {
     h *= 0x100000001b3ull;
   }
   return h;
-}
-
-std::string fingerprint_of(TokenizerKind kind, std::string_view contents) {
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a64(contents)));
-  return std::string(to_string(kind)) + ":" + hex;
-}
-
-// Length of the well-formed UTF-8 sequence starting at s[i] (no overlongs,
-// surrogates or code points past U+10FFFF), or 0 when none starts there.
-size_t utf8_len(std::string_view s, size_t i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  if (c < 0x80) return 1;
-  size_t len;
-  unsigned lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (c >= 0xC2 && c <= 0xDF) {
-    len = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (i + len > s.size()) return 0;
-  const auto c1 = static_cast<unsigned char>(s[i + 1]);
-  if (c1 < lo || c1 > hi) return 0;
-  for (size_t k = 2; k < len; ++k) {
-    const auto ck = static_cast<unsigned char>(s[i + k]);
-    if (ck < 0x80 || ck > 0xBF) return 0;
-  }
-  return len;
-}
-
-// Calls on_text(run) for each maximal run of `s` that sentencepiece can take
-// as it is, and on_raw(byte) for each byte it cannot: bytes of invalid UTF-8
-// (it would replace them) and of U+2581 (it would decode it as a space).
-template <typename OnText, typename OnRaw>
-void split_for_sentencepiece(std::string_view s, OnText&& on_text, OnRaw&& on_raw) {
-  size_t run = 0, i = 0;
-  while (i < s.size()) {
-    const size_t len = utf8_len(s, i);
-    const bool raw = len == 0 || s.substr(i, len) == kSpaceMarker;
-    if (!raw) {
-      i += len;
-      continue;
-    }
-    if (i > run) on_text(s.substr(run, i - run));
-    const size_t n = len == 0 ? 1 : len;
-    for (size_t k = 0; k < n; ++k) on_raw(static_cast<unsigned char>(s[i + k]));
-    i += n;
-    run = i;
-  }
-  if (i > run) on_text(s.substr(run, i - run));
-}
-
-[[noreturn]] void id_out_of_range(int32_t id, TokenizerKind kind, int32_t vocab) {
-  fail("token id ", id, " is out of range for the ", to_string(kind), " tokenizer (ids 0..", vocab - 1, ")");
 }
 
 // ---------------------------------------------------------------------------
@@ -133,7 +41,7 @@ class ByteTokenizer final : public Tokenizer {
     std::string out;
     out.reserve(ids.size());
     for (int32_t id : ids) {
-      if (id < 0 || id >= kByteVocab) id_out_of_range(id, kind(), kByteVocab);
+      if (id < 0 || id >= kByteVocab) fail_id_out_of_range(id, kind(), kByteVocab);
       if (id < 256) out.push_back(static_cast<char>(id));
     }
     return out;
@@ -142,7 +50,7 @@ class ByteTokenizer final : public Tokenizer {
   int32_t eos_id() const override { return kByteEos; }
   int32_t pad_id() const override { return kBytePad; }
   int32_t unk_id() const override { return -1; }
-  std::string fingerprint() const override { return fingerprint_of(kind(), file_contents()); }
+  std::string fingerprint() const override { return tokenizer_fingerprint(kind(), file_contents()); }
   void save(const std::string& path) const override { write_text_atomic(path, file_contents()); }
 
   static std::string file_contents() {
@@ -151,6 +59,10 @@ class ByteTokenizer final : public Tokenizer {
 };
 
 // The first line of a byte tokenizer file: "hymba-byte-tokenizer <version>".
+}  // namespace
+
+bool is_byte_tokenizer_file(std::string_view contents) { return contents.substr(0, kByteMagic.size()) == kByteMagic; }
+
 std::unique_ptr<Tokenizer> load_byte_tokenizer(const std::string& path, std::string_view contents) {
   std::string_view line = contents.substr(0, contents.find('\n'));
   line.remove_prefix(kByteMagic.size());
@@ -161,300 +73,16 @@ std::unique_ptr<Tokenizer> load_byte_tokenizer(const std::string& path, std::str
   return make_byte_tokenizer();
 }
 
-// ---------------------------------------------------------------------------
-// Minimal protobuf reading: sentencepiece's public API does not say whether a
-// model is BPE or Unigram, and its protobuf headers are not installed.
 
-bool read_varint(std::string_view s, size_t& pos, uint64_t& v) {
-  v = 0;
-  for (int shift = 0; shift < 64 && pos < s.size(); shift += 7) {
-    const auto b = static_cast<unsigned char>(s[pos++]);
-    v |= static_cast<uint64_t>(b & 0x7F) << shift;
-    if ((b & 0x80) == 0) return true;
-  }
-  return false;
+std::string tokenizer_fingerprint(TokenizerKind kind, std::string_view contents) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a64(contents)));
+  return std::string(to_string(kind)) + ":" + hex;
 }
 
-// The first field numbered `field` of a protobuf message (its varint value
-// or its length-delimited bytes), or nullopt when absent or malformed.
-struct ProtoField {
-  uint64_t varint = 0;
-  std::string_view bytes;
-};
-
-std::optional<ProtoField> find_field(std::string_view msg, uint32_t field) {
-  size_t pos = 0;
-  while (pos < msg.size()) {
-    uint64_t key, v;
-    if (!read_varint(msg, pos, key)) return std::nullopt;
-    ProtoField f;
-    switch (key & 7) {
-      case 0:  // varint
-        if (!read_varint(msg, pos, f.varint)) return std::nullopt;
-        break;
-      case 1:  // fixed64
-        pos += 8;
-        break;
-      case 2:  // length-delimited
-        if (!read_varint(msg, pos, v) || v > msg.size() - pos) return std::nullopt;
-        f.bytes = msg.substr(pos, v);
-        pos += v;
-        break;
-      case 5:  // fixed32
-        pos += 4;
-        break;
-      default:
-        return std::nullopt;
-    }
-    if ((key >> 3) == field) return f;
-  }
-  return std::nullopt;
+void fail_id_out_of_range(int32_t id, TokenizerKind kind, int32_t vocab) {
+  fail("token id ", id, " is out of range for the ", to_string(kind), " tokenizer (ids 0..", vocab - 1, ")");
 }
-
-// ModelProto.trainer_spec (field 2) .model_type (field 3): 1 Unigram (the
-// default when absent), 2 BPE, 3 word, 4 char.
-uint64_t sentencepiece_model_type(std::string_view model) {
-  const auto spec = find_field(model, 2);
-  if (!spec) return 1;
-  const auto type = find_field(spec->bytes, 3);
-  return type ? type->varint : 1;
-}
-
-const char* sentencepiece_type_name(uint64_t type) {
-  switch (type) {
-    case 1:
-      return "unigram";
-    case 2:
-      return "bpe";
-    case 3:
-      return "word";
-    case 4:
-      return "char";
-    default:
-      return "unknown";
-  }
-}
-
-// sentencepiece's message without its "file(line) [condition]" prefix.
-std::string sentencepiece_message(const sentencepiece::util::Status& status) {
-  std::string msg = status.error_message();
-  const size_t where = msg.find(") ["), bracket = msg.find("] ");
-  if (where != std::string::npos && bracket != std::string::npos && where < bracket) msg.erase(0, bracket + 2);
-  std::replace(msg.begin(), msg.end(), '\n', ' ');
-  while (!msg.empty() && msg.back() == ' ') msg.pop_back();
-  return msg.empty() ? "invalid model data" : msg;
-}
-
-// ---------------------------------------------------------------------------
-// sentencepiece tokenizer
-
-class SentencePieceTokenizer final : public Tokenizer {
- public:
-  // `model` is a serialized ModelProto; `origin` names it in errors.
-  SentencePieceTokenizer(std::string model, const std::string& origin) : model_(std::move(model)) {
-    const auto status = sp_.LoadFromSerializedProto(model_);
-    HYMBA_CHECK(status.ok(), origin,
-                ": not a tokenizer file (neither a hymba byte tokenizer nor a sentencepiece model: ",
-                sentencepiece_message(status), ")");
-    const uint64_t type = sentencepiece_model_type(model_);
-    HYMBA_CHECK(type == 1 || type == 2, origin, ": sentencepiece model type ", sentencepiece_type_name(type),
-                " is not supported (bpe or unigram)");
-    kind_ = type == 2 ? TokenizerKind::kBpe : TokenizerKind::kUnigram;
-    vocab_ = sp_.GetPieceSize();
-    HYMBA_CHECK(vocab_ > 0, origin, ": sentencepiece model has no pieces");
-    bos_ = sp_.bos_id();
-    eos_ = sp_.eos_id();
-    unk_ = sp_.unk_id();
-    HYMBA_CHECK(bos_ >= 0 && eos_ >= 0, origin, ": sentencepiece model has no bos or eos piece (hymba needs both)");
-    // Models from elsewhere may lack a pad piece; padding with eos is harmless.
-    pad_ = sp_.pad_id() >= 0 ? sp_.pad_id() : eos_;
-
-    surface_.resize(vocab_);
-    byte_ids_.fill(unk_);
-    for (int id = 0; id < vocab_; ++id) {
-      if (sp_.IsControl(id) || sp_.IsUnknown(id) || sp_.IsUnused(id)) continue;
-      const std::string& piece = sp_.IdToPiece(id);
-      if (sp_.IsByte(id)) {  // "<0xAB>"
-        const auto b = static_cast<unsigned char>(std::stoi(piece.substr(3, 2), nullptr, 16));
-        surface_[id] = std::string(1, static_cast<char>(b));
-        byte_ids_[b] = id;
-        continue;
-      }
-      std::string& s = surface_[id];
-      for (size_t i = 0; i < piece.size();) {
-        if (piece.compare(i, kSpaceMarker.size(), kSpaceMarker) == 0) {
-          s.push_back(' ');
-          i += kSpaceMarker.size();
-        } else {
-          s.push_back(piece[i++]);
-        }
-      }
-    }
-  }
-
-  TokenizerKind kind() const override { return kind_; }
-  int32_t vocab_size() const override { return vocab_; }
-
-  // Line by line (each line with its newline): no piece spans a newline, so
-  // this gives the same pieces, but a line's encoding cannot depend on the
-  // lines before it (Unigram's Viterbi breaks near-ties by summed scores),
-  // and sentencepiece's BPE is several times slower on one huge string.
-  std::vector<int32_t> encode(std::string_view text) const override {
-    std::vector<int32_t> out;
-    out.reserve(text.size() / 3 + 1);
-    std::vector<int> ids;
-    const auto encode_run = [&](std::string_view run) {
-      while (!run.empty()) {
-        const size_t eol = std::min(run.find('\n'), run.size() - 1);
-        const auto status = sp_.Encode(run.substr(0, eol + 1), &ids);
-        HYMBA_CHECK(status.ok(), "sentencepiece could not encode text: ", sentencepiece_message(status));
-        out.insert(out.end(), ids.begin(), ids.end());
-        run.remove_prefix(eol + 1);
-      }
-    };
-    split_for_sentencepiece(text, encode_run, [&](unsigned char b) { out.push_back(byte_ids_[b]); });
-    return out;
-  }
-
-  // Piece by piece rather than sentencepiece's Decode, which would turn
-  // byte pieces that are not valid UTF-8 into U+FFFD.
-  std::string decode(const std::vector<int32_t>& ids) const override {
-    std::string out;
-    out.reserve(ids.size() * 4);
-    for (int32_t id : ids) {
-      if (id < 0 || id >= vocab_) id_out_of_range(id, kind_, vocab_);
-      out += surface_[id];
-    }
-    return out;
-  }
-
-  int32_t bos_id() const override { return bos_; }
-  int32_t eos_id() const override { return eos_; }
-  int32_t pad_id() const override { return pad_; }
-  int32_t unk_id() const override { return unk_; }
-  std::string fingerprint() const override { return fingerprint_of(kind_, model_); }
-  void save(const std::string& path) const override { write_text_atomic(path, model_); }
-
- private:
-  std::string model_;  // the serialized ModelProto, saved as is
-  sentencepiece::SentencePieceProcessor sp_;
-  TokenizerKind kind_ = TokenizerKind::kBpe;
-  int32_t vocab_ = 0, bos_ = -1, eos_ = -1, pad_ = -1, unk_ = -1;
-  std::array<int32_t, 256> byte_ids_{};
-  std::vector<std::string> surface_;  // what each id decodes to ("" for specials)
-};
-
-// ---------------------------------------------------------------------------
-// Training
-
-// A piece of one document: the whole of it, or a block of a large one.
-struct TextBlock {
-  size_t doc, begin, end;
-};
-
-// Blocks of at most `block` bytes, cut after a newline where there is one in
-// the second half (else at a character boundary).
-void append_blocks(const std::string& doc, size_t index, size_t block, std::vector<TextBlock>& blocks) {
-  size_t begin = 0;
-  while (doc.size() - begin > block) {
-    size_t cut = doc.rfind('\n', begin + block - 1);
-    if (cut == std::string::npos || cut < begin + block / 2) {
-      cut = begin + block;
-      while (cut > begin + 1 && (static_cast<unsigned char>(doc[cut]) & 0xC0) == 0x80) --cut;
-    } else {
-      ++cut;
-    }
-    blocks.push_back({index, begin, cut});
-    begin = cut;
-  }
-  if (begin < doc.size()) blocks.push_back({index, begin, doc.size()});
-}
-
-// All of the text when it fits in max_bytes, else a seeded random choice of
-// blocks that does, in corpus order.
-std::vector<TextBlock> choose_training_text(const std::vector<std::string>& docs, int64_t max_bytes, uint64_t seed) {
-  std::vector<TextBlock> blocks;
-  int64_t total = 0;
-  for (const std::string& d : docs) total += static_cast<int64_t>(d.size());
-  if (total <= max_bytes) {
-    for (size_t d = 0; d < docs.size(); ++d) blocks.push_back({d, 0, docs[d].size()});
-    return blocks;
-  }
-  const size_t block = std::clamp(static_cast<size_t>(max_bytes / 64), kMinSampleBlockBytes, kMaxSampleBlockBytes);
-  for (size_t d = 0; d < docs.size(); ++d) append_blocks(docs[d], d, block, blocks);
-  Rng rng(seed);
-  for (size_t i = blocks.size(); i > 1; --i) std::swap(blocks[i - 1], blocks[rng.below(i)]);
-  int64_t kept = 0;
-  size_t n = 0;
-  for (; n < blocks.size() && kept < max_bytes; ++n) kept += static_cast<int64_t>(blocks[n].end - blocks[n].begin);
-  blocks.resize(n);
-  std::sort(blocks.begin(), blocks.end(),
-            [](const TextBlock& a, const TextBlock& b) { return a.doc != b.doc ? a.doc < b.doc : a.begin < b.begin; });
-  return blocks;
-}
-
-// Adds the lines of `run` (no newlines; cut to kMaxSentenceBytes before a
-// space or at a character boundary) to `out`.
-void append_sentences(std::string_view run, std::vector<std::string_view>& out) {
-  size_t pos = 0;
-  while (pos < run.size()) {
-    size_t eol = run.find('\n', pos);
-    if (eol == std::string_view::npos) eol = run.size();
-    std::string_view line = run.substr(pos, eol - pos);
-    pos = eol + 1;
-    while (line.size() > kMaxSentenceBytes) {
-      size_t cut = line.rfind(' ', kMaxSentenceBytes - 1);
-      if (cut == std::string_view::npos || cut == 0) {
-        cut = kMaxSentenceBytes;
-        while (cut > 1 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
-      }
-      out.push_back(line.substr(0, cut));
-      line.remove_prefix(cut);
-    }
-    if (!line.empty()) out.push_back(line);
-  }
-}
-
-// Distinct characters in the sentences: sentencepiece needs a piece for each
-// (character_coverage 1.0) on top of the special and byte pieces.
-int64_t count_distinct_chars(const std::vector<std::string_view>& sentences) {
-  std::vector<bool> seen(0x110000, false);
-  int64_t n = 0;
-  for (std::string_view s : sentences) {
-    for (size_t i = 0; i < s.size();) {
-      const size_t len = std::max<size_t>(utf8_len(s, i), 1);  // runs are valid UTF-8
-      const auto lead = static_cast<unsigned char>(s[i]);
-      uint32_t cp = len == 1 ? lead : lead & (0x7F >> len);
-      for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-      if (!seen[cp]) {
-        seen[cp] = true;
-        ++n;
-      }
-      i += len;
-    }
-  }
-  return n;
-}
-
-class SentenceFeed final : public sentencepiece::SentenceIterator {
- public:
-  explicit SentenceFeed(const std::vector<std::string_view>& sentences) : sentences_(sentences) { load(); }
-  bool done() const override { return next_ > sentences_.size(); }
-  void Next() override { load(); }
-  const std::string& value() const override { return current_; }
-  sentencepiece::util::Status status() const override { return {}; }
-
- private:
-  void load() {
-    if (next_ < sentences_.size()) current_.assign(sentences_[next_]);
-    ++next_;
-  }
-  const std::vector<std::string_view>& sentences_;
-  size_t next_ = 0;
-  std::string current_;
-};
-
-}  // namespace
 
 const char* to_string(TokenizerKind k) {
   switch (k) {
@@ -464,6 +92,10 @@ const char* to_string(TokenizerKind k) {
       return "bpe";
     case TokenizerKind::kUnigram:
       return "unigram";
+    case TokenizerKind::kWordPiece:
+      return "wordpiece";
+    case TokenizerKind::kWordLevel:
+      return "wordlevel";
   }
   return "unknown";
 }
@@ -477,79 +109,43 @@ TokenizerKind parse_tokenizer_kind(const std::string& s, const std::string& what
 
 std::unique_ptr<Tokenizer> make_byte_tokenizer() { return std::make_unique<ByteTokenizer>(); }
 
-std::unique_ptr<Tokenizer> train_tokenizer(const std::vector<std::string>& documents,
-                                           const TokenizerTrainOptions& opt) {
-  if (opt.kind == TokenizerKind::kByte) return make_byte_tokenizer();
-  const char* kind = to_string(opt.kind);
-  HYMBA_CHECK(opt.vocab_size > kSpRequiredPieces, "--vocab-size ", opt.vocab_size, " is too small: a ", kind,
-              " tokenizer needs more than ", kSpRequiredPieces,
-              " pieces (4 special, 256 byte pieces, then one per distinct character of the corpus)");
-  HYMBA_CHECK(opt.max_train_bytes > 0, "tokenizer training sample size must be positive");
-  HYMBA_CHECK(opt.threads >= 0, "tokenizer training threads must be >= 0");
-
-  std::vector<std::string_view> sentences;
-  for (const TextBlock& b : choose_training_text(documents, opt.max_train_bytes, opt.seed)) {
-    const std::string_view text = std::string_view(documents[b.doc]).substr(b.begin, b.end - b.begin);
-    split_for_sentencepiece(
-        text, [&](std::string_view run) { append_sentences(run, sentences); }, [](unsigned char) {});
+Encoding Tokenizer::encode_full(std::string_view text, bool add_special_tokens) const {
+  Encoding e;
+  const std::vector<int32_t> ids = encode(text);
+  if (add_special_tokens && add_bos_) {
+    e.ids.push_back(bos_id());
+    e.offsets.push_back({});
   }
-  HYMBA_CHECK(!sentences.empty(), "cannot train a ", kind, " tokenizer: the documents contain no text");
-  const int64_t chars = count_distinct_chars(sentences);
-  HYMBA_CHECK(opt.vocab_size >= kSpRequiredPieces + chars, "--vocab-size ", opt.vocab_size,
-              " is too small for this corpus: a ", kind, " tokenizer needs at least ", kSpRequiredPieces + chars,
-              " pieces (4 special, 256 byte pieces and ", chars, " distinct characters)");
-
-  const std::unordered_map<std::string, std::string> args = {
-      {"model_type", kind},
-      {"vocab_size", std::to_string(opt.vocab_size)},
-      {"pad_id", std::to_string(kSpPad)},
-      {"unk_id", std::to_string(kSpUnk)},
-      {"bos_id", std::to_string(kSpBos)},
-      {"eos_id", std::to_string(kSpEos)},
-      {"byte_fallback", "true"},
-      {"character_coverage", "1.0"},
-      {"normalization_rule_name", "identity"},
-      {"add_dummy_prefix", "false"},
-      {"remove_extra_whitespaces", "false"},
-      {"allow_whitespace_only_pieces", "true"},
-      {"split_digits", "true"},
-      {"max_sentence_length", std::to_string(kMaxSentenceBytes)},
-      {"input_sentence_size", "0"},  // we sample ourselves, by seed
-      {"shuffle_input_sentence", "false"},
-      {"num_threads", std::to_string(opt.threads > 0 ? opt.threads : kSpDefaultThreads)},
-      {"minloglevel", "2"},  // errors come back as a status; silence progress logs
-  };
-  std::string model;
-  {
-    // The log level and random seed are process-wide in sentencepiece. These
-    // settings draw no random numbers (we sample ourselves); the seed is set
-    // anyway so that training never depends on std::random_device.
-    static std::mutex mutex;
-    std::lock_guard<std::mutex> lock(mutex);
-    sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned>(opt.seed % 0xFFFFFFFFull));
-    SentenceFeed feed(sentences);
-    const auto status = sentencepiece::SentencePieceTrainer::Train(args, &feed, &model);
-    if (!status.ok()) {
-      const std::string msg = sentencepiece_message(status);
-      HYMBA_CHECK(msg.find("Vocabulary size too high") == std::string::npos, "--vocab-size ", opt.vocab_size,
-                  " is too large for this corpus (sentencepiece: ", msg, ")");
-      fail("sentencepiece could not train the ", kind, " tokenizer (--vocab-size ", opt.vocab_size, "): ", msg);
-    }
+  // Spans from the decoded length of each token (exact for byte tokens).
+  size_t at = 0;
+  for (int32_t id : ids) {
+    const size_t len = decode({id}).size();
+    e.ids.push_back(id);
+    e.offsets.push_back({std::min(at, text.size()), std::min(at + len, text.size())});
+    at += len;
   }
-  auto tok = std::make_unique<SentencePieceTokenizer>(std::move(model), std::string("trained ") + kind + " tokenizer");
-  HYMBA_CHECK(tok->vocab_size() == opt.vocab_size, "--vocab-size ", opt.vocab_size,
-              " is too large for this corpus: sentencepiece built only ", tok->vocab_size(), " pieces");
-  return tok;
+  if (add_special_tokens && add_eos_) {
+    e.ids.push_back(eos_id());
+    e.offsets.push_back({});
+  }
+  return e;
 }
 
-std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
-  std::string contents = read_file(path);
-  HYMBA_CHECK(!contents.empty(), path, ": empty file, not a tokenizer");
-  if (contents.compare(0, kByteMagic.size(), kByteMagic) == 0) return load_byte_tokenizer(path, contents);
-  // An HF tokenizer.json (data/hf_tokenizer.h); sentencepiece models are binary.
-  const size_t first = contents.find_first_not_of(" \t\r\n");
-  if (first != std::string::npos && contents[first] == '{') return load_hf_tokenizer_json(path, contents);
-  return std::make_unique<SentencePieceTokenizer>(std::move(contents), path);
+std::string Tokenizer::decode_full(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
+  if (skip_special_tokens) return decode(ids);
+  std::string out;
+  std::vector<int32_t> run;
+  for (int32_t id : ids) {
+    const bool special = id == bos_id() || id == eos_id() || id == pad_id();
+    if (!special) {
+      run.push_back(id);
+      continue;
+    }
+    out += decode(run);
+    run.clear();
+    out += id == bos_id() ? "<s>" : id == eos_id() ? "</s>" : "<pad>";
+  }
+  return out + decode(run);
 }
 
 }  // namespace hymba

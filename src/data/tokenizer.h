@@ -1,6 +1,8 @@
-// Tokenizers: byte-level (no training) and sentencepiece BPE / Unigram (trained
-// with the sentencepiece library, as the seed notebooks train theirs). One
-// file, `tokenizer.model`, travels in every checkpoint directory.
+// The tokenizer interface and the byte-level tokenizer. Implementations:
+// sentencepiece models (data/sentencepiece_tokenizer.h, trained as the seed
+// notebooks train theirs) and HF tokenizer.json pipelines
+// (data/hf_tokenizer.h); data/tokenizer_files.h loads any of them from a file
+// or a checkpoint directory. See docs/tokenizers.md.
 #pragma once
 
 #include <cstdint>
@@ -13,10 +15,21 @@ namespace hymba {
 
 inline constexpr const char* kTokenizerFile = "tokenizer.model";
 
-enum class TokenizerKind { kByte, kBpe, kUnigram };
+enum class TokenizerKind { kByte, kBpe, kUnigram, kWordPiece, kWordLevel };
 const char* to_string(TokenizerKind k);
-// "byte" | "bpe" | "unigram"; errors name `what` (the flag or field given).
+// "byte" | "bpe" | "unigram" (the kinds hymba trains); errors name `what`
+// (the flag or field given).
 TokenizerKind parse_tokenizer_kind(const std::string& s, const std::string& what = "--type");
+
+// A token's byte span in the encoded text ({0, 0} for special tokens added
+// around it).
+struct TokenOffsets {
+  size_t begin = 0, end = 0;
+};
+struct Encoding {
+  std::vector<int32_t> ids;
+  std::vector<TokenOffsets> offsets;  // one per id
+};
 
 // encode and decode are const and safe to call from several threads at once.
 class Tokenizer {
@@ -29,6 +42,14 @@ class Tokenizer {
   // Ids back to text; special tokens decode to nothing, bytes that are not
   // valid UTF-8 on their own are kept as they are.
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
+  // encode() with the special tokens the tokenizer adds around a text when
+  // `add_special_tokens` (HF post-processor, or bos/eos as the model and
+  // tokenizer_config.json say), and each token's span in `text`.
+  virtual Encoding encode_full(std::string_view text, bool add_special_tokens) const;
+  // Ids back to text as the reference library gives it (HF tokenizer.json
+  // decoders turn invalid UTF-8 into U+FFFD); with `skip_special_tokens`
+  // false, special tokens decode to their text.
+  virtual std::string decode_full(const std::vector<int32_t>& ids, bool skip_special_tokens) const;
   virtual int32_t bos_id() const = 0;
   virtual int32_t eos_id() const = 0;
   virtual int32_t pad_id() const = 0;
@@ -37,34 +58,26 @@ class Tokenizer {
   virtual std::string fingerprint() const = 0;
   // Writes the tokenizer file atomically.
   virtual void save(const std::string& path) const = 0;
+
+  // The bos/eos that encode_full adds around a text, for tokenizers whose
+  // file does not say (tokenizer_config.json's add_bos_token / add_eos_token).
+  void set_added_specials(bool bos, bool eos) {
+    add_bos_ = bos;
+    add_eos_ = eos;
+  }
+
+ protected:
+  bool add_bos_ = false, add_eos_ = false;
 };
 
 // Byte-level: ids 0..255 are bytes, then pad, bos, eos (vocab 259).
 std::unique_ptr<Tokenizer> make_byte_tokenizer();
+// A byte tokenizer file starts with its magic line; errors name `path`.
+bool is_byte_tokenizer_file(std::string_view contents);
+std::unique_ptr<Tokenizer> load_byte_tokenizer(const std::string& path, std::string_view contents);
 
-struct TokenizerTrainOptions {
-  TokenizerKind kind = TokenizerKind::kBpe;
-  int32_t vocab_size = 4096;  // including the 4 special and 256 byte pieces
-  uint64_t seed = 0;          // picks the documents kept when sampling (below)
-  // sentencepiece worker threads. Unigram's result depends on the count (it
-  // sums per-thread statistics), so 0 means a fixed 16 on every machine and
-  // the same corpus gives the same model everywhere.
-  int threads = 0;
-  // Corpora with more text than this are trained on a seeded random sample
-  // (whole documents, or blocks of ~1/64 of this size from large ones),
-  // which keeps training to seconds or minutes.
-  int64_t max_train_bytes = int64_t{32} << 20;
-};
-
-// Trains a sentencepiece model on the documents (kind bpe or unigram; byte
-// needs no training and returns make_byte_tokenizer()). sentencepiece
-// models use pad 0, unk 1, bos 2, eos 3, byte fallback and the identity
-// normalisation, so decode(encode(x)) == x for any bytes x. Errors about the
-// vocabulary size name --vocab-size.
-std::unique_ptr<Tokenizer> train_tokenizer(const std::vector<std::string>& documents,
-                                           const TokenizerTrainOptions& opt);
-
-// Loads a tokenizer file written by save(); errors name the file.
-std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
+// "<kind>:<hash of contents>", the fingerprint of a tokenizer file.
+std::string tokenizer_fingerprint(TokenizerKind kind, std::string_view contents);
+[[noreturn]] void fail_id_out_of_range(int32_t id, TokenizerKind kind, int32_t vocab);
 
 }  // namespace hymba

@@ -16,6 +16,8 @@
 #include "core/json_io.h"
 #include "core/threading.h"
 #include "data/corpus.h"
+#include "data/sentencepiece_tokenizer.h"
+#include "data/tokenizer_files.h"
 #include "eval/evaluate.h"
 #include "model/checkpoint.h"
 #include "model/memory_estimate.h"

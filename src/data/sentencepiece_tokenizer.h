@@ -1,0 +1,40 @@
+// sentencepiece BPE / Unigram tokenizers: trained with the sentencepiece
+// library (as the seed notebooks train theirs) into `tokenizer.model`, or
+// loaded from any sentencepiece model (Llama's, Hymba-1.5B's).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/tokenizer.h"
+
+namespace hymba {
+
+struct TokenizerTrainOptions {
+  TokenizerKind kind = TokenizerKind::kBpe;
+  int32_t vocab_size = 4096;  // including the 4 special and 256 byte pieces
+  uint64_t seed = 0;          // picks the documents kept when sampling (below)
+  // sentencepiece worker threads. Unigram's result depends on the count (it
+  // sums per-thread statistics), so 0 means a fixed 16 on every machine and
+  // the same corpus gives the same model everywhere.
+  int threads = 0;
+  // Corpora with more text than this are trained on a seeded random sample
+  // (whole documents, or blocks of ~1/64 of this size from large ones),
+  // which keeps training to seconds or minutes.
+  int64_t max_train_bytes = int64_t{32} << 20;
+};
+
+// Trains a sentencepiece model on the documents (kind bpe or unigram; byte
+// needs no training and returns make_byte_tokenizer()). sentencepiece
+// models use pad 0, unk 1, bos 2, eos 3, byte fallback and the identity
+// normalisation, so decode(encode(x)) == x for any bytes x. Errors about the
+// vocabulary size name --vocab-size.
+std::unique_ptr<Tokenizer> train_tokenizer(const std::vector<std::string>& documents,
+                                           const TokenizerTrainOptions& opt);
+
+// A serialized sentencepiece ModelProto; `origin` names it in errors.
+std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(std::string model, const std::string& origin);
+
+}  // namespace hymba
