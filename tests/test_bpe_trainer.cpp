@@ -18,6 +18,7 @@
 #include "cli_util.h"
 #include "data/bpe_trainer.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_files.h"
 
 namespace hymba {
 namespace {
