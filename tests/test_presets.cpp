@@ -24,7 +24,7 @@ TEST(Presets, FamiliesAreComplete) {
   for (const Preset& p : all_presets()) ++count[p.family];
   EXPECT_EQ(count["seed-001"], 8);
   EXPECT_EQ(count["roadmap"], 13);
-  EXPECT_EQ(count["seed-003"], 3);
+  EXPECT_EQ(count["seed-003"], 4);
   EXPECT_EQ(count["paper"], 3);
 }
 
