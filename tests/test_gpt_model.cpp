@@ -3,12 +3,16 @@
 // positions at generation time, and seed 003's gpt-baseline preset.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "infer/cache.h"
 #include "infer/decoder.h"
+#include "model/checkpoint.h"
 #include "model/layout.h"
 #include "model/model.h"
 #include "model/presets.h"
@@ -95,6 +99,23 @@ TEST(GptConfig, TensorTableHasBiasesAndThePositionTable) {
   const int64_t d = 8, I = 12, V = 13, P = 10;
   const int64_t layer = 4 * d + 4 * d * d + (I * d + I) + (d * I + d);
   EXPECT_EQ(t.num_params(), V * d + P * d + 2 * layer + 2 * d);
+}
+
+TEST(GptConfig, SaveAndLoadKeepEveryTensorAndTheLogits) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("hymba_gpt_" + std::to_string(::getpid()));
+  const ModelConfig c = ModelConfig::from_json(gpt({{"num_memory_tokens", 1}, {"mlp_activation", "gelu_erf"}}));
+  Model m(c, false);
+  m.init(4);
+  const std::vector<int32_t> ids = {1, 5, 2, 7, 3};
+  m.forward(ids.data(), nullptr, 1, 5);
+  const std::vector<float> want(m.logits(), m.logits() + 5 * c.vocab_size);
+  save_model(dir.string(), m);
+  const std::unique_ptr<Model> back = load_model(dir.string(), false);
+  EXPECT_EQ(back->config().to_json(), c.to_json());
+  back->forward(ids.data(), nullptr, 1, 5);
+  EXPECT_EQ(std::vector<float>(back->logits(), back->logits() + 5 * c.vocab_size), want);
+  fs::remove_all(dir);
 }
 
 TEST(GptConfig, LongerSequencesThanTheTableAreRefused) {
