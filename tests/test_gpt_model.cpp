@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "infer/cache.h"
 #include "infer/decoder.h"
+#include "infer/generate.h"
 #include "model/checkpoint.h"
 #include "model/layout.h"
 #include "model/model.h"
@@ -145,6 +146,25 @@ TEST(GptConfig, LongerSequencesThanTheTableAreRefused) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("position 10"), std::string::npos) << msg;
     EXPECT_NE(msg.find("max_position_embeddings"), std::string::npos) << msg;
+  }
+}
+
+TEST(GptConfig, GenerationBeyondTheTableIsRefusedUpFront) {
+  const ModelConfig c = ModelConfig::from_json(gpt({{"num_memory_tokens", 2}}));
+  Model m(c, false);
+  m.init(1);
+  infer::Decoder dec(m);
+  infer::GenerateOptions opt;
+  opt.max_new_tokens = 6;  // 2 meta + 3 prompt + 6 new - 1 fed back = 10 positions: fits
+  EXPECT_NO_THROW(infer::SequenceRun(dec, {1, 2, 3}, opt, 0));
+  opt.max_new_tokens = 7;
+  try {
+    infer::SequenceRun run(dec, {1, 2, 3}, opt, 0);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("--max-new-tokens"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("max_position_embeddings (10)"), std::string::npos) << msg;
   }
 }
 
