@@ -214,7 +214,7 @@ TEST_F(BadInput, NonFiniteWeightsAreRefusedNamingTensorAndIndex) {
 // and backward use, for every mixer kind, fusion and option that allocates.
 TEST(MemoryEstimateTest, ActivationEstimateMatchesTheArena) {
   const std::vector<std::string> presets = {"hybrid-official", "hybrid-mine", "mamba-only", "transformer-local",
-                                            "roadmap-05", "official-nometa"};
+                                            "roadmap-05", "official-nometa", "gpt-baseline"};
   for (const std::string& name : presets) {
     for (bool training : {true, false}) {
       SCOPED_TRACE(name + (training ? " training" : " inference"));

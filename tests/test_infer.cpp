@@ -87,6 +87,14 @@ std::vector<Family> families() {
       {"hybrid_concat",
        {{"proj_style", "fused"}, {"fusion", "concat"}, {"num_memory_tokens", 1}, {"sliding_window", 5},
         {"global_attn_idx", {1}}, {"mamba_d_conv", 2}}},
+      // GPT-style pieces: learned positions at the decode step's absolute
+      // position (after the meta tokens), LayerNorm with bias, GELU MLP.
+      {"gpt_layernorm_gelu_learned",
+       {{"layer_types", "attention"}, {"norm", "layernorm"}, {"mlp_activation", "gelu"}, {"mlp_bias", true},
+        {"position_embedding", "learned"}, {"max_position_embeddings", 18}, {"sliding_window", 0}}},
+      {"gpt_pieces_hybrid_meta",
+       {{"norm", "layernorm"}, {"mlp_activation", "gelu_erf"}, {"position_embedding", "learned"},
+        {"max_position_embeddings", 21}, {"num_memory_tokens", 3}, {"sliding_window", 4}, {"global_attn_idx", {0}}}},
       {"sequential_gated_blocks",
        {{"layer_types", {"attention", "attention", "mamba", "mamba"}}, {"block_layers", 2}, {"block_link", "gated"},
         {"sliding_window", 3}, {"global_attn_idx", {0}}}},

@@ -76,6 +76,18 @@ std::vector<Family> families() {
        base({{"layer_types", {"attention", "attention", "mamba", "mamba"}}, {"num_hidden_layers", 4},
              {"block_layers", 4}, {"block_link", "gated"}, {"num_memory_tokens", 1}}),
        2, 5, 0.0},
+      // GPT-style (seed 003's baseline): LayerNorm with bias, GELU MLP with
+      // biases, learned absolute positions; and the same pieces in a hybrid
+      // with meta tokens (which take the first learned positions).
+      {"gpt_layernorm_gelu_learned_positions",
+       base({{"layer_types", "attention"}, {"norm", "layernorm"}, {"mlp_activation", "gelu"}, {"mlp_bias", true},
+             {"position_embedding", "learned"}, {"max_position_embeddings", 9}, {"tie_word_embeddings", false}}),
+       2, 6, 0.0},
+      {"gpt_pieces_hybrid_meta_gelu_erf",
+       base({{"layer_types", "hybrid"}, {"norm", "layernorm"}, {"mlp_activation", "gelu_erf"},
+             {"position_embedding", "learned"}, {"max_position_embeddings", 7}, {"num_memory_tokens", 2},
+             {"sliding_window", 3}, {"global_attn_idx", {0}}}),
+       2, 5, 0.0},
       {"sequential_gated_one_layer_blocks",
        base({{"layer_types", {"attention", "mamba"}}, {"block_layers", 1}, {"block_link", "gated"},
              {"intermediate_size", 0}}),

@@ -25,7 +25,7 @@ TEST(Presets, FamiliesAreComplete) {
   EXPECT_EQ(count["seed-001"], 8);
   EXPECT_EQ(count["roadmap"], 13);
   EXPECT_EQ(count["seed-000"], 5);
-  EXPECT_EQ(count["seed-003"], 5);
+  EXPECT_EQ(count["seed-003"], 6);
   EXPECT_EQ(count["paper"], 3);
 }
 

@@ -53,6 +53,14 @@ void print_model(const std::string& label, const ModelConfig& cfg, const ModelSu
                 static_cast<long long>(cfg.block_layers), to_string(cfg.block_link));
   std::printf("  init: %s\n", describe_init(cfg).c_str());
   if (cfg.num_memory_tokens > 0) std::printf("  meta tokens: %lld\n", static_cast<long long>(cfg.num_memory_tokens));
+  if (cfg.norm != NormKind::kRmsNorm || cfg.mlp_activation != MlpActivation::kSwiGlu ||
+      cfg.position_embedding == PositionEmbedding::kLearned) {
+    std::printf("  norm %s, MLP %s%s, positions %s", to_string(cfg.norm), to_string(cfg.mlp_activation),
+                cfg.mlp_bias ? " with biases" : "", to_string(cfg.position_embedding));
+    if (cfg.position_embedding == PositionEmbedding::kLearned)
+      std::printf(" (%lld, meta tokens first)", static_cast<long long>(cfg.max_position_embeddings));
+    std::printf("\n");
+  }
   bool any_attention = false;
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) any_attention = any_attention || cfg.has_attention(l);
   if (any_attention) {

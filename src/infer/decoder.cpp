@@ -115,6 +115,14 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
   const int64_t d = c.hidden_size, V = c.vocab_size, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   float* x = arena_.alloc(static_cast<size_t>(R * d));
   cpu::embedding_forward(x, tokens.data(), P + plan.embed, R, V, d);
+  if (plan.positions >= 0) {
+    // Learned positions: the row at the token's absolute position (meta tokens took 0..M-1).
+    for (size_t b = 0; b < n; ++b)
+      HYMBA_CHECK(positions_[b] < c.max_position_embeddings, "generate: position ", positions_[b],
+                  " is beyond the model's learned positions (max_position_embeddings ", c.max_position_embeddings,
+                  ")");
+    cpu::position_embedding_forward(x, P + plan.positions, positions_.data(), R, c.max_position_embeddings, d);
+  }
   acts_.assign(plan.layers.size(), LayerActs<float>{});
   k_ptrs_.resize(n);
   v_ptrs_.resize(n);
@@ -198,7 +206,7 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
   }
 
   float* hf = arena_.alloc(static_cast<size_t>(R * d));
-  cpu::rmsnorm_forward(hf, nullptr, x, P + plan.final_norm, R, d, static_cast<float>(c.rms_norm_eps));
+  stream_norm<float>(c, hf, nullptr, nullptr, x, P, plan.final_norm, plan.final_norm_b, R, d);
   linear(logits, V, hf, d, P + plan.lm_head, R, d, V);
   // Only now do producers store the new token: their consumers ran against
   // the cache as it was, plus the current row, like the producer itself.

@@ -71,6 +71,15 @@ SequenceRun::SequenceRun(const Decoder& decoder, std::vector<int32_t> prompt, co
       cache_(decoder.new_cache(static_cast<int64_t>(gen_.prompt.size()) + opt.max_new_tokens)),
       sampler_(opt.sampling, stream) {
   HYMBA_CHECK(!gen_.prompt.empty(), "generate: prompt ", stream, " has no tokens");
+  const ModelConfig& c = decoder.config();
+  if (c.position_embedding == PositionEmbedding::kLearned) {
+    // Every token but the last generated one is fed back, each at its own learned position.
+    const int64_t needed = c.num_memory_tokens + static_cast<int64_t>(gen_.prompt.size()) + opt.max_new_tokens - 1;
+    HYMBA_CHECK(needed <= c.max_position_embeddings, "generate: ", gen_.prompt.size(), " prompt tokens + ",
+                opt.max_new_tokens, " new (--max-new-tokens)", c.num_memory_tokens > 0 ? " + meta tokens" : "",
+                " need ", needed, " learned positions, beyond the model's max_position_embeddings (",
+                c.max_position_embeddings, ")");
+  }
   for (const std::string& s : opt_.stop) longest_stop_ = std::max(longest_stop_, s.size());
 }
 

@@ -8,6 +8,7 @@
 #include "kernels/cpu/conv1d.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
@@ -80,7 +81,7 @@ class Backward {
     // dx: gradient of the residual stream, walked back layer by layer.
     float* dx = arena_.alloc(R * d);
     const float* x_last = acts_.layers.back().x_out;
-    cpu::rmsnorm_backward(dx, G_ + plan_.final_norm, dhf, x_last, P_ + plan_.final_norm, acts_.rstd_f, R, d);
+    norm_backward(dx, plan_.final_norm, plan_.final_norm_b, dhf, x_last, acts_.mean_f, acts_.rstd_f);
     // A linked block's skip gradient (to its input) waits until the walk
     // reaches the block's first layer; blocks do not nest.
     const float* dskip = nullptr;
@@ -102,10 +103,23 @@ class Backward {
       if (M > 0)
         for (int64_t i = 0; i < M * d; ++i) G_[plan_.memory + i] += rows[i];
       cpu::embedding_backward(G_ + plan_.embed, rows + M * d, acts_.ids.data() + b * T, T, V, d);
+      if (plan_.positions >= 0)
+        cpu::position_embedding_backward(G_ + plan_.positions, rows, nullptr, S, c_.max_position_embeddings, d);
     }
   }
 
  private:
+  // Back through a residual-stream norm (weight offset w, bias offset b or
+  // -1): dx += d(norm(x)) / dx, and the weight and bias gradients.
+  void norm_backward(float* dx, int64_t w, int64_t b, const float* dout, const float* x, const float* mean,
+                     const float* rstd) {
+    const int64_t R = acts_.R, d = c_.hidden_size;
+    if (c_.norm == NormKind::kLayerNorm)
+      cpu::layernorm_backward(dx, G_ + w, b >= 0 ? G_ + b : nullptr, dout, x, P_ + w, mean, rstd, R, d);
+    else
+      cpu::rmsnorm_backward(dx, G_ + w, dout, x, P_ + w, rstd, R, d);
+  }
+
   // The projection-gradient buffer of a layer; consumers add into their
   // producer's K/V columns, so it is created by whoever touches it first.
   float* dproj(int64_t layer) {
@@ -155,7 +169,7 @@ class Backward {
       }
       if (lp.mamba) project_back(lp.mamba_in_proj, lp.x_col, 2 * lp.dims.d_inner);
     }
-    cpu::rmsnorm_backward(dx, G_ + lp.input_norm, dh, a.x_in, P_ + lp.input_norm, a.rstd_in, R, d);
+    norm_backward(dx, lp.input_norm, lp.input_norm_b, dh, a.x_in, a.mean_in, a.rstd_in);
   }
 
   // Back through a block link: dx (d of the linked output) becomes d of the
@@ -184,11 +198,21 @@ class Backward {
     const int64_t R = acts_.R, d = c_.hidden_size, I = c_.intermediate_size;
     const float* df = through_mask(arena_, dx, a.mask2, R * d);
     float* dact = arena_.alloc_uninit(R * I);
-    cpu::matmul_backward(dact, I, G_ + lp.ffn_down, nullptr, df, d, a.act, I, P_ + lp.ffn_down, R, I, d,
-                         /*overwrite_dinp=*/true);
+    cpu::matmul_backward(dact, I, G_ + lp.ffn_down, lp.ffn_down_b >= 0 ? G_ + lp.ffn_down_b : nullptr, df, d, a.act,
+                         I, P_ + lp.ffn_down, R, I, d, /*overwrite_dinp=*/true);
+    float* dh2 = arena_.alloc_uninit(R * d);
+    if (c_.mlp_activation != MlpActivation::kSwiGlu) {
+      // GELU MLP: a.gu holds the up projection (with its bias) GELU read.
+      float* dup = arena_.alloc(R * I);
+      if (c_.mlp_activation == MlpActivation::kGeluErf) cpu::gelu_erf_backward(dup, dact, a.gu, R * I);
+      else cpu::gelu_tanh_backward(dup, dact, a.gu, R * I);
+      cpu::matmul_backward(dh2, d, G_ + lp.ffn_up, lp.ffn_up_b >= 0 ? G_ + lp.ffn_up_b : nullptr, dup, I, a.h2, d,
+                           P_ + lp.ffn_up, R, d, I, /*overwrite_dinp=*/true);
+      norm_backward(dx, lp.ffn_norm, lp.ffn_norm_b, dh2, a.x_mid, a.mean2, a.rstd2);
+      return;
+    }
     float* dgu = arena_.alloc_uninit(R * 2 * I);
     cpu::swiglu_backward(dgu, dgu + I, dact, a.gu, a.gu + I, R, I, 2 * I, /*accumulate=*/false);
-    float* dh2 = arena_.alloc_uninit(R * d);
     if (lp.gate_up_stacked) {
       cpu::matmul_backward(dh2, d, G_ + lp.ffn_gate, nullptr, dgu, 2 * I, a.h2, d, P_ + lp.ffn_gate, R, d, 2 * I,
                            /*overwrite_dinp=*/true);
@@ -197,7 +221,7 @@ class Backward {
                            /*overwrite_dinp=*/true);
       cpu::matmul_backward(dh2, d, G_ + lp.ffn_up, nullptr, dgu + I, 2 * I, a.h2, d, P_ + lp.ffn_up, R, d, I);
     }
-    cpu::rmsnorm_backward(dx, G_ + lp.ffn_norm, dh2, a.x_mid, P_ + lp.ffn_norm, a.rstd2, R, d);
+    norm_backward(dx, lp.ffn_norm, lp.ffn_norm_b, dh2, a.x_mid, a.mean2, a.rstd2);
   }
 
   // From d(o) to the branch outputs' gradients dattn / dy.

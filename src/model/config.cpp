@@ -49,6 +49,24 @@ const char* to_string(InitScheme s) {
   return "?";
 }
 
+const char* to_string(NormKind k) { return k == NormKind::kLayerNorm ? "layernorm" : "rmsnorm"; }
+const char* to_string(MlpActivation a) {
+  switch (a) {
+    case MlpActivation::kSwiGlu: return "swiglu";
+    case MlpActivation::kGelu: return "gelu";
+    case MlpActivation::kGeluErf: return "gelu_erf";
+  }
+  return "?";
+}
+const char* to_string(PositionEmbedding p) {
+  switch (p) {
+    case PositionEmbedding::kRope: return "rope";
+    case PositionEmbedding::kLearned: return "learned";
+    case PositionEmbedding::kNone: return "none";
+  }
+  return "?";
+}
+
 bool parse_init_scheme(const std::string& name, InitScheme& out) {
   for (InitScheme s : {InitScheme::kNormal, InitScheme::kTorch, InitScheme::kMambaSsm}) {
     if (name == to_string(s)) {
@@ -158,6 +176,8 @@ void check_sizes(const ModelConfig& c, bool any_attn, bool any_mamba) {
   const int64_t d = c.hidden_size;
   checked_mul(c.vocab_size, d, "config: fields vocab_size x hidden_size");
   checked_mul(c.num_memory_tokens, d, "config: fields num_memory_tokens x hidden_size");
+  if (c.position_embedding == PositionEmbedding::kLearned)
+    checked_mul(c.max_position_embeddings, d, "config: fields max_position_embeddings x hidden_size");
   checked_product({3, c.intermediate_size, d}, "config: fields 3 x intermediate_size x hidden_size");
   int64_t inner = 0;
   if (any_mamba) {
@@ -204,7 +224,16 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   r.get("qk_head_dim", c.qk_head_dim);
   r.get("v_head_dim", c.v_head_dim);
   r.get("rope_theta", c.rope_theta);
+  const bool rope_given = r.has("rope");
   r.get("rope", c.rope);
+  const std::string pe = r.get_string("position_embedding", c.rope ? "rope" : "none");
+  if (pe == "rope") c.position_embedding = PositionEmbedding::kRope;
+  else if (pe == "learned") c.position_embedding = PositionEmbedding::kLearned;
+  else if (pe == "none") c.position_embedding = PositionEmbedding::kNone;
+  else fail(source, ": field 'position_embedding' must be one of rope, learned, none (got \"", pe, "\")");
+  HYMBA_CHECK(!rope_given || c.rope == (c.position_embedding == PositionEmbedding::kRope), source,
+              ": field 'rope' (", c.rope ? "true" : "false", ") contradicts position_embedding \"", pe, "\"");
+  c.rope = c.position_embedding == PositionEmbedding::kRope;
   const std::string rope_type = r.get_string("rope_type", "default");
   if (rope_type == "ntk") c.rope_ntk = true;
   else if (rope_type != "default")
@@ -223,6 +252,17 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   r.get("mamba_dt_min", c.mamba_dt_min);
   r.get("mamba_dt_max", c.mamba_dt_max);
   r.get("intermediate_size", c.intermediate_size);
+  const std::string act = r.get_string("mlp_activation", "swiglu");
+  if (act == "swiglu") c.mlp_activation = MlpActivation::kSwiGlu;
+  else if (act == "gelu") c.mlp_activation = MlpActivation::kGelu;
+  else if (act == "gelu_erf") c.mlp_activation = MlpActivation::kGeluErf;
+  else fail(source, ": field 'mlp_activation' must be one of swiglu, gelu, gelu_erf (got \"", act, "\")");
+  r.get("mlp_bias", c.mlp_bias);
+  const std::string norm = r.get_string("norm", "rmsnorm");
+  if (norm == "rmsnorm") c.norm = NormKind::kRmsNorm;
+  else if (norm == "layernorm") c.norm = NormKind::kLayerNorm;
+  else fail(source, ": field 'norm' must be \"rmsnorm\" or \"layernorm\" (got \"", norm, "\")");
+  r.get("layer_norm_eps", c.layer_norm_eps);
   r.get("block_layers", c.block_layers);
   const std::string link = r.get_string("block_link", "null");
   if (link == "null") c.block_link = BlockLink::kNull;
@@ -369,6 +409,10 @@ void ModelConfig::resolve() {
   HYMBA_CHECK(num_hidden_layers <= kMaxLayers, "config: field 'num_hidden_layers' must be <= ", kMaxLayers, " (got ",
               num_hidden_layers, ")");
   if (mamba_dt_rank == 0) mamba_dt_rank = hidden_size / 16 + (hidden_size % 16 != 0);  // ceil, without overflow
+  // `rope` and position_embedding say the same thing (from_json refuses a
+  // contradiction); code that sets only one of them gets the other to match.
+  if (position_embedding != PositionEmbedding::kRope) rope = false;
+  else if (!rope) position_embedding = PositionEmbedding::kNone;
   bool any_attn = false;
   for (int64_t l = 0; l < num_hidden_layers; ++l) any_attn |= has_attention(l);
   if (any_attn && num_attention_heads >= 1) {
@@ -419,6 +463,19 @@ void ModelConfig::validate() const {
   positive("hidden_size", hidden_size);
   positive("num_hidden_layers", num_hidden_layers);
   HYMBA_CHECK(rms_norm_eps > 0, "config: field 'rms_norm_eps' must be > 0");
+  HYMBA_CHECK(layer_norm_eps > 0, "config: field 'layer_norm_eps' must be > 0");
+  HYMBA_CHECK(!rope_ntk || rope, "config: field 'rope_type' \"ntk\" needs position_embedding \"rope\" (got \"",
+              to_string(position_embedding), "\")");
+  if (position_embedding == PositionEmbedding::kLearned) {
+    HYMBA_CHECK(max_position_embeddings >= 1,
+                "config: field 'max_position_embeddings' must be >= 1 with position_embedding \"learned\" (got ",
+                max_position_embeddings, ")");
+    HYMBA_CHECK(num_memory_tokens < max_position_embeddings, "config: field 'max_position_embeddings' (",
+                max_position_embeddings, ") must exceed num_memory_tokens (", num_memory_tokens,
+                "): meta tokens take the first learned positions");
+  }
+  HYMBA_CHECK(!mlp_bias || mlp_activation != MlpActivation::kSwiGlu,
+              "config: field 'mlp_bias' needs mlp_activation \"gelu\" or \"gelu_erf\" (SwiGLU has no biases)");
   HYMBA_CHECK(dropout >= 0 && dropout < 1, "config: field 'dropout' must be in [0, 1) (got ", dropout, ")");
   HYMBA_CHECK(initializer_range > 0, "config: field 'initializer_range' must be > 0");
   HYMBA_CHECK(intermediate_size >= 0, "config: field 'intermediate_size' must be >= 0 (0 = no FFN)");
@@ -552,6 +609,11 @@ json ModelConfig::to_json() const {
   j["rope_theta"] = rope_theta;
   // Written only when set, so configs of models without them stay as they were.
   if (!rope) j["rope"] = false;
+  if (position_embedding != PositionEmbedding::kRope) j["position_embedding"] = to_string(position_embedding);
+  if (norm != NormKind::kRmsNorm) {
+    j["norm"] = to_string(norm);
+    j["layer_norm_eps"] = layer_norm_eps;
+  }
   if (rope_ntk) j["rope_type"] = "ntk";
   if (max_position_embeddings > 0) j["max_position_embeddings"] = max_position_embeddings;
   if (orig_max_position_embeddings > 0) j["orig_max_position_embeddings"] = orig_max_position_embeddings;
@@ -572,6 +634,8 @@ json ModelConfig::to_json() const {
   j["fusion"] = to_string(fusion);
   if (!attn_mamba_ratio.empty()) j["attn_mamba_ratio"] = attn_mamba_ratio;
   j["intermediate_size"] = intermediate_size;
+  if (mlp_activation != MlpActivation::kSwiGlu) j["mlp_activation"] = to_string(mlp_activation);
+  if (mlp_bias) j["mlp_bias"] = true;
   if (block_layers > 0) {  // only sequential-block models carry these
     j["block_layers"] = block_layers;
     j["block_link"] = to_string(block_link);

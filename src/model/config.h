@@ -30,6 +30,15 @@ enum class BlockLink { kNull, kResidual, kGated };
 // mamba_ssm: MambaLMHeadModel's _init_weights (embeddings N(0, initializer_range), Linear
 // biases 0, output projections U(+-1/sqrt(fan_in)) / sqrt(residuals per layer x layers)).
 enum class InitScheme { kNormal, kTorch, kMambaSsm };
+// The residual-stream norms (input, FFN and final): RMSNorm (Llama / Hymba) or
+// LayerNorm with weight and bias (GPT-2 / GPT-Neo).
+enum class NormKind { kRmsNorm, kLayerNorm };
+// The FFN: SwiGLU (gate, up, down) or a GELU MLP (up, GELU, down): gelu is the
+// tanh approximation GPT-2 / GPT-Neo use (HF "gelu_new"), gelu_erf the exact one.
+enum class MlpActivation { kSwiGlu, kGelu, kGeluErf };
+// Positions: rotary on Q/K, a learned absolute table added to the embeddings
+// (GPT-2 / GPT-Neo "wpe"), or none.
+enum class PositionEmbedding { kRope, kLearned, kNone };
 inline constexpr const char* kInitSchemeNames = "normal, torch, mamba_ssm";
 
 const char* to_string(MixerKind k);
@@ -37,6 +46,9 @@ const char* to_string(ProjStyle s);
 const char* to_string(Fusion f);
 const char* to_string(BlockLink l);
 const char* to_string(InitScheme s);
+const char* to_string(NormKind k);
+const char* to_string(MlpActivation a);
+const char* to_string(PositionEmbedding p);
 // False when `name` is not one of kInitSchemeNames (callers name the field or flag).
 bool parse_init_scheme(const std::string& name, InitScheme& out);
 
@@ -50,6 +62,9 @@ struct ModelConfig {
   double dropout = 0.0;             // residual-branch dropout during training
   double initializer_range = 0.02;  // std of normal init (normal: all dense tensors; mamba_ssm: embeddings)
   InitScheme init_scheme = InitScheme::kNormal;
+  NormKind norm = NormKind::kRmsNorm;  // input, FFN and final norms (fusion / inner norms stay RMSNorm)
+  double layer_norm_eps = 1e-5;        // eps of the LayerNorms (norm "layernorm")
+  double norm_eps() const { return norm == NormKind::kLayerNorm ? layer_norm_eps : rms_norm_eps; }
   // Per-layer mixer; one entry per layer after parsing (JSON accepts one string for all).
   std::vector<MixerKind> layer_types;
 
@@ -62,9 +77,13 @@ struct ModelConfig {
   // rope false: no rotary embedding at all. rope_type "ntk": the released
   // Hymba's fixed NTK scaling, base = rope_theta * (2 * max_position_embeddings
   // / orig_max_position_embeddings - 1)^(D / (D - 2)) with D = qk_head_dim.
+  // position_embedding: rope (rope = true), learned or none (rope = false);
+  // kept in step with `rope` by from_json. learned: a [max_position_embeddings,
+  // d] table, row s added to sequence row s (meta tokens take rows 0..M-1).
+  PositionEmbedding position_embedding = PositionEmbedding::kRope;
   bool rope = true;
   bool rope_ntk = false;                     // JSON rope_type: "default" | "ntk"
-  int64_t max_position_embeddings = 0;       // ntk only
+  int64_t max_position_embeddings = 0;       // ntk, and the learned table's rows
   int64_t orig_max_position_embeddings = 0;  // ntk only
   std::vector<int64_t> global_attn_idx;  // layers with full causal attention
   int64_t sliding_window = 0;            // window of the other attention layers (0: all global)
@@ -92,7 +111,9 @@ struct ModelConfig {
   std::vector<double> attn_mamba_ratio;
 
   // --- FFN
-  int64_t intermediate_size = 0;  // SwiGLU width; 0 = no FFN
+  int64_t intermediate_size = 0;  // FFN width; 0 = no FFN
+  MlpActivation mlp_activation = MlpActivation::kSwiGlu;
+  bool mlp_bias = false;  // biases on the GELU MLP's up and down projections
 
   // --- sequential blocks (seed 004): consecutive groups of block_layers
   // layers, each closed by block_link. 0: no blocks.

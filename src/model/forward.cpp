@@ -18,6 +18,13 @@ void copy_cols(T* dst, int64_t ld_dst, const T* src, int64_t ld_src, int64_t row
 }
 
 // out = a + b, elementwise.
+// rows of x [R, n] += bias [n]
+template <typename T>
+void add_bias(T* x, const T* bias, int64_t R, int64_t n) {
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < n; ++c) x[r * n + c] += bias[c];
+}
+
 template <typename T>
 void add(T* __restrict out, const T* __restrict a, const T* __restrict b, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > 16384)
@@ -142,6 +149,15 @@ void layer_forward(const ModelPlan& plan, const LayerPlan& lp, const T* P, const
 }  // namespace
 
 template <typename T>
+void stream_norm(const ModelConfig& c, T* out, T* mean, T* rstd, const T* x, const T* P, int64_t w, int64_t b,
+                 int64_t R, int64_t d) {
+  if (c.norm == NormKind::kLayerNorm)
+    Ops<T>::layernorm(out, mean, rstd, x, P + w, b >= 0 ? P + b : nullptr, R, d, c.norm_eps());
+  else
+    Ops<T>::rmsnorm(out, rstd, x, P + w, R, d, c.norm_eps());
+}
+
+template <typename T>
 void layer_input_projection(const ModelPlan& plan, const LayerPlan& lp, const T* P, BasicArena<T>& arena,
                             LayerActs<T>& a, int64_t R, LinearFn<T> linear) {
   using O = Ops<T>;
@@ -150,7 +166,8 @@ void layer_input_projection(const ModelPlan& plan, const LayerPlan& lp, const T*
   const int64_t d = c.hidden_size;
   a.h = arena.alloc_uninit(R * d);
   a.rstd_in = arena.alloc_uninit(R);
-  O::rmsnorm(a.h, a.rstd_in, a.x_in, P + lp.input_norm, R, d, c.rms_norm_eps);
+  if (c.norm == NormKind::kLayerNorm) a.mean_in = arena.alloc_uninit(R);
+  stream_norm(c, a.h, a.mean_in, a.rstd_in, a.x_in, P, lp.input_norm, lp.input_norm_b, R, d);
 
   // Projections into one buffer [Q | K | V | x | z].
   const int64_t W = lp.proj_width;
@@ -283,18 +300,29 @@ void layer_residual_ffn(const ModelPlan& plan, const LayerPlan& lp, const T* P, 
   const int64_t I = c.intermediate_size;
   a.h2 = arena.alloc_uninit(R * d);
   a.rstd2 = arena.alloc_uninit(R);
-  O::rmsnorm(a.h2, a.rstd2, a.x_mid, P + lp.ffn_norm, R, d, c.rms_norm_eps);
-  a.gu = arena.alloc_uninit(R * 2 * I);
-  if (lp.gate_up_stacked) {
-    mm(a.gu, 2 * I, a.h2, d, P + lp.ffn_gate, R, d, 2 * I);
+  if (c.norm == NormKind::kLayerNorm) a.mean2 = arena.alloc_uninit(R);
+  stream_norm(c, a.h2, a.mean2, a.rstd2, a.x_mid, P, lp.ffn_norm, lp.ffn_norm_b, R, d);
+  if (c.mlp_activation == MlpActivation::kSwiGlu) {
+    a.gu = arena.alloc_uninit(R * 2 * I);
+    if (lp.gate_up_stacked) {
+      mm(a.gu, 2 * I, a.h2, d, P + lp.ffn_gate, R, d, 2 * I);
+    } else {
+      mm(a.gu, 2 * I, a.h2, d, P + lp.ffn_gate, R, d, I);
+      mm(a.gu + I, 2 * I, a.h2, d, P + lp.ffn_up, R, d, I);
+    }
+    a.act = arena.alloc_uninit(R * I);
+    O::swiglu(a.act, a.gu, a.gu + I, R, I, 2 * I);
   } else {
-    mm(a.gu, 2 * I, a.h2, d, P + lp.ffn_gate, R, d, I);
-    mm(a.gu + I, 2 * I, a.h2, d, P + lp.ffn_up, R, d, I);
+    // GELU MLP: up (+ bias), GELU, down (+ bias).
+    a.gu = arena.alloc_uninit(R * I);
+    mm(a.gu, I, a.h2, d, P + lp.ffn_up, R, d, I);
+    if (lp.ffn_up_b >= 0) add_bias(a.gu, P + lp.ffn_up_b, R, I);
+    a.act = arena.alloc_uninit(R * I);
+    O::gelu(a.act, a.gu, R * I, c.mlp_activation == MlpActivation::kGeluErf);
   }
-  a.act = arena.alloc_uninit(R * I);
-  O::swiglu(a.act, a.gu, a.gu + I, R, I, 2 * I);
   a.f = arena.alloc_uninit(R * d);
   mm(a.f, d, a.act, I, P + lp.ffn_down, R, I, d);
+  if (lp.ffn_down_b >= 0) add_bias(a.f, P + lp.ffn_down_b, R, d);
   if (dropout) {
     a.mask2 = make_dropout_mask(arena, *opt.dropout_rng, lp.index, 1, R * d, c.dropout);
     for (int64_t i = 0; i < R * d; ++i) a.f[i] *= a.mask2[i];
@@ -358,12 +386,17 @@ LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, c
     }
   }
 
-  // Embeddings, with the meta tokens as the first M rows of every sequence.
+  // Embeddings, with the meta tokens as the first M rows of every sequence;
+  // learned positions add row s of their table to sequence row s (meta rows included).
+  if (plan.positions >= 0)
+    HYMBA_CHECK(S <= c.max_position_embeddings, "forward: ", M > 0 ? std::to_string(M) + " meta + " : std::string(),
+                T_, " tokens need ", S, " positions, beyond max_position_embeddings (", c.max_position_embeddings, ")");
   acts.x0 = arena.alloc_uninit(R * d);
   for (int64_t b = 0; b < B; ++b) {
     T* row0 = acts.x0 + b * S * d;
     if (M > 0) for (int64_t i = 0; i < M * d; ++i) row0[i] = P[plan.memory + i];
     Ops<T>::embedding(row0 + M * d, ids + b * T_, P + plan.embed, T_, V, d);
+    if (plan.positions >= 0) Ops<T>::positions(row0, P + plan.positions, S, c.max_position_embeddings, d);
   }
 
   T* x = acts.x0;
@@ -400,7 +433,8 @@ LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, c
 
   acts.hf = arena.alloc_uninit(R * d);
   acts.rstd_f = arena.alloc_uninit(R);
-  Ops<T>::rmsnorm(acts.hf, acts.rstd_f, x, P + plan.final_norm, R, d, c.rms_norm_eps);
+  acts.mean_f = c.norm == NormKind::kLayerNorm ? arena.alloc_uninit(R) : nullptr;
+  stream_norm(c, acts.hf, acts.mean_f, acts.rstd_f, x, P, plan.final_norm, plan.final_norm_b, R, d);
   if (opt.hidden_only) {
     HYMBA_CHECK(targets == nullptr, "forward: hidden_only takes no targets");
     acts.hf_tok = acts.logits = nullptr;
@@ -431,6 +465,8 @@ template LossStats model_forward<double>(const ModelPlan&, const double*, const 
                                          BasicArena<double>*);
 
 #define HYMBA_INSTANTIATE_LAYER_PIECES(T)                                                                       \
+  template void stream_norm<T>(const ModelConfig&, T*, T*, T*, const T*, const T*, int64_t, int64_t, int64_t,      \
+                               int64_t);                                                                         \
   template void layer_input_projection<T>(const ModelPlan&, const LayerPlan&, const T*, BasicArena<T>&,            \
                                           LayerActs<T>&, int64_t, LinearFn<T>);                                  \
   template void layer_mamba_projections<T>(const ModelPlan&, const LayerPlan&, const T*, BasicArena<T>&,           \

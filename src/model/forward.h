@@ -20,6 +20,7 @@ struct LayerActs {
   T* x_in = nullptr;     // [R, d] residual stream entering the layer
   T* h = nullptr;        // [R, d] input_layernorm(x_in)
   T* rstd_in = nullptr;  // [R]
+  T* mean_in = nullptr;  // [R] (norm "layernorm" only)
   T* proj = nullptr;     // [R, proj_width] Q|K|V|x|z (Q, K rotated in place)
   T* attn = nullptr;     // [R, attn_out]
   T* lse = nullptr;      // [B, Hq, S]
@@ -41,8 +42,8 @@ struct LayerActs {
   T* o = nullptr;        // [R, d] mixer output (after dropout)
   T* mask1 = nullptr;    // dropout multipliers or null
   T* x_mid = nullptr;    // [R, d] x_in + o
-  T* h2 = nullptr, *rstd2 = nullptr;  // FFN input norm
-  T* gu = nullptr;       // [R, 2I] gate | up
+  T* h2 = nullptr, *rstd2 = nullptr, *mean2 = nullptr;  // FFN input norm
+  T* gu = nullptr;       // [R, 2I] gate | up (SwiGLU); [R, I] up with its bias (GELU MLP)
   T* act = nullptr;      // [R, I]
   T* f = nullptr;        // [R, d]
   T* mask2 = nullptr;
@@ -63,7 +64,7 @@ struct Activations {
   // the float64 reference rotates from scratch).
   T* rope_cos = nullptr, *rope_sin = nullptr;
   std::vector<LayerActs<T>> layers;
-  T* hf = nullptr, *rstd_f = nullptr;  // [R, d] final norm
+  T* hf = nullptr, *rstd_f = nullptr, *mean_f = nullptr;  // [R, d] final norm
   T* hf_tok = nullptr;  // [B*T, d] token rows of hf (hf itself without meta tokens)
   T* logits = nullptr;  // [B*T, V]
 };
@@ -91,6 +92,14 @@ struct ForwardOptions {
 template <typename T>
 using LinearFn = void (*)(T* out, int64_t ld_out, const T* in, int64_t ld_in, const T* w, int64_t rows, int64_t C,
                           int64_t OC);
+
+// The residual-stream norm the config picks (input, FFN and final norms):
+// RMSNorm with weight `w`, or LayerNorm with weight `w` and bias `b` (offsets
+// into params; b may be -1). mean and rstd may be null when not training;
+// mean is written only by LayerNorm.
+template <typename T>
+void stream_norm(const ModelConfig& c, T* out, T* mean, T* rstd, const T* x, const T* params, int64_t w, int64_t b,
+                 int64_t R, int64_t d);
 
 // One layer's row-wise pieces over R rows, as model_forward runs them; the
 // decoder runs them on one row per sequence. Sequence mixing (attention, conv,

@@ -30,6 +30,11 @@ json hymba_json(const ModelConfig& c) {
   if (c.fusion != Fusion::kNormMean) cannot("fusion", "must be \"norm_mean\" (the released fusion)");
   if (!c.attn_mamba_ratio.empty()) cannot("attn_mamba_ratio", "must be unset");
   if (c.intermediate_size <= 0) cannot("intermediate_size", "must be > 0 (the released block has an FFN)");
+  if (c.norm != NormKind::kRmsNorm) cannot("norm", "must be \"rmsnorm\" (the released block has RMSNorms)");
+  if (c.mlp_activation != MlpActivation::kSwiGlu)
+    cannot("mlp_activation", "must be \"swiglu\" (the released FFN is SwiGLU)");
+  if (c.position_embedding == PositionEmbedding::kLearned)
+    cannot("position_embedding", "must be \"rope\" or \"none\" (the released model has no learned positions)");
   if (c.hidden_size % c.num_attention_heads != 0)
     cannot("num_attention_heads", "must divide hidden_size (the released attention requires it)");
   if (c.rope && c.rope_ntk && (c.max_position_embeddings < 1 || c.orig_max_position_embeddings < 1))
@@ -138,6 +143,9 @@ json hf_config_json(const ModelConfig& cfg, int bos_id, int eos_id, int pad_id, 
     if (cfg.intermediate_size > 0) cannot("intermediate_size", "must be 0 for MambaForCausalLM (no FFN)");
     if (cfg.num_memory_tokens > 0) cannot("num_memory_tokens", "must be 0 for MambaForCausalLM");
     if (cfg.mamba_inner_layernorms) cannot("mamba_inner_layernorms", "must be false for MambaForCausalLM");
+    if (cfg.norm != NormKind::kRmsNorm) cannot("norm", "must be \"rmsnorm\" for MambaForCausalLM");
+    if (cfg.position_embedding == PositionEmbedding::kLearned)
+      cannot("position_embedding", "must not be \"learned\" for MambaForCausalLM");
     j = mamba_json(cfg);
   } else {
     j = hymba_json(cfg);

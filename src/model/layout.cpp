@@ -9,7 +9,8 @@ bool uses_hf_mamba_names(const ModelConfig& cfg) {
   for (MixerKind k : cfg.layer_types)
     if (k != MixerKind::kMamba) return false;
   return cfg.intermediate_size == 0 && cfg.num_memory_tokens == 0 && !cfg.mamba_inner_layernorms &&
-         cfg.block_link == BlockLink::kNull;
+         cfg.block_link == BlockLink::kNull && cfg.norm == NormKind::kRmsNorm &&
+         cfg.position_embedding != PositionEmbedding::kLearned;
 }
 
 LayerDims layer_dims(const ModelConfig& cfg, int64_t l) {
@@ -40,6 +41,9 @@ ModelTensorNames tensor_names(const ModelConfig& cfg) {
   n.final_norm = n.hf_mamba ? "backbone.norm_f.weight" : "model.final_layernorm.weight";
   if (cfg.num_memory_tokens > 0) n.memory_tokens = "model.memory_tokens";
   if (!cfg.tie_word_embeddings) n.lm_head = "lm_head.weight";
+  const bool layernorm = cfg.norm == NormKind::kLayerNorm;
+  if (layernorm) n.final_norm_bias = "model.final_layernorm.bias";
+  if (cfg.position_embedding == PositionEmbedding::kLearned) n.position_embed = "model.embed_positions.weight";
 
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
     LayerTensorNames t;
@@ -67,6 +71,7 @@ ModelTensorNames tensor_names(const ModelConfig& cfg) {
     }
 
     t.input_norm = p + "input_layernorm.weight";
+    if (layernorm) t.input_norm_bias = p + "input_layernorm.bias";
     if (attn) {
       if (fused) {
         t.in_proj = p + "mamba.in_proj.weight";
@@ -119,10 +124,16 @@ ModelTensorNames tensor_names(const ModelConfig& cfg) {
       t.mamba_out_proj = p + "mamba.out_proj.weight";
     }
     if (cfg.intermediate_size > 0) {
+      const std::string e = p + "moe.experts.0.";
       t.ffn_norm = p + "pre_moe_layernorm.weight";
-      t.ffn_gate = p + "moe.experts.0.gate_proj.weight";
-      t.ffn_up = p + "moe.experts.0.up_proj.weight";
-      t.ffn_down = p + "moe.experts.0.down_proj.weight";
+      if (layernorm) t.ffn_norm_bias = p + "pre_moe_layernorm.bias";
+      if (cfg.mlp_activation == MlpActivation::kSwiGlu) t.ffn_gate = e + "gate_proj.weight";
+      t.ffn_up = e + "up_proj.weight";
+      t.ffn_down = e + "down_proj.weight";
+      if (cfg.mlp_bias) {
+        t.ffn_up_bias = e + "up_proj.bias";
+        t.ffn_down_bias = e + "down_proj.bias";
+      }
     }
     if (cfg.block_link == BlockLink::kGated && cfg.closes_linked_block(l)) {
       const std::string g = "model.blocks." + std::to_string(l / cfg.block_layers) + ".link_gate.";
@@ -229,11 +240,13 @@ void declare_parameters(const ModelConfig& cfg, ParamTable& table) {
 
   add(names.embed, {cfg.vocab_size, d}, rule.embedding(), true, "embedding");
   add(names.memory_tokens, {cfg.num_memory_tokens, d}, rule.embedding(), false, "meta");
+  add(names.position_embed, {cfg.max_position_embeddings, d}, rule.embedding(), true, "embedding");
 
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
     const LayerTensorNames& t = names.layers[static_cast<size_t>(l)];
     const LayerDims ld = layer_dims(cfg, l);
     add(t.input_norm, {d}, InitRule::ones(), false, "norms");
+    add(t.input_norm_bias, {d}, InitRule::zeros(), false, "norms");
     add(t.in_proj, {ld.in_proj_rows, d}, rule.dense(d), true, "mixed_in_proj");
     add(t.q_proj, {ld.q_width, d}, rule.dense(d), true, "attention");
     add(t.k_proj, {ld.k_width, d}, rule.dense(d), true, "attention");
@@ -270,15 +283,19 @@ void declare_parameters(const ModelConfig& cfg, ParamTable& table) {
     if (cfg.intermediate_size > 0) {
       const int64_t I = cfg.intermediate_size;
       add(t.ffn_norm, {d}, InitRule::ones(), false, "norms");
+      add(t.ffn_norm_bias, {d}, InitRule::zeros(), false, "norms");
       add(t.ffn_gate, {I, d}, rule.dense(d), true, "ffn");
       add(t.ffn_up, {I, d}, rule.dense(d), true, "ffn");
       add(t.ffn_down, {d, I}, rule.residual_out(I), true, "ffn");
+      add(t.ffn_up_bias, {I}, rule.linear_bias(d), false, "ffn");
+      add(t.ffn_down_bias, {d}, rule.linear_bias(I), false, "ffn");
     }
     // Gate bias 0 (normal, mamba_ssm): g = sigmoid(W x) begins near 1/2, an even mix of the block and its input.
     add(t.link_gate_weight, {d, d}, rule.dense(d), true, "link");
     add(t.link_gate_bias, {d}, rule.linear_bias(d), false, "link");
   }
   add(names.final_norm, {d}, InitRule::ones(), false, "norms");
+  add(names.final_norm_bias, {d}, InitRule::zeros(), false, "norms");
   add(names.lm_head, {cfg.vocab_size, d}, rule.dense(d), true, "embedding");
 }
 

@@ -14,7 +14,7 @@ namespace hymba {
 
 // Names of one layer's tensors; empty when the layer has no such tensor.
 struct LayerTensorNames {
-  std::string input_norm;
+  std::string input_norm, input_norm_bias;  // bias: norm "layernorm" only
   // attention branch
   std::string in_proj;  // fused: rows [Q | K | V | x | z] (consumers: [Q | x | z])
   std::string q_proj, k_proj, v_proj, o_proj;
@@ -28,7 +28,8 @@ struct LayerTensorNames {
   std::string beta_attn, beta_mamba;                // learned_beta
   std::string fused_out_proj;                       // norm_mean / concat: output projection of the mix
   // FFN
-  std::string ffn_norm, ffn_gate, ffn_up, ffn_down;
+  std::string ffn_norm, ffn_gate, ffn_up, ffn_down;  // ffn_gate: SwiGLU only
+  std::string ffn_norm_bias, ffn_up_bias, ffn_down_bias;  // layernorm; GELU MLP with mlp_bias
   // gated block link (on the layer that closes a sequential block)
   std::string link_gate_weight, link_gate_bias;
 };
@@ -36,6 +37,8 @@ struct LayerTensorNames {
 struct ModelTensorNames {
   bool hf_mamba = false;  // pure-Mamba model using the HF MambaForCausalLM names
   std::string embed, memory_tokens, final_norm, lm_head;
+  std::string final_norm_bias;  // norm "layernorm"
+  std::string position_embed;   // position_embedding "learned": [max_position_embeddings, d]
   std::vector<LayerTensorNames> layers;
 };
 

@@ -73,10 +73,12 @@ double activation_bytes(const ModelConfig& cfg, int64_t B, int64_t T, bool train
   const double N = static_cast<double>(cfg.mamba_d_state), Rdt = static_cast<double>(cfg.dt_rank());
   const double I = static_cast<double>(cfg.intermediate_size), Hq = static_cast<double>(cfg.num_attention_heads);
   const bool dropout = training && cfg.dropout > 0;
+  const bool layernorm = cfg.norm == NormKind::kLayerNorm;  // a mean [R] beside each stream norm's rstd
+  const bool swiglu = cfg.mlp_activation == MlpActivation::kSwiGlu;  // gate | up [R, 2I]; GELU: up [R, I]
 
   bool any_attention = false;
   for (const LayerPlan& lp : plan.layers) any_attention = any_attention || lp.attn;
-  if (any_attention) {
+  if (any_attention && cfg.rope) {  // the RoPE cos / sin tables
     alloc(S * static_cast<double>(cfg.qk_head_dim / 2));
     alloc(S * static_cast<double>(cfg.qk_head_dim / 2));
   }
@@ -86,6 +88,7 @@ double activation_bytes(const ModelConfig& cfg, int64_t B, int64_t T, bool train
     const double Wa = static_cast<double>(lp.dims.attn_out), xw = static_cast<double>(lp.dims.x_proj_out);
     alloc(R * d);
     alloc(R);
+    if (layernorm) alloc(R);
     alloc(R * W);
     if (lp.attn) {
       alloc(R * Wa);
@@ -125,12 +128,15 @@ double activation_bytes(const ModelConfig& cfg, int64_t B, int64_t T, bool train
     if (dropout) alloc(R * d);
     alloc(R * d);  // x_mid
     if (lp.ffn_norm >= 0) {
-      for (double n : {R * d, R, R * 2 * I, R * I, R * d, R * d}) alloc(n);
+      for (double n : {R * d, R}) alloc(n);
+      if (layernorm) alloc(R);
+      for (double n : {R * (swiglu ? 2 : 1) * I, R * I, R * d, R * d}) alloc(n);
       if (dropout) alloc(R * d);
     }
   }
   alloc(R * d);  // hf
   alloc(R);
+  if (layernorm) alloc(R);
   if (M > 0) alloc(BT * d);
   alloc(BT * V);  // logits
   if (training) {
@@ -143,7 +149,7 @@ double activation_bytes(const ModelConfig& cfg, int64_t B, int64_t T, bool train
       const double Wa = static_cast<double>(lp.dims.attn_out), xw = static_cast<double>(lp.dims.x_proj_out);
       if (lp.ffn_norm >= 0) {
         if (dropout) alloc(R * d);
-        for (double n : {R * I, R * 2 * I, R * d}) alloc(n);
+        for (double n : {R * I, R * d, R * (swiglu ? 2 : 1) * I}) alloc(n);
       }
       if (dropout) alloc(R * d);
       if (lp.attn) alloc(R * Wa);

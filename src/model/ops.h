@@ -14,6 +14,7 @@
 #include "kernels/cpu/conv1d.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
@@ -23,6 +24,7 @@
 #include "kernels/reference/conv1d.h"
 #include "kernels/reference/cross_entropy.h"
 #include "kernels/reference/embedding.h"
+#include "kernels/reference/layernorm.h"
 #include "kernels/reference/matmul.h"
 #include "kernels/reference/rmsnorm.h"
 #include "kernels/reference/rope.h"
@@ -67,6 +69,17 @@ struct Ops<float> {
   }
   static void rmsnorm(float* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, double eps) {
     cpu::rmsnorm_forward(out, rstd, x, w, N, C, static_cast<float>(eps));
+  }
+  static void layernorm(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b,
+                        int64_t N, int64_t C, double eps) {
+    cpu::layernorm_forward(out, mean, rstd, x, w, b, N, C, static_cast<float>(eps));
+  }
+  static void positions(float* x, const float* table, int64_t S, int64_t P, int64_t C) {
+    cpu::position_embedding_forward(x, table, nullptr, S, P, C);
+  }
+  static void gelu(float* out, const float* x, int64_t n, bool exact) {
+    if (exact) cpu::gelu_erf_forward(out, x, n);
+    else cpu::gelu_tanh_forward(out, x, n);
   }
   static void matmul(float* out, int64_t ldo, const float* in, int64_t ldi, const float* w, int64_t BT, int64_t C,
                      int64_t OC) {
@@ -151,6 +164,17 @@ struct Ops<double> {
   }
   static void rmsnorm(double* out, double*, const double* x, const double* w, int64_t N, int64_t C, double eps) {
     ref::rmsnorm_forward(out, x, w, N, C, eps);
+  }
+  static void layernorm(double* out, double*, double*, const double* x, const double* w, const double* b, int64_t N,
+                        int64_t C, double eps) {
+    ref::layernorm_forward(out, x, w, b, N, C, eps);
+  }
+  static void positions(double* x, const double* table, int64_t S, int64_t, int64_t C) {
+    ref::position_embedding_forward(x, table, static_cast<const int64_t*>(nullptr), S, C);
+  }
+  static void gelu(double* out, const double* x, int64_t n, bool exact) {
+    if (exact) ref::gelu_erf_forward(out, x, n);
+    else ref::gelu_tanh_forward(out, x, n);
   }
   static void matmul(double* out, int64_t ldo, const double* in, int64_t ldi, const double* w, int64_t BT, int64_t C,
                      int64_t OC) {

@@ -10,6 +10,8 @@ ModelPlan make_plan(const ModelConfig& cfg, const ParamTable& table) {
   plan.embed = off(names.embed);
   plan.memory = off(names.memory_tokens);
   plan.final_norm = off(names.final_norm);
+  plan.final_norm_b = off(names.final_norm_bias);
+  plan.positions = off(names.position_embed);
   plan.lm_head = names.lm_head.empty() ? plan.embed : off(names.lm_head);
 
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
@@ -71,6 +73,10 @@ ModelPlan make_plan(const ModelConfig& cfg, const ParamTable& table) {
     p.ffn_gate = off(t.ffn_gate);
     p.ffn_up = off(t.ffn_up);
     p.ffn_down = off(t.ffn_down);
+    p.input_norm_b = off(t.input_norm_bias);
+    p.ffn_norm_b = off(t.ffn_norm_bias);
+    p.ffn_up_b = off(t.ffn_up_bias);
+    p.ffn_down_b = off(t.ffn_down_bias);
     if (cfg.closes_linked_block(l)) p.block_first = l + 1 - cfg.block_layers;
     p.link_w = off(t.link_gate_weight);
     p.link_b = off(t.link_gate_bias);

@@ -29,6 +29,8 @@ struct LayerPlan {
   int64_t dt_norm = -1, b_norm = -1, c_norm = -1, mamba_out_proj = -1;
   int64_t attn_fnorm = -1, mamba_fnorm = -1, beta_a = -1, beta_m = -1, fused_out = -1;
   int64_t ffn_norm = -1, ffn_gate = -1, ffn_up = -1, ffn_down = -1;
+  // LayerNorm biases (norm "layernorm") and GELU MLP biases (mlp_bias); -1: absent.
+  int64_t input_norm_b = -1, ffn_norm_b = -1, ffn_up_b = -1, ffn_down_b = -1;
   // Sequential blocks: on a layer closing a block with a residual or gated
   // link, the block's first layer (whose x_in the link adds back); else -1.
   int64_t block_first = -1;
@@ -45,6 +47,8 @@ struct ModelPlan {
   ModelConfig cfg;
   std::vector<LayerPlan> layers;
   int64_t embed = -1, memory = -1, final_norm = -1;
+  int64_t final_norm_b = -1;  // LayerNorm bias
+  int64_t positions = -1;     // learned position table [max_position_embeddings, d]
   int64_t lm_head = -1;  // the embedding's offset when tied
 };
 

@@ -149,6 +149,14 @@ void add_seed003(std::vector<Preset>& out) {
                      {"mamba_d_conv", 4},          {"mamba_expand", 2},        {"tie_word_embeddings", true}};
   out.push_back({"compare-transformer", "Transformer", "seed-003", "GPT-style: 8 global attention layers, FFN 1536",
                  merged(base, {{"layer_types", "attention"}, {"sliding_window", 0}, {"intermediate_size", 1536}})});
+  // Seed 003's "Standard GPT-style" Transformer as the seed describes it:
+  // learned absolute positions (its max_len, the 256-token training length),
+  // LayerNorm with bias, a GELU MLP with biases (GPT-2's tanh GELU).
+  out.push_back({"gpt-baseline", "Transformer (GPT-style)", "seed-003",
+                 "GPT-style: 8 global attention layers, learned positions (256), LayerNorm, GELU MLP 1536",
+                 merged(base, {{"layer_types", "attention"}, {"sliding_window", 0}, {"intermediate_size", 1536},
+                               {"norm", "layernorm"}, {"mlp_activation", "gelu"}, {"mlp_bias", true},
+                               {"position_embedding", "learned"}, {"max_position_embeddings", 256}})});
   out.push_back({"compare-mamba", "Mamba", "seed-003", "pure Mamba: 8 layers, d_state 16, no FFN",
                  merged(base, {{"layer_types", "mamba"}, {"intermediate_size", 0}})});
   out.push_back({"compare-hymba", "Hymba", "seed-003",

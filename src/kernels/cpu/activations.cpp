@@ -101,4 +101,49 @@ void softplus_backward(float* __restrict dx, const float* __restrict dout, const
   for (int64_t i = 0; i < n; ++i) dx[i] += dout[i] * sigmoid(x[i]);
 }
 
+namespace {
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCubic = 0.044715f;
+constexpr float kInvSqrt2 = 0.7071067811865476f;
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;
+
+}  // namespace
+
+void gelu_tanh_forward(float* __restrict out, const float* __restrict x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    out[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v)));
+  }
+}
+
+void gelu_tanh_backward(float* __restrict dx, const float* __restrict dout, const float* __restrict x, int64_t n) {
+  if (dx == nullptr) return;
+  // d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c x^3)).
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float t = std::tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
+    const float g = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
+    dx[i] += dout[i] * g;
+  }
+}
+
+void gelu_erf_forward(float* __restrict out, const float* __restrict x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i) out[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
+}
+
+void gelu_erf_backward(float* __restrict dx, const float* __restrict dout, const float* __restrict x, int64_t n) {
+  if (dx == nullptr) return;
+  // d/dx = Phi(x) + x phi(x).
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float g = 0.5f * (1.0f + std::erf(v * kInvSqrt2)) + v * kInvSqrt2Pi * std::exp(-0.5f * v * v);
+    dx[i] += dout[i] * g;
+  }
+}
+
 }  // namespace hymba::cpu

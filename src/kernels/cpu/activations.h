@@ -24,4 +24,13 @@ void swiglu_backward(float* dgate, float* dup, const float* dout, const float* g
 void softplus_forward(float* out, const float* x, int64_t n);
 void softplus_backward(float* dx, const float* dout, const float* x, int64_t n);
 
+// GELU. gelu_tanh is the tanh approximation GPT-2 and GPT-Neo use (HF
+// "gelu_new"): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). gelu_erf is
+// the exact x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))) (HF "gelu").
+// Backward: dx += dout * gelu'(x).
+void gelu_tanh_forward(float* out, const float* x, int64_t n);
+void gelu_tanh_backward(float* dx, const float* dout, const float* x, int64_t n);
+void gelu_erf_forward(float* out, const float* x, int64_t n);
+void gelu_erf_backward(float* dx, const float* dout, const float* x, int64_t n);
+
 }  // namespace hymba::cpu

@@ -50,4 +50,55 @@ void embedding_backward(float* dtable, const float* dout, const int32_t* ids, in
   }
 }
 
+namespace {
+
+void check_positions(const int64_t* positions, int64_t N, int64_t P) {
+  if (positions == nullptr) {
+    HYMBA_CHECK(N <= P, "position embedding: ", N, " positions exceed the table's ", P,
+                " (max_position_embeddings)");
+    return;
+  }
+  for (int64_t n = 0; n < N; ++n)
+    HYMBA_CHECK(positions[n] >= 0 && positions[n] < P, "position embedding: position ", positions[n], " of row ", n,
+                " is outside [0, ", P, ") (max_position_embeddings)");
+}
+
+}  // namespace
+
+void position_embedding_forward(float* x, const float* table, const int64_t* positions, int64_t N, int64_t P,
+                                int64_t C) {
+  check_positions(positions, N, P);
+#pragma omp parallel for schedule(static) if (N * C >= kParallelMin)
+  for (int64_t n = 0; n < N; ++n) {
+    const float* __restrict src = table + (positions != nullptr ? positions[n] : n) * C;
+    float* __restrict dst = x + n * C;
+    for (int64_t c = 0; c < C; ++c) dst[c] += src[c];
+  }
+}
+
+void position_embedding_backward(float* dtable, const float* dout, const int64_t* positions, int64_t N, int64_t P,
+                                 int64_t C) {
+  if (dtable == nullptr) return;
+  check_positions(positions, N, P);
+  if (positions == nullptr) {
+    // Row n owns table row n: no two rows meet.
+#pragma omp parallel for schedule(static) if (N * C >= kParallelMin)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c) dtable[n * C + c] += dout[n * C + c];
+    return;
+  }
+  // Rows may share a position: each thread owns a range of table rows and
+  // adds in row order (as embedding_backward does).
+#pragma omp parallel if (N * C >= kParallelMin)
+  {
+    const int64_t nthreads = omp_get_num_threads(), tid = omp_get_thread_num();
+    const int64_t p_begin = P * tid / nthreads, p_end = P * (tid + 1) / nthreads;
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t p = positions[n];
+      if (p < p_begin || p >= p_end) continue;
+      for (int64_t c = 0; c < C; ++c) dtable[p * C + c] += dout[n * C + c];
+    }
+  }
+}
+
 }  // namespace hymba::cpu

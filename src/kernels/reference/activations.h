@@ -22,6 +22,29 @@ T softplus(T x) {
   return x > T(20) ? x : std::log1p(std::exp(x));
 }
 
+// GELU, tanh approximation (GPT-2's "gelu_new").
+template <typename T>
+T gelu_tanh(T x) {
+  const T k = static_cast<T>(0.7978845608028654);  // sqrt(2 / pi)
+  return T(0.5) * x * (T(1) + std::tanh(k * (x + static_cast<T>(0.044715) * x * x * x)));
+}
+
+// GELU, exact: x * Phi(x).
+template <typename T>
+T gelu_erf(T x) {
+  return T(0.5) * x * (T(1) + std::erf(x / std::sqrt(T(2))));
+}
+
+template <typename T>
+void gelu_tanh_forward(T* out, const T* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gelu_tanh(x[i]);
+}
+
+template <typename T>
+void gelu_erf_forward(T* out, const T* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gelu_erf(x[i]);
+}
+
 template <typename T>
 void silu_forward(T* out, const T* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = silu(x[i]);

@@ -12,4 +12,13 @@ void embedding_forward(T* out, const int32_t* ids, const T* table, int64_t N, in
     for (int64_t c = 0; c < C; ++c) out[n * C + c] = table[static_cast<int64_t>(ids[n]) * C + c];
 }
 
+// x[n, :] += table[pos(n), :], pos(n) = positions[n] or n when null.
+template <typename T>
+void position_embedding_forward(T* x, const T* table, const int64_t* positions, int64_t N, int64_t C) {
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t p = positions != nullptr ? positions[n] : n;
+    for (int64_t c = 0; c < C; ++c) x[n * C + c] += table[p * C + c];
+  }
+}
+
 }  // namespace hymba::ref
