@@ -15,6 +15,8 @@
 #include "ablate/suite.h"
 #include "cli_util.h"
 #include "core/error.h"
+#include "data/tokenizer_files.h"
+#include "train/trainer.h"
 
 namespace hymba {
 namespace {
@@ -175,6 +177,50 @@ TEST_F(Ablate, WritesEveryOutputWithTheExpectedColumns) {
   } else {
     EXPECT_NE(first_.output.find("plots skipped"), std::string::npos);
   }
+}
+
+// A suite with seed 001's tokenizer kind: trained once into the output
+// directory as tokenizer.json + tokenizer_config.json, used by every row and
+// kept in each row's checkpoints; a rerun reloads it.
+TEST_F(Ablate, ByteLevelBpeSuiteTokenizerIsTrainedOnceAndKeptByTheRows) {
+  const json suite = {
+      {"name", "micro-bpe"},
+      {"seed", "001"},
+      // Seed 001's tokenizer settings (the small corpus stops the merges far below 4,096).
+      {"train", {{"steps", 4}, {"batch", 2}, {"seq_len", 16}, {"eval_interval", 2}, {"eval_windows", 2},
+                 {"warmup", 1}, {"lr", 3e-3}, {"tokenizer", "byte-level-bpe"}, {"tokenizer_vocab", 4096},
+                 {"tokenizer_min_frequency", 2}, {"tokenizer_alphabet", "corpus"}, {"seed", 7}}},
+      {"prompts", {"the "}},
+      {"rows", {{{"name", "Attention"}, {"config", "attn.json"}}}}};
+  std::ofstream(dir_ / "suite-bpe.json") << suite.dump(2);
+  const std::string cmd = "--threads 1 ablate --suite " + (dir_ / "suite-bpe.json").string() + " --data " +
+                          (dir_ / "corpus.txt").string() + " --out " + (dir_ / "out-bpe").string() +
+                          " --sample-tokens 4 --cache-context 32 --plain-progress --no-plots";
+  const auto r = run_cli(cmd);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path out = dir_ / "out-bpe";
+  EXPECT_TRUE(fs::exists(out / "tokenizer.json"));
+  EXPECT_TRUE(fs::exists(out / "tokenizer_config.json"));
+  EXPECT_FALSE(fs::exists(out / "tokenizer.model"));
+  const auto tok = load_tokenizer((out / "tokenizer.json").string());
+  EXPECT_LT(tok->vocab_size(), 200);
+  EXPECT_GT(tok->vocab_size(), 4 + 20);  // the specials, the corpus's bytes, some merges
+  EXPECT_EQ(tok->bos_id(), 2);
+  EXPECT_EQ(tok->encode("Q"), std::vector<int32_t>{0});  // not in the corpus: <unk>
+  const CheckpointTokenizer row = load_checkpoint_tokenizer((out / "runs" / "attention" / "best").string());
+  EXPECT_EQ(fs::path(row.path).filename(), "tokenizer.json");
+  EXPECT_EQ(row.tokenizer->fingerprint(), tok->fingerprint());
+  const json model = json::parse(slurp(out / "runs" / "attention" / "best" / "config.json"));
+  EXPECT_EQ(model.value("vocab_size", 0), tok->vocab_size());
+  // The report's differences from seed 001: the same tokenizer, so per-token PPL is comparable.
+  const std::string report = slurp(out / "report.md");
+  EXPECT_NE(report.find("byte-level-bpe 4096, min_frequency 2, alphabet corpus"), std::string::npos) << report;
+  EXPECT_NE(report.find("per-token PPL is comparable"), std::string::npos) << report;
+
+  const auto again = run_cli(cmd);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(again.output.find("training the suite's"), std::string::npos) << again.output;
+  EXPECT_EQ(count(again.output, "measured earlier, skipped"), 1) << again.output;
 }
 
 TEST_F(Ablate, RerunSkipsFinishedRowsAndKeepsTheirResults) {
@@ -402,7 +448,39 @@ TEST(AblateSuites, RecipesAndFlagsMapOntoTrainingOptions) {
   EXPECT_DOUBLE_EQ(t.label_smoothing, 0.1);
   EXPECT_DOUBLE_EQ(t.adamw.beta2, 0.99);
   EXPECT_DOUBLE_EQ(t.epochs, 25.0);
-  EXPECT_EQ(t.tokenizer_type, "bpe");
+  // Seed 001's tokenizer: BpeTrainer(vocab_size=4096, min_frequency=2) over
+  // the ByteLevel pre-tokenizer, the corpus's bytes as its alphabet.
+  EXPECT_EQ(t.tokenizer_type, "byte-level-bpe");
+  EXPECT_EQ(t.tokenizer_vocab, 4096);
+  EXPECT_EQ(t.tokenizer_min_frequency, 2u);
+  EXPECT_TRUE(t.tokenizer_corpus_alphabet);
+  const TokenizerTrainOptions tok = tokenizer_train_options(t);
+  EXPECT_EQ(tok.kind, TokenizerKind::kByteLevelBpe);
+  EXPECT_EQ(tok.vocab_size, 4096);
+  EXPECT_EQ(tok.min_frequency, 2u);
+  EXPECT_TRUE(tok.corpus_alphabet);
+  EXPECT_EQ(ablate::train_settings_json(t)["tokenizer"], "byte-level-bpe");
+  EXPECT_EQ(ablate::train_settings_json(t)["tokenizer_min_frequency"], 2);
+  EXPECT_EQ(ablate::train_settings_json(t)["tokenizer_alphabet"], "corpus");
+  // Seed 000's suite runs seed 001's notebook, tokenizer included.
+  TrainOptions t0;
+  ablate::apply_train_settings(t0, ablate::load_suite("seed-000", "tiny").train, "seed-000");
+  EXPECT_EQ(t0.tokenizer_type, "byte-level-bpe");
+  EXPECT_TRUE(t0.tokenizer_corpus_alphabet);
+  ablate::apply_train_settings(t, {{"tokenizer_alphabet", "bytes"}, {"tokenizer_min_frequency", 0}}, "flags");
+  EXPECT_FALSE(t.tokenizer_corpus_alphabet);
+  EXPECT_EQ(t.tokenizer_min_frequency, 0u);
+  for (const json& bad : {json{{"tokenizer_alphabet", "latin"}}, json{{"tokenizer_min_frequency", -1}},
+                          json{{"tokenizer", "byte-level"}}}) {
+    try {
+      ablate::apply_train_settings(t, bad, "flags");
+      ADD_FAILURE() << bad.dump();
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+      EXPECT_NE(msg.find(bad.begin().key()), std::string::npos) << msg;
+    }
+  }
   ablate::apply_train_settings(t, {{"steps", 40}}, "flags");  // steps replace epochs
   EXPECT_EQ(t.steps, 40);
   EXPECT_DOUBLE_EQ(t.epochs, 0.0);

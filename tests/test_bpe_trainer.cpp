@@ -258,11 +258,17 @@ TEST(BpeTrainerCli, TrainsWritesAndLoads) {
   ASSERT_EQ(dec.exit_code, 0) << dec.output;
   EXPECT_NE(dec.output.find("the lazy dog"), std::string::npos) << dec.output;
 
-  // The seed's alphabet: only the corpus's bytes; the CLI says the loader cannot take it yet.
+  // The seed's alphabet: only the corpus's bytes; it loads, and other bytes encode to <unk> as in HF.
   auto seed = test::run_cli("tokenizer train --type byte-level-bpe --corpus-alphabet --vocab-size 100 --data " +
                             (dir / "text.txt").string() + " --out " + (dir / "seed" / "tokenizer.json").string());
   ASSERT_EQ(seed.exit_code, 0) << seed.output;
   EXPECT_NE(seed.output.find("of the 256 byte tokens"), std::string::npos) << seed.output;
+  EXPECT_NE(seed.output.find("first document"), std::string::npos) << seed.output;
+  const auto seed_tok = load_tokenizer((dir / "seed" / "tokenizer.json").string());
+  EXPECT_EQ(seed_tok->unk_id(), 0);
+  const std::vector<int32_t> unk_ids = seed_tok->encode("Z");  // not in the corpus
+  EXPECT_EQ(unk_ids, std::vector<int32_t>{0});
+  EXPECT_EQ(seed_tok->decode(seed_tok->encode("the lazy dog")), "the lazy dog");
   const auto sj = nlohmann::json::parse(read_file((dir / "seed" / "tokenizer.json").string()));
   // 4 special + the corpus's ~30 characters + merges until no pair is seen twice
   EXPECT_LE(sj["model"]["vocab"].size(), 100u);

@@ -11,6 +11,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "data/corpus.h"
+#include "data/sentencepiece_tokenizer.h"
 
 namespace hymba {
 namespace {
@@ -238,6 +239,23 @@ TEST_F(CorpusTest, LongDocumentsTokeniseInPiecesWithoutSeams) {
   FakeByteTokenizer tok;
   auto ds = TokenDataset::build(f, tok, options(0.0));
   EXPECT_EQ(to_vec(ds.train()), bytes_of(text));
+}
+
+// Seed 001's byte-level BPE on a one-file corpus cut into pieces: the ids are
+// those of one encode call over the whole text, even where newlines start
+// whitespace runs (a cut inside a run would split GPT-2's pre-tokens).
+TEST_F(CorpusTest, ByteLevelBpeIdsMatchOneEncodeCallAcrossPieces) {
+  std::string text;
+  for (int i = 0; text.size() < 200000; ++i)
+    text += "line " + std::to_string(i) + " of a file\n" + (i % 3 == 0 ? "\n\n   indented" : " spaced") + "\n";
+  const std::string f = write("bl.txt", text);
+  TokenizerTrainOptions t;
+  t.kind = TokenizerKind::kByteLevelBpe;
+  t.vocab_size = 400;
+  t.corpus_alphabet = true;
+  const auto tok = train_tokenizer({text}, t);
+  auto ds = TokenDataset::build(f, *tok, options(0.0, 256, 0, cache_));
+  EXPECT_EQ(to_vec(ds.train()), tok->encode(text));
 }
 
 TEST_F(CorpusTest, SplitIsDeterministicDisjointAndCoversTheStream) {

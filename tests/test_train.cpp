@@ -15,6 +15,8 @@
 #include "cli_util.h"
 #include "core/error.h"
 #include "data/corpus.h"
+#include "data/sentencepiece_tokenizer.h"
+#include "data/tokenizer_files.h"
 #include "train/run_state.h"
 #include "train/trainer.h"
 
@@ -172,6 +174,68 @@ TEST_F(Train, BadInputGivesOneLineErrors) {
   auto bad_flag = run_cli(train_args(path("r5"), 5) + " --lr -1");
   EXPECT_NE(bad_flag.exit_code, 0);
   EXPECT_NE(bad_flag.output.find("--lr"), std::string::npos) << bad_flag.output;
+}
+
+// Seed 001's tokenizer (HF ByteLevel BPE) as a run's own: trained by the run,
+// kept in every checkpoint as tokenizer.json + tokenizer_config.json, and
+// reloaded with the same ids by resume, generate and eval.
+TEST_F(Train, ByteLevelBpeTokenizerTravelsWithTheRun) {
+  const std::string flags = " --tokenizer-type byte-level-bpe --tokenizer-vocab 300 --tokenizer-corpus-alphabet";
+  const auto first = run_cli(train_args(path("run"), 10) + flags);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  for (const std::string& d : {resolve_checkpoint(path("run")), path("run/best")}) {
+    EXPECT_TRUE(fs::exists(d + "/tokenizer.json")) << d;
+    EXPECT_TRUE(fs::exists(d + "/tokenizer_config.json")) << d;
+    EXPECT_FALSE(fs::exists(d + "/tokenizer.model")) << d;
+  }
+
+  // The same tokenizer trained directly: identical ids after the reload.
+  TokenizerTrainOptions t;
+  t.kind = TokenizerKind::kByteLevelBpe;
+  t.vocab_size = 300;
+  t.corpus_alphabet = true;
+  const auto fresh = train_tokenizer(read_documents(path("toy.txt")), t);
+  const CheckpointTokenizer saved = load_checkpoint_tokenizer(resolve_checkpoint(path("run")));
+  EXPECT_EQ(fs::path(saved.path).filename(), "tokenizer.json");
+  const std::string text = "the cat sees a book.\nmy friend helps the teacher. Zo\xC3\xAB!";
+  EXPECT_EQ(saved.tokenizer->encode(text), fresh->encode(text));
+  EXPECT_EQ(saved.tokenizer->vocab_size(), fresh->vocab_size());
+  EXPECT_EQ(saved.tokenizer->fingerprint(), fresh->fingerprint());
+  EXPECT_LE(fresh->vocab_size(), 300);
+  // Merges happened (fewer ids than bytes), and the seed's special tokens
+  // came back from tokenizer_config.json.
+  EXPECT_LT(fresh->encode("the cat sees the ball.").size(), 12u);
+  EXPECT_EQ(saved.tokenizer->unk_id(), 0);
+  EXPECT_EQ(saved.tokenizer->pad_id(), 1);
+  EXPECT_EQ(saved.tokenizer->bos_id(), 2);
+  EXPECT_EQ(saved.tokenizer->eos_id(), 3);
+  // The corpus alphabet: bytes the corpus never has encode to <unk>, as HF's.
+  const std::vector<int32_t> zoe = saved.tokenizer->encode("Z");
+  EXPECT_EQ(zoe, std::vector<int32_t>{0});
+  EXPECT_EQ(load_config_file(resolve_checkpoint(path("run")) + "/config.json").vocab_size, fresh->vocab_size());
+
+  // Resume reloads it from the checkpoint; a changed tokenizer setting is refused by name.
+  const auto changed = run_cli(train_args(path("run"), 20) +
+                               " --tokenizer-type byte-level-bpe --tokenizer-vocab 300 --resume");
+  EXPECT_NE(changed.exit_code, 0);
+  EXPECT_NE(changed.output.find("--tokenizer-corpus-alphabet"), std::string::npos) << changed.output;
+  EXPECT_EQ(test::count_lines(changed.output), 1) << changed.output;
+  const auto resumed = run_cli(train_args(path("run"), 20) + flags + " --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(fs::path(resolve_checkpoint(path("run"))).filename(), "ckpt-20");
+  EXPECT_EQ(load_checkpoint_tokenizer(resolve_checkpoint(path("run"))).tokenizer->encode(text), fresh->encode(text));
+
+  const auto gen = run_cli("--threads 1 generate --ckpt " + path("run") + " --prompt 'the cat' --max-new-tokens 6 --seed 1");
+  ASSERT_EQ(gen.exit_code, 0) << gen.output;
+  EXPECT_NE(gen.output.find("the cat"), std::string::npos) << gen.output;
+  const auto ev = run_cli("--threads 1 eval --ckpt " + path("run") + " --data " + path("toy.txt"));
+  ASSERT_EQ(ev.exit_code, 0) << ev.output;
+
+  const auto bad = run_cli(train_args(path("bad"), 5) + " --tokenizer-type byte-level");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_EQ(test::count_lines(bad.output), 1) << bad.output;
+  EXPECT_NE(bad.output.find("--tokenizer-type"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("byte-level-bpe"), std::string::npos) << bad.output;
 }
 
 TEST_F(Train, CorruptCheckpointIsReportedByName) {

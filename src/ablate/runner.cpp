@@ -203,8 +203,13 @@ std::vector<Sample> untrained_samples(const ModelConfig& cfg, const Tokenizer& t
   return take_samples(decoder, tok, prompts, sample_options(sampling, tokens, seed), nullptr, nullptr);
 }
 
-std::unique_ptr<Tokenizer> suite_tokenizer(const fs::path& path, const TrainOptions& t) {
-  if (fs::exists(path)) return load_tokenizer(path.string());
+// The suite's tokenizer in `dir` (tokenizer.model, or tokenizer.json with its
+// tokenizer_config.json), trained on the first run; sets t.tokenizer_path.
+std::unique_ptr<Tokenizer> suite_tokenizer(const fs::path& dir, TrainOptions& t) {
+  if (const std::string path = checkpoint_tokenizer_path(dir.string()); !path.empty()) {
+    t.tokenizer_path = path;
+    return load_tokenizer(path);
+  }
   std::unique_ptr<Tokenizer> tok;
   const TokenizerKind kind = parse_tokenizer_kind(t.tokenizer_type, "tokenizer");
   if (kind == TokenizerKind::kByte) {
@@ -212,13 +217,9 @@ std::unique_ptr<Tokenizer> suite_tokenizer(const fs::path& path, const TrainOpti
   } else {
     std::fprintf(stderr, "training the suite's %s tokenizer (vocab %d) on %s...\n", to_string(kind),
                  t.tokenizer_vocab, t.data.c_str());
-    TokenizerTrainOptions o;
-    o.kind = kind;
-    o.vocab_size = t.tokenizer_vocab;
-    o.seed = t.seed;
-    tok = train_tokenizer(read_documents(t.data), o);
+    tok = train_tokenizer(read_documents(t.data), tokenizer_train_options(t));
   }
-  tok->save(path.string());
+  t.tokenizer_path = save_tokenizer_files(*tok, dir.string());
   return tok;
 }
 
@@ -294,8 +295,7 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     for (RowResult& r : stored.rows) done.emplace(r.id, std::move(r));
   }
 
-  const auto tok = suite_tokenizer(dir / kTokenizerFile, base);
-  base.tokenizer_path = (dir / kTokenizerFile).string();
+  const auto tok = suite_tokenizer(dir, base);
   const int64_t vocab = tok->vocab_size();
 
   // Check every row's config and its changes against earlier results before

@@ -139,9 +139,19 @@ std::string suite_differences(const std::string& seed, const json& settings) {
   }
   s << "- **Tokenizer**: this run " << t.value("tokenizer", std::string("?"));
   if (t.contains("tokenizer_vocab")) s << " " << t["tokenizer_vocab"].dump();
-  if (seed == "000" || seed == "001")
-    s << "; seed 001: Hugging Face ByteLevel BPE 4,096 (min_frequency 2, four special tokens), so per-token PPL "
-         "is not directly comparable.\n";
+  if (t.contains("tokenizer_min_frequency")) s << ", min_frequency " << t["tokenizer_min_frequency"].dump();
+  if (t.contains("tokenizer_alphabet")) s << ", alphabet " << t.value("tokenizer_alphabet", std::string("?"));
+  const bool seed001_tokenizer = t.value("tokenizer", std::string()) == "byte-level-bpe" &&
+                                 t.value("tokenizer_vocab", 0) == 4096 && t.value("tokenizer_min_frequency", 0) == 2 &&
+                                 t.value("tokenizer_alphabet", std::string()) == "corpus";
+  if ((seed == "000" || seed == "001") && seed001_tokenizer)
+    s << "; seed 001 trains the same Hugging Face ByteLevel BPE (BpeTrainer: vocab 4,096, min_frequency 2, "
+         "<unk> <pad> <bos> <eos>, the corpus's bytes as its alphabet), so on the seed's train split the vocabulary "
+         "is the seed's and per-token PPL is comparable (the trainer is checked merge for merge against HF's; the "
+         "tokenizer file adds a ByteLevel decoder the seed leaves out).\n";
+  else if (seed == "000" || seed == "001")
+    s << "; seed 001: Hugging Face ByteLevel BPE 4,096 (min_frequency 2, four special tokens, corpus alphabet; "
+         "`tokenizer: byte-level-bpe`, the suite's default), so per-token PPL is not directly comparable.\n";
   else if (seed == "002")
     s << "; seed 002: Unigram 32,000 with NFKC + lowercase and a whitespace pre-tokenizer.\n";
   else

@@ -19,12 +19,16 @@ namespace {
 // Each built-in suite follows the recipe of the notebook it comes from, so a
 // run at --scale seed is the notebook's experiment; flags override any key.
 json seed001_recipe() {
-  // Seed 001: 25 epochs of 16 x 256, BPE 4096, AdamW(0.9, 0.99) wd 0.1,
-  // 100 warmup steps, cosine to 10 %, label smoothing 0.1, eval every 50.
+  // Seed 001: 25 epochs of 16 x 256, AdamW(0.9, 0.99) wd 0.1, 100 warmup
+  // steps, cosine to 10 %, label smoothing 0.1, eval every 50; its tokenizer
+  // is HF's ByteLevel BPE trained by BpeTrainer(vocab_size=4096,
+  // min_frequency=2, special_tokens=['<unk>', '<pad>', '<bos>', '<eos>']),
+  // whose alphabet is the corpus's bytes.
   return {{"epochs", 25},        {"batch", 16},          {"seq_len", 256},     {"lr", 3e-4},
           {"warmup", 100},       {"weight_decay", 0.1},  {"beta2", 0.99},      {"grad_clip", 1.0},
           {"label_smoothing", 0.1}, {"min_lr_ratio", 0.1}, {"eval_interval", 50}, {"eval_windows", 0},
-          {"val_fraction", 0.1}, {"seed", 42},           {"tokenizer", "bpe"}, {"tokenizer_vocab", 4096}};
+          {"val_fraction", 0.1}, {"seed", 42},           {"tokenizer", "byte-level-bpe"}, {"tokenizer_vocab", 4096},
+          {"tokenizer_min_frequency", 2}, {"tokenizer_alphabet", "corpus"}};
 }
 
 json seed002_recipe() {
@@ -322,15 +326,23 @@ void apply_train_settings(TrainOptions& o, const json& settings, const std::stri
     else if (k == "val_fraction") o.val_fraction = num();
     else if (k == "seed") o.seed = static_cast<uint64_t>(integer());
     else if (k == "tokenizer_vocab") o.tokenizer_vocab = static_cast<int32_t>(integer());
-    else if (k == "tokenizer") {
-      HYMBA_CHECK(v.is_string(), source, ": 'tokenizer' must be \"byte\", \"bpe\" or \"unigram\"");
+    else if (k == "tokenizer_min_frequency") {
+      const int64_t f = integer();
+      HYMBA_CHECK(f >= 0, source, ": 'tokenizer_min_frequency' must be >= 0 (got ", f, ")");
+      o.tokenizer_min_frequency = static_cast<uint64_t>(f);
+    } else if (k == "tokenizer_alphabet") {
+      HYMBA_CHECK(v.is_string() && (v == "corpus" || v == "bytes"), source,
+                  ": 'tokenizer_alphabet' must be \"corpus\" or \"bytes\" (got ", v.dump(), ")");
+      o.tokenizer_corpus_alphabet = v == "corpus";
+    } else if (k == "tokenizer") {
+      HYMBA_CHECK(v.is_string(), source, ": 'tokenizer' must be \"byte\", \"bpe\", \"unigram\" or \"byte-level-bpe\"");
       o.tokenizer_type = v.get<std::string>();
       (void)parse_tokenizer_kind(o.tokenizer_type, source + ": 'tokenizer'");
     } else {
       fail(source, ": unknown training setting '", k,
            "' (known: steps, epochs, stop_epochs, batch, seq_len, grad_accum, lr, min_lr_ratio, warmup, weight_decay, beta1, "
            "beta2, grad_clip, label_smoothing, dropout, eval_interval, eval_windows, log_interval, save_interval, "
-           "val_fraction, seed, tokenizer, tokenizer_vocab)");
+           "val_fraction, seed, tokenizer, tokenizer_vocab, tokenizer_min_frequency, tokenizer_alphabet)");
     }
   }
 }
@@ -342,6 +354,10 @@ json train_settings_json(const TrainOptions& o) {
   else j["epochs"] = o.epochs;
   if (o.dropout >= 0) j["dropout"] = o.dropout;
   if (o.tokenizer_type != "byte") j["tokenizer_vocab"] = o.tokenizer_vocab;
+  if (o.tokenizer_type == "byte-level-bpe") {
+    j["tokenizer_min_frequency"] = o.tokenizer_min_frequency;
+    j["tokenizer_alphabet"] = o.tokenizer_corpus_alphabet ? "corpus" : "bytes";
+  }
   if (o.stop_epochs > 0) j["stop_epochs"] = o.stop_epochs;
   return j;
 }

@@ -78,8 +78,8 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
                            ->check(CLI::Range(0, 1 << 30));
   auto* seed = cmd->add_option("--seed", o->seed, "Seed for init, data order and sampling")
                    ->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
-  auto* tok_type = cmd->add_option("--tokenizer-type", o->tokenizer_type, "byte, bpe or unigram")
-                       ->check(CLI::IsMember({"byte", "bpe", "unigram"}));
+  auto* tok_type = cmd->add_option("--tokenizer-type", o->tokenizer_type, "byte, bpe, unigram or byte-level-bpe")
+                       ->check(CLI::IsMember({"byte", "bpe", "unigram", "byte-level-bpe"}));
   auto* tok_vocab = cmd->add_option("--tokenizer-vocab", o->tokenizer_vocab, "Vocabulary of a trained tokenizer")
                         ->check(CLI::Range(16, 1 << 20));
   auto* init_scheme = cmd->add_option("--init-scheme", o->init_scheme,

@@ -230,12 +230,10 @@ void run_train_byte_level_bpe(const TrainCmdOptions& o) {
   size_t bytes_in_vocab = 0;
   for (const std::string& c : byte_level_chars())
     bytes_in_vocab += std::find(r.vocab.begin(), r.vocab.end(), c) != r.vocab.end() ? 1 : 0;
-  if (bytes_in_vocab < 256) {
-    std::printf("note: the vocabulary has %zu of the 256 byte tokens (--corpus-alphabet); Hugging Face loads "
-                "it (other bytes become <unk>), hymba's tokenizer.json loader does not yet (issue 18)\n",
+  if (bytes_in_vocab < 256)
+    std::printf("note: the vocabulary has %zu of the 256 byte tokens (--corpus-alphabet): other bytes encode to "
+                "<unk>, as in Hugging Face\n",
                 bytes_in_vocab);
-    return;
-  }
   const auto tok = load_tokenizer(o.out);
   if (!docs.empty()) print_sample(*tok, docs.front());
 }

@@ -33,7 +33,12 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
                                "published directory) instead of a fresh model");
   init->excludes("--preset")->excludes("--config");
   cmd->add_option("--tokenizer", t.tokenizer_path, "Use this tokenizer file instead of building one")->excludes(init);
-  cmd->add_option("--tokenizer-type", t.tokenizer_type, "byte, bpe or unigram")->capture_default_str();
+  cmd->add_option("--tokenizer-type", t.tokenizer_type, "byte, bpe, unigram or byte-level-bpe")->capture_default_str();
+  cmd->add_option("--tokenizer-min-frequency", t.tokenizer_min_frequency,
+                  "byte-level-bpe: a merge needs a pair seen at least this often")
+      ->capture_default_str();
+  cmd->add_flag("--tokenizer-corpus-alphabet", t.tokenizer_corpus_alphabet,
+                "byte-level-bpe: only the corpus's bytes get a token, others encode to <unk> (HF's BpeTrainer, seed 001)");
   cmd->add_option("--tokenizer-vocab", t.tokenizer_vocab, "Vocabulary of a trained tokenizer")
       ->check(CLI::Range(16, 1 << 20))->capture_default_str();
   cmd->add_option("--steps", t.steps, "Optimizer steps (default 200 unless --epochs)")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "data/hf_tokenizer.h"
 
 namespace hymba {
 
@@ -331,6 +332,15 @@ std::string byte_level_bpe_tokenizer_json(const BpeTrainResult& r, const ByteLev
          json(r.merges[i].second).dump() + "]";
   s += "\n    ]\n  }\n}\n";
   return s;
+}
+
+std::unique_ptr<Tokenizer> train_byte_level_bpe_tokenizer(const std::vector<std::string>& sequences,
+                                                          const ByteLevelBpeOptions& opt) {
+  HYMBA_CHECK(opt.vocab_size > static_cast<int32_t>(opt.special_tokens.size()), "tokenizer vocab_size ",
+              opt.vocab_size, " leaves no room beyond the ", opt.special_tokens.size(), " special tokens");
+  const BpeTrainResult r = train_byte_level_bpe(sequences, opt);
+  return make_hf_tokenizer_json("trained byte-level BPE tokenizer.json", byte_level_bpe_tokenizer_json(r, opt),
+                                byte_level_bpe_tokenizer_config(opt));
 }
 
 std::string byte_level_bpe_tokenizer_config(const ByteLevelBpeOptions& opt) {

@@ -12,10 +12,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "data/tokenizer.h"
 
 namespace hymba {
 
@@ -56,10 +59,11 @@ struct ByteLevelBpeOptions {
   std::vector<std::string> special_tokens = {"<unk>", "<pad>", "<bos>", "<eos>"};
   // HF's ByteLevelBPETokenizer passes all 256 byte characters as the initial
   // alphabet, so any text encodes. Seed 001 builds its tokenizer by hand and
-  // passes none: only the bytes its corpus uses get a token (others become
-  // <unk>), which leaves 256 minus that many more slots for merges. false
-  // follows the seed exactly; the engine's tokenizer.json loader needs all 256
-  // byte tokens until issue 18's rewrite, hence true by default.
+  // passes none: only the bytes its corpus uses get a token (others encode to
+  // <unk>, in HF and in the engine's tokenizer.json loader), which leaves 256
+  // minus that many more slots for merges. false follows the seed exactly (the
+  // seed-001 suites use it); true, the default of `hymba tokenizer train`,
+  // encodes any text without <unk>.
   bool full_byte_alphabet = true;
 };
 
@@ -72,6 +76,12 @@ BpeTrainResult train_byte_level_bpe(const std::vector<std::string>& sequences, c
 // token, the special tokens as added tokens) plus a ByteLevel decoder, which
 // the seed leaves out (its decode would join tokens with spaces).
 std::string byte_level_bpe_tokenizer_json(const BpeTrainResult& r, const ByteLevelBpeOptions& opt);
+
+// train_byte_level_bpe, then the tokenizer of its tokenizer.json and
+// tokenizer_config.json (save it with save_tokenizer_files, or save() and
+// config_json()). Errors name `vocab_size`.
+std::unique_ptr<Tokenizer> train_byte_level_bpe_tokenizer(const std::vector<std::string>& sequences,
+                                                          const ByteLevelBpeOptions& opt);
 
 // The tokenizer_config.json naming the special tokens of
 // byte_level_bpe_tokenizer_json: unk, pad, bos, eos are special_tokens[0..3]

@@ -31,7 +31,8 @@ namespace {
 constexpr char kMagic[8] = {'H', 'Y', 'M', 'B', 'A', 'T', 'O', 'K'};
 // Bump when the file layout or the rules of read_documents change, so old
 // caches are rebuilt rather than trusted.
-constexpr uint32_t kCacheVersion = 1;
+// 2: pieces are cut only at a newline between two printable ASCII bytes.
+constexpr uint32_t kCacheVersion = 2;
 
 struct CacheHeader {
   char magic[8];
@@ -253,10 +254,12 @@ void write_cache(const std::string& path, const Expected& e, const std::vector<i
 // after a newline from longer ones, so a one-file corpus still spreads over
 // the threads; sentencepiece is also faster on shorter inputs) are encoded in
 // parallel and joined in document order, with eos between documents: the
-// result does not depend on the thread count. Cuts follow a newline and
-// depend on the text alone; BPE ids come out as from one long encode call,
-// unigram may tokenise the characters at a cut differently (about one token
-// per 64 KiB).
+// result does not depend on the thread count. Cuts follow a newline with a
+// printable ASCII byte on each side and depend on the text alone. No pre-token of
+// GPT-2's byte-level pattern spans such a newline (whitespace runs end there,
+// and only a space prefixes a word), so byte-level BPE ids are those of one
+// long encode call, as are sentencepiece BPE's; unigram may tokenise the
+// characters at a cut differently (about one token per 64 KiB).
 std::vector<int32_t> tokenize_corpus(const std::string& spec, const Tokenizer& tok) {
   const std::vector<std::string> docs = read_documents(spec);
   struct Piece {
@@ -267,8 +270,12 @@ std::vector<int32_t> tokenize_corpus(const std::string& spec, const Tokenizer& t
   std::vector<Piece> pieces;
   for (size_t d = 0; d < docs.size(); ++d) {
     std::string_view rest = docs[d];
+    // Printable ASCII: no part of a (Unicode) whitespace character.
+    auto graph = [](char c) { return c > 0x20 && c < 0x7f; };
     while (rest.size() > kPieceBytes) {
       size_t nl = rest.find('\n', kPieceBytes);
+      while (nl != std::string_view::npos && nl + 1 < rest.size() && !(graph(rest[nl - 1]) && graph(rest[nl + 1])))
+        nl = rest.find('\n', nl + 1);
       if (nl == std::string_view::npos || nl + 1 == rest.size()) break;
       pieces.push_back({d, rest.substr(0, nl + 1)});
       rest.remove_prefix(nl + 1);

@@ -29,12 +29,14 @@ TokenizerKind kind_of_model(const std::string& type) {
 
 class HfTokenizer final : public Tokenizer {
  public:
-  HfTokenizer(const std::string& path, std::string contents) : contents_(std::move(contents)) {
+  // `config`: the tokenizer_config.json's text, `config_path` its name in errors.
+  HfTokenizer(const std::string& path, std::string contents, std::string config, const std::string& config_path)
+      : contents_(std::move(contents)), config_(std::move(config)) {
     const json j = parse_json(contents_, path);  // duplicate keys refused, errors name the file
     pipeline_ = std::make_unique<tok::Pipeline>(j, path);
     kind_ = kind_of_model(pipeline_->model_type());
     vocab_ = pipeline_->vocab_end();
-    read_special_tokens(path, j);
+    read_special_tokens(path, j, config_path);
   }
 
   TokenizerKind kind() const override { return kind_; }
@@ -61,6 +63,8 @@ class HfTokenizer final : public Tokenizer {
   int32_t unk_id() const override { return unk_; }
   std::string fingerprint() const override { return "hf-" + tokenizer_fingerprint(kind_, contents_); }
   void save(const std::string& path) const override { write_text_atomic(path, contents_); }
+  const char* file_name() const override { return "tokenizer.json"; }
+  std::string config_json() const override { return config_; }
 
  private:
   int32_t id_of(const json& token) const {
@@ -69,14 +73,13 @@ class HfTokenizer final : public Tokenizer {
   }
 
   // bos/eos/pad/unk: tokenizer_config.json beside the file, else the usual names.
-  void read_special_tokens(const std::string& path, const json& j) {
-    const fs::path cfg_path = fs::path(path).parent_path() / "tokenizer_config.json";
+  void read_special_tokens(const std::string& path, const json& j, const std::string& cfg_path) {
     json cfg = json::object();
-    if (fs::exists(cfg_path)) cfg = read_json_file(cfg_path.string());
+    if (!config_.empty()) cfg = parse_json(config_, cfg_path);
     auto named = [&](const char* key, std::initializer_list<const char*> fallbacks) {
       if (cfg.is_object() && cfg.contains(key) && !cfg[key].is_null()) {
         const int32_t id = id_of(cfg[key]);
-        HYMBA_CHECK(id >= 0, cfg_path.string(), ": field '", key, "' names ", cfg[key].dump(),
+        HYMBA_CHECK(id >= 0, cfg_path, ": field '", key, "' names ", cfg[key].dump(),
                     ", which is not in the vocabulary of ", path);
         return id;
       }
@@ -101,7 +104,7 @@ class HfTokenizer final : public Tokenizer {
       unk_ = static_cast<int32_t>(j["model"]["unk_id"].get<int64_t>());
   }
 
-  std::string contents_;
+  std::string contents_, config_;
   std::unique_ptr<tok::Pipeline> pipeline_;
   TokenizerKind kind_ = TokenizerKind::kBpe;
   int32_t vocab_ = 0, bos_ = -1, eos_ = -1, pad_ = -1, unk_ = -1;
@@ -110,7 +113,13 @@ class HfTokenizer final : public Tokenizer {
 }  // namespace
 
 std::unique_ptr<Tokenizer> load_hf_tokenizer_json(const std::string& path, const std::string& contents) {
-  return std::make_unique<HfTokenizer>(path, contents);
+  const fs::path cfg_path = fs::path(path).parent_path() / "tokenizer_config.json";
+  std::string config = fs::exists(cfg_path) ? read_file(cfg_path.string()) : std::string();
+  return std::make_unique<HfTokenizer>(path, contents, std::move(config), cfg_path.string());
+}
+
+std::unique_ptr<Tokenizer> make_hf_tokenizer_json(const std::string& name, std::string contents, std::string config) {
+  return std::make_unique<HfTokenizer>(name, std::move(contents), std::move(config), name + " (tokenizer_config.json)");
 }
 
 }  // namespace hymba

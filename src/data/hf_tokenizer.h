@@ -17,4 +17,8 @@ namespace hymba {
 // Errors name the file and the field; an unsupported component is named in full.
 std::unique_ptr<Tokenizer> load_hf_tokenizer_json(const std::string& path, const std::string& contents);
 
+// The same from text in memory: a tokenizer.json and its tokenizer_config.json
+// ("" for none); errors name `name`.
+std::unique_ptr<Tokenizer> make_hf_tokenizer_json(const std::string& name, std::string contents, std::string config);
+
 }  // namespace hymba

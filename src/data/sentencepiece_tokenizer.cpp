@@ -24,6 +24,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "data/bpe_trainer.h"
 #include "data/tokenizers/unicode_text.h"
 
 namespace hymba {
@@ -439,6 +440,13 @@ std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(std::string model, const
 std::unique_ptr<Tokenizer> train_tokenizer(const std::vector<std::string>& documents,
                                            const TokenizerTrainOptions& opt) {
   if (opt.kind == TokenizerKind::kByte) return make_byte_tokenizer();
+  if (opt.kind == TokenizerKind::kByteLevelBpe) {
+    ByteLevelBpeOptions b;
+    b.vocab_size = opt.vocab_size;
+    b.min_frequency = opt.min_frequency;
+    b.full_byte_alphabet = !opt.corpus_alphabet;
+    return train_byte_level_bpe_tokenizer(documents, b);
+  }
   const char* kind = to_string(opt.kind);
   HYMBA_CHECK(opt.vocab_size > kSpRequiredPieces, "--vocab-size ", opt.vocab_size, " is too small: a ", kind,
               " tokenizer needs more than ", kSpRequiredPieces,

@@ -24,6 +24,11 @@ struct TokenizerTrainOptions {
   // (whole documents, or blocks of ~1/64 of this size from large ones),
   // which keeps training to seconds or minutes.
   int64_t max_train_bytes = int64_t{32} << 20;
+  // kind byte-level-bpe (data/bpe_trainer.h), trained on the whole corpus:
+  // BpeTrainer's min_frequency, and the corpus's bytes only as the alphabet
+  // (HF's BpeTrainer, seed 001) instead of all 256.
+  uint64_t min_frequency = 2;
+  bool corpus_alphabet = false;
 };
 
 // Trains a sentencepiece model on the documents (kind bpe or unigram; byte

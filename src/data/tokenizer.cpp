@@ -96,6 +96,8 @@ const char* to_string(TokenizerKind k) {
       return "wordpiece";
     case TokenizerKind::kWordLevel:
       return "wordlevel";
+    case TokenizerKind::kByteLevelBpe:
+      return "byte-level-bpe";
   }
   return "unknown";
 }
@@ -104,7 +106,8 @@ TokenizerKind parse_tokenizer_kind(const std::string& s, const std::string& what
   if (s == "byte") return TokenizerKind::kByte;
   if (s == "bpe") return TokenizerKind::kBpe;
   if (s == "unigram") return TokenizerKind::kUnigram;
-  fail(what, " '", s, "' is not a tokenizer type (byte, bpe or unigram)");
+  if (s == "byte-level-bpe") return TokenizerKind::kByteLevelBpe;
+  fail(what, " '", s, "' is not a tokenizer type (byte, bpe, unigram or byte-level-bpe)");
 }
 
 std::unique_ptr<Tokenizer> make_byte_tokenizer() { return std::make_unique<ByteTokenizer>(); }

@@ -15,10 +15,13 @@ namespace hymba {
 
 inline constexpr const char* kTokenizerFile = "tokenizer.model";
 
-enum class TokenizerKind { kByte, kBpe, kUnigram, kWordPiece, kWordLevel };
+// kByteLevelBpe: Hugging Face's ByteLevel BPE as seed 001 trains it
+// (data/bpe_trainer.h), kept as a tokenizer.json; once loaded it is an HF
+// tokenizer of kind kBpe.
+enum class TokenizerKind { kByte, kBpe, kUnigram, kWordPiece, kWordLevel, kByteLevelBpe };
 const char* to_string(TokenizerKind k);
-// "byte" | "bpe" | "unigram" (the kinds hymba trains); errors name `what`
-// (the flag or field given).
+// "byte" | "bpe" | "unigram" | "byte-level-bpe" (the kinds hymba trains);
+// errors name `what` (the flag or field given).
 TokenizerKind parse_tokenizer_kind(const std::string& s, const std::string& what = "--type");
 
 // A token's byte span in the encoded text ({0, 0} for special tokens added
@@ -58,6 +61,12 @@ class Tokenizer {
   virtual std::string fingerprint() const = 0;
   // Writes the tokenizer file atomically.
   virtual void save(const std::string& path) const = 0;
+  // The name its file takes in a checkpoint directory: tokenizer.model (a
+  // hymba byte tokenizer or a sentencepiece model) or tokenizer.json.
+  virtual const char* file_name() const { return kTokenizerFile; }
+  // The tokenizer_config.json it was loaded or trained with (its special
+  // tokens), to be written beside the file; "" when it has none.
+  virtual std::string config_json() const { return ""; }
 
   // The bos/eos that encode_full adds around a text, for tokenizers whose
   // file does not say (tokenizer_config.json's add_bos_token / add_eos_token).

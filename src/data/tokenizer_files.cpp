@@ -68,6 +68,16 @@ CheckpointTokenizer load_checkpoint_tokenizer(const std::string& dir) {
   return t;
 }
 
+std::string save_tokenizer_files(const Tokenizer& tok, const std::string& dir) {
+  const std::string path = (fs::path(dir) / tok.file_name()).string();
+  tok.save(path);
+  // A tokenizer.model left from an earlier save would be read first.
+  if (fs::path(path).filename() != kTokenizerFile) fs::remove(fs::path(dir) / kTokenizerFile);
+  const std::string config = tok.config_json();
+  if (!config.empty()) write_text_atomic((fs::path(dir) / "tokenizer_config.json").string(), config);
+  return path;
+}
+
 std::unique_ptr<Tokenizer> load_tokenizer_or_directory(const std::string& path) {
   if (fs::is_directory(path)) return load_checkpoint_tokenizer(path).tokenizer;
   return load_tokenizer(path);

@@ -27,6 +27,10 @@ struct CheckpointTokenizer {
 // Loads the directory's tokenizer; errors name the directory when it has none.
 CheckpointTokenizer load_checkpoint_tokenizer(const std::string& dir);
 
+// Writes the tokenizer into a checkpoint directory as its file_name(), with
+// its tokenizer_config.json beside it when it has one; returns the file's path.
+std::string save_tokenizer_files(const Tokenizer& tok, const std::string& dir);
+
 // A tokenizer file, or a checkpoint directory's tokenizer (the CLI's
 // --tokenizer takes either).
 std::unique_ptr<Tokenizer> load_tokenizer_or_directory(const std::string& path);

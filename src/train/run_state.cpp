@@ -40,7 +40,7 @@ LoadedCheckpoint load_checkpoint(const std::string& path, bool training) {
 void save_inference_checkpoint(const std::string& dir, const Model& model, const Tokenizer& tok,
                                const std::map<std::string, std::string>& metadata) {
   save_model(dir, model, metadata);
-  tok.save((fs::path(dir) / kTokenizerFile).string());
+  (void)save_tokenizer_files(tok, dir);
 }
 
 void save_training_checkpoint(const std::string& out_dir, int64_t step, const Model& model, const Tokenizer& tok,

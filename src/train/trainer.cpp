@@ -67,6 +67,10 @@ json run_recipe(const TrainOptions& o, double dropout) {
                 {"eps", o.adamw.eps},
                 {"dropout", dropout},  // the one in effect: --dropout or the model config's
                 {"threads", num_threads()}});
+  if (builds_tokenizer && o.tokenizer_type == "byte-level-bpe") {
+    j["tokenizer_min_frequency"] = o.tokenizer_min_frequency;
+    j["tokenizer_corpus_alphabet"] = o.tokenizer_corpus_alphabet;
+  }
   return j;
 }
 
@@ -164,17 +168,27 @@ void validate(const TrainOptions& o) {
               "--log-interval/--eval-interval/--save-interval must be >= 1");
 }
 
+}  // namespace
+
+TokenizerTrainOptions tokenizer_train_options(const TrainOptions& o) {
+  TokenizerTrainOptions t;
+  t.kind = parse_tokenizer_kind(o.tokenizer_type, "--tokenizer-type");
+  t.vocab_size = o.tokenizer_vocab;
+  t.seed = o.seed;
+  t.min_frequency = o.tokenizer_min_frequency;
+  t.corpus_alphabet = o.tokenizer_corpus_alphabet;
+  return t;
+}
+
+namespace {
+
 std::unique_ptr<Tokenizer> make_tokenizer(const TrainOptions& o, std::FILE* log) {
   if (!o.tokenizer_path.empty()) return load_tokenizer(o.tokenizer_path);
   const TokenizerKind kind = parse_tokenizer_kind(o.tokenizer_type, "--tokenizer-type");
   if (kind == TokenizerKind::kByte) return make_byte_tokenizer();
   if (log) std::fprintf(log, "training a %s tokenizer (vocab %d) on %s...\n", to_string(kind), o.tokenizer_vocab,
                         o.data.c_str());
-  TokenizerTrainOptions t;
-  t.kind = kind;
-  t.vocab_size = o.tokenizer_vocab;
-  t.seed = o.seed;
-  return train_tokenizer(read_documents(o.data), t);
+  return train_tokenizer(read_documents(o.data), tokenizer_train_options(o));
 }
 
 // Keeps metrics.jsonl consistent with a resumed run: records after the
@@ -262,9 +276,8 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
       asked = ModelConfig::from_json(j, "model config");
     }
     resume_checks(fields.object("run"), run_recipe(opt, opt.dropout >= 0 ? opt.dropout : run_cfg.dropout),
-                  asked ? &*asked : nullptr, run_cfg, opt.tokenizer_path,
-                  (fs::path(ckpt) / kTokenizerFile).string(), log);
-    tok = load_tokenizer((fs::path(ckpt) / kTokenizerFile).string());
+                  asked ? &*asked : nullptr, run_cfg, opt.tokenizer_path, checkpoint_tokenizer_path(ckpt), log);
+    tok = load_checkpoint_tokenizer(ckpt).tokenizer;
     require_memory(run_cfg);
     model = load_model(ckpt, true);
     load_optimizer_state(ckpt, *model);

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/sentencepiece_tokenizer.h"
 #include "model/config.h"
 #include "train/optimizer.h"
 
@@ -18,6 +19,11 @@ struct TrainOptions {
   std::string tokenizer_path;
   std::string tokenizer_type = "byte";
   int32_t tokenizer_vocab = 4096;
+  // byte-level-bpe only: HF BpeTrainer's min_frequency, and whether the
+  // alphabet is the corpus's bytes (as the trainer and seed 001 have it) or
+  // all 256 (as HF's ByteLevelBPETokenizer).
+  uint64_t tokenizer_min_frequency = 2;
+  bool tokenizer_corpus_alphabet = false;
 
   int64_t steps = 0;    // total optimizer steps; 0: from epochs
   double epochs = 0.0;  // passes over the training tokens (when steps == 0)
@@ -79,6 +85,10 @@ struct TrainSummary {
 // The optimisation recipe's settings that every record of a run shares (the
 // run state, ablation results); each record adds its own keys.
 nlohmann::json recipe_core_json(const TrainOptions& opt);
+
+// The options that build the run's tokenizer (tokenizer_type, _vocab, seed,
+// and byte-level-bpe's min frequency and alphabet); errors name --tokenizer-type.
+TokenizerTrainOptions tokenizer_train_options(const TrainOptions& opt);
 
 TrainSummary train(const ModelConfig& cfg, const TrainOptions& opt);
 
