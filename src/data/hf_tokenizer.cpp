@@ -151,22 +151,28 @@ class HfBpeTokenizer final : public Tokenizer {
     HYMBA_CHECK(j.is_object(), path, ": expected a JSON object");
     HYMBA_CHECK(j.contains("model") && j["model"].is_object(), path, ": field 'model' is missing");
     const json& m = j["model"];
-    const std::string type = m.value("type", std::string("BPE"));
-    HYMBA_CHECK(type == "BPE", path, ": field 'model.type' is \"", type, "\"; only byte-level BPE is supported");
+    const std::string type = optional_string(m, "type", "BPE", path, "model.");
+    HYMBA_CHECK(type == "BPE", path, ": field 'model.type' is \"", excerpt(type), "\"; only byte-level BPE is supported");
     for (const char* f : {"continuing_subword_prefix", "end_of_word_suffix"})
       HYMBA_CHECK(!m.contains(f) || m[f].is_null() || m[f] == "", path, ": field 'model.", f,
                   "' is set; only byte-level BPE without affixes is supported");
-    HYMBA_CHECK(!m.value("byte_fallback", false), path,
+    HYMBA_CHECK(!optional_bool(m, "byte_fallback", false, path, "model."), path,
                 ": field 'model.byte_fallback' is true; only byte-level BPE is supported");
     check_byte_level(j, "pre_tokenizer", path, /*required=*/true);
     check_byte_level(j, "decoder", path, /*required=*/false);
     if (j.contains("normalizer") && !j["normalizer"].is_null()) add_normalizer(j["normalizer"], "normalizer", path);
-    add_prefix_space_ = j["pre_tokenizer"].value("add_prefix_space", false);
+    add_prefix_space_ = optional_bool(j["pre_tokenizer"], "add_prefix_space", false, path, "pre_tokenizer.");
 
     HYMBA_CHECK(m.contains("vocab") && m["vocab"].is_object(), path, ": field 'model.vocab' must be an object");
+    // Ids index the piece table: bounded by the number of entries the file
+    // defines, so one id (2^33, 2^30 - 1) cannot size the table (to GiBs).
+    const int64_t max_ids = static_cast<int64_t>(m["vocab"].size()) +
+                            (j.contains("added_tokens") && j["added_tokens"].is_array()
+                                 ? static_cast<int64_t>(j["added_tokens"].size()) : 0);
     for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
-      HYMBA_CHECK(it->is_number_integer() && it->get<int64_t>() >= 0 && it->get<int64_t>() < (1 << 30), path,
-                  ": field 'model.vocab' entry '", it.key(), "' must be an id in 0..2^30");
+      HYMBA_CHECK(it->is_number_integer() && it->get<int64_t>() >= 0 && it->get<int64_t>() < max_ids, path,
+                  ": field 'model.vocab' entry '", excerpt(it.key()), "' must be an id in 0..", max_ids - 1,
+                  " (the file defines ", max_ids, " tokens; got ", json_excerpt(*it), ")");
       const auto id = static_cast<int32_t>(it->get<int64_t>());
       vocab_[it.key()] = id;
       set_piece(id, it.key());
@@ -179,7 +185,7 @@ class HfBpeTokenizer final : public Tokenizer {
         const std::string s = e.get<std::string>();
         const size_t sp = s.find(' ', 1);
         HYMBA_CHECK(sp != std::string::npos && sp + 1 < s.size(), path, ": field 'model.merges' entry ", rank,
-                    " (\"", s, "\") is not two pieces separated by a space");
+                    " (\"", excerpt(s), "\") is not two pieces separated by a space");
         a = s.substr(0, sp);
         b = s.substr(sp + 1);
       } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
@@ -194,11 +200,12 @@ class HfBpeTokenizer final : public Tokenizer {
       HYMBA_CHECK(j["added_tokens"].is_array(), path, ": field 'added_tokens' must be a list");
       for (const json& t : j["added_tokens"]) {
         HYMBA_CHECK(t.is_object() && t.contains("id") && t["id"].is_number_integer() && t["id"].get<int64_t>() >= 0 &&
-                        t["id"].get<int64_t>() < (1 << 30) && t.contains("content") && t["content"].is_string() &&
+                        t["id"].get<int64_t>() < max_ids && t.contains("content") && t["content"].is_string() &&
                         !t["content"].get<std::string>().empty(),
-                    path, ": field 'added_tokens' entries need an id in 0..2^30 and a non-empty content");
+                    path, ": field 'added_tokens' entries need an id in 0..", max_ids - 1,
+                    " (the file defines ", max_ids, " tokens) and a non-empty content");
         AddedToken a{t["content"].get<std::string>(), static_cast<int32_t>(t["id"].get<int64_t>()),
-                     t.value("special", false)};
+                     optional_bool(t, "special", false, path, "added_tokens[].")};
         added_.push_back(a);
         vocab_[a.content] = a.id;
         set_piece(a.id, a.content);
@@ -298,9 +305,9 @@ class HfBpeTokenizer final : public Tokenizer {
       return;
     }
     const json& v = j[field];
-    HYMBA_CHECK(v.is_object() && v.value("type", "") == "ByteLevel", path, ": field '", field, "' is ",
-                v.dump().substr(0, 80), "; only ByteLevel (GPT-2 / GPT-NeoX byte-level BPE) is supported");
-    HYMBA_CHECK(v.value("use_regex", true), path, ": field '", field,
+    HYMBA_CHECK(v.is_object() && v.contains("type") && v["type"] == "ByteLevel", path, ": field '", field, "' is ",
+                json_excerpt(v), "; only ByteLevel (GPT-2 / GPT-NeoX byte-level BPE) is supported");
+    HYMBA_CHECK(optional_bool(v, "use_regex", true, path, std::string(field) + "."), path, ": field '", field,
                 ".use_regex' is false; only GPT-2's split pattern is supported");
   }
 
@@ -321,7 +328,7 @@ class HfBpeTokenizer final : public Tokenizer {
       return;
     }
     const std::optional<NormalForm> form = normal_form_from_name(type);
-    HYMBA_CHECK(form.has_value(), path, ": field '", field, "' has type \"", type,
+    HYMBA_CHECK(form.has_value(), path, ": field '", field, "' has type \"", excerpt(type),
                 "\"; only NFC, NFD, NFKC, NFKD or a Sequence of them is supported");
     normalizers_.push_back(*form);
   }
@@ -346,7 +353,7 @@ class HfBpeTokenizer final : public Tokenizer {
     auto named = [&](const char* key, std::initializer_list<const char*> fallbacks) {
       if (cfg.is_object() && cfg.contains(key) && !cfg[key].is_null()) {
         const int32_t id = id_of(cfg[key]);
-        HYMBA_CHECK(id >= 0, cfg_path.string(), ": field '", key, "' names ", cfg[key].dump(),
+        HYMBA_CHECK(id >= 0, cfg_path.string(), ": field '", key, "' names ", json_excerpt(cfg[key]),
                     ", which is not in the vocabulary of ", path);
         return id;
       }
@@ -430,7 +437,11 @@ class HfBpeTokenizer final : public Tokenizer {
 }  // namespace
 
 std::unique_ptr<Tokenizer> load_hf_tokenizer_json(const std::string& path, const std::string& contents) {
-  return std::make_unique<HfBpeTokenizer>(path, contents);
+  try {
+    return std::make_unique<HfBpeTokenizer>(path, contents);
+  } catch (const json::exception& e) {  // a field read without a type check: still name the file
+    fail(path, ": unexpected value (", excerpt(json_error_message(e), 160), ")");
+  }
 }
 
 std::string checkpoint_tokenizer_path(const std::string& dir) {
