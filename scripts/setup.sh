@@ -2,6 +2,9 @@
 # Installs the Debian packages hymba.cpp needs to build, test and benchmark.
 # Idempotent: it asks apt only for what is missing and says what it does.
 # Runs as root, or through sudo when not root.
+#   scripts/setup.sh          the build, tests and benchmarks
+#   scripts/setup.sh --fuzz   also Debian's clang and its libFuzzer runtime
+#                             (the fuzz preset, docs/security.md)
 set -euo pipefail
 
 PACKAGES=(
@@ -22,6 +25,10 @@ PACKAGES=(
   # built-in default corpus (data files only) and report plots
   fortunes-min gnuplot-nox
 )
+if [ "${1:-}" = "--fuzz" ]; then
+  # clang with -fsanitize=fuzzer (libclang_rt.fuzzer, in libclang-rt-14-dev).
+  PACKAGES+=(clang libclang-rt-14-dev)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -67,21 +67,23 @@ TEST(Checked, ArithmeticRefusesWraparound) {
   expect_error([] { checked_product({1 << 30, 1 << 30, 1 << 30}, "volume"); }, {"volume", "overflows"});
 }
 
-TEST(ConfigSizes, OverflowingProductsNameTheFields) {
+// Sizes whose products would overflow are above the dimension bounds
+// (config.h, docs/security.md): refused naming the field and the bound.
+TEST(ConfigSizes, OverflowingSizesNameTheFields) {
   struct Case {
     json patch;
     std::vector<std::string> parts;
   };
   const std::vector<Case> cases = {
-      {{{"vocab_size", std::numeric_limits<int64_t>::max()}}, {"vocab_size x hidden_size", "overflows"}},
-      {{{"vocab_size", int64_t{1} << 62}, {"hidden_size", 4}}, {"vocab_size x hidden_size", "overflows"}},
-      {{{"num_memory_tokens", int64_t{1} << 61}}, {"num_memory_tokens x hidden_size"}},
-      {{{"intermediate_size", int64_t{1} << 60}}, {"intermediate_size x hidden_size"}},
-      {{{"qk_head_dim", int64_t{1} << 62}}, {"num_attention_heads x qk_head_dim"}},
+      {{{"vocab_size", std::numeric_limits<int64_t>::max()}}, {"'vocab_size'", "<= 16777216"}},
+      {{{"vocab_size", int64_t{1} << 62}, {"hidden_size", 4}}, {"'vocab_size'", "<="}},
+      {{{"num_memory_tokens", int64_t{1} << 61}}, {"'num_memory_tokens'", "<="}},
+      {{{"intermediate_size", int64_t{1} << 60}}, {"'intermediate_size'", "<="}},
+      {{{"qk_head_dim", int64_t{1} << 62}}, {"'qk_head_dim'", "<="}},
       {{{"layer_types", "mamba"}, {"num_attention_heads", 0}, {"mamba_expand", int64_t{1} << 60}},
-       {"mamba_expand x hidden_size"}},
+       {"'mamba_expand'", "<="}},
       {{{"layer_types", "mamba"}, {"num_attention_heads", 0}, {"mamba_d_state", int64_t{1} << 62}},
-       {"mamba_d_state", "overflows"}},
+       {"'mamba_d_state'", "<="}},
       {{{"num_hidden_layers", int64_t{1} << 40}}, {"num_hidden_layers", "<="}},
   };
   for (const Case& c : cases) {

@@ -312,7 +312,9 @@ AblateSummary run_ablation(const AblateOptions& opt) {
   // results.json (after the suite's rows) but not in the report.
   std::vector<RowResult> extra_rows;
   for (const auto& [id, r] : done) {
-    const bool in_suite = std::any_of(suite.rows.begin(), suite.rows.end(), [&](const SuiteRow& s) { return s.id == id; });
+    // Captured by name: clang before 16 cannot capture a structured binding.
+    const bool in_suite =
+        std::any_of(suite.rows.begin(), suite.rows.end(), [&row_id = id](const SuiteRow& s) { return s.id == row_id; });
     if (in_suite) continue;
     std::fprintf(stderr, "note: %s has a row '%s' that is not in this suite; kept there, left out of the report\n",
                  results_json.c_str(), id.c_str());

@@ -116,6 +116,11 @@ void register_model_commands(CLI::App& app, const GlobalOptions& global) {
       }
       const std::vector<int32_t> ids = flatten(batches);
       auto model = load_model(opts->ckpt, opts->grads);
+      // Named here, with the checkpoint's size, rather than deep in the embedding.
+      for (size_t i = 0; i < ids.size(); ++i)
+        HYMBA_CHECK(ids[i] >= 0 && ids[i] < model->config().vocab_size, "--ids: token id ", ids[i], " (position ",
+                    i, ") is outside the vocabulary of ", opts->ckpt, " (vocab_size ", model->config().vocab_size,
+                    " in its config.json)");
       ForwardOptions fo;
       fo.label_smoothing = opts->label_smoothing;
       const LossStats loss = model->forward(ids.data(), targets.empty() ? nullptr : targets.data(), B, T, fo);

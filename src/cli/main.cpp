@@ -7,11 +7,13 @@
 #include <cstdlib>
 #include <string>
 #include <exception>
+#include <filesystem>
 #include <new>
 #include <stdexcept>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/json_io.h"
 #include "core/threading.h"
 #include "train/stop_signal.h"
 
@@ -77,7 +79,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "hymba: %s\n", e.what());
     return e.exit_status();  // 128 + signal, as a shell reports a killed command
   } catch (const hymba::Error& e) {
-    std::fprintf(stderr, "hymba: error: %s\n", e.what());
+    // Messages quote at most ~80 bytes of a value (hymba::excerpt); the cap is
+    // a last resort for one that did not, so a line is never megabytes long.
+    std::fprintf(stderr, "hymba: error: %s\n", hymba::excerpt(e.what(), 1000).c_str());
     return 1;
   } catch (const std::length_error& e) {
     std::fprintf(stderr, "hymba: error: a size is too large (%s); lower the sizes (--batch, --seq-len, "
@@ -89,8 +93,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "hymba: error: out of memory; lower the sizes (--batch, --seq-len, --max-new-tokens, "
                          "or the model config's)\n");
     return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // "filesystem error: cannot ...: File name too long [PATH]": name the path
+    // (cut, it may be a hostile file's) and the reason, as our errors do.
+    std::string what = e.path1().empty() ? std::string("a file") : hymba::excerpt(e.path1().string(), 300);
+    std::fprintf(stderr, "hymba: error: %s: %s\n", what.c_str(), e.code().message().c_str());
+    return 1;
+  } catch (const nlohmann::json::exception& e) {
+    // Every JSON reader checks types and names the file; this is the last
+    // resort for a value one of them missed.
+    std::fprintf(stderr, "hymba: error: unexpected JSON value (%s)\n",
+                 hymba::excerpt(hymba::json_error_message(e), 200).c_str());
+    return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "hymba: internal error: %s\n", e.what());
+    std::fprintf(stderr, "hymba: internal error: %s\n", hymba::excerpt(e.what(), 300).c_str());
     return 2;
   }
   return 0;

@@ -40,9 +40,87 @@ std::string without_tag(const char* what) {
   return s.rfind("[json.exception", 0) == 0 && end != std::string::npos ? s.substr(end + 2) : s;
 }
 
+// A field path for a message: long paths (deep or long keys) are cut.
+std::string field_of(const std::vector<Frame>& stack) { return excerpt(path_of(stack)); }
+
+void excerpt_into(const json& v, std::string& out, std::size_t max, int depth) {
+  if (out.size() > max) return;
+  auto quoted = [&](const std::string& s) {
+    const std::string cut = s.size() > max ? s.substr(0, max) : s;
+    out += json(cut).dump(-1, ' ', false, json::error_handler_t::replace);
+  };
+  switch (v.type()) {
+    case json::value_t::string: quoted(v.get_ref<const std::string&>()); return;
+    case json::value_t::array: {
+      if (depth > 8) { out += "[...]"; return; }
+      out += '[';
+      bool first = true;
+      for (const json& e : v) {
+        if (out.size() > max) break;
+        if (!first) out += ',';
+        first = false;
+        excerpt_into(e, out, max, depth + 1);
+      }
+      out += ']';
+      return;
+    }
+    case json::value_t::object: {
+      if (depth > 8) { out += "{...}"; return; }
+      out += '{';
+      bool first = true;
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        if (out.size() > max) break;
+        if (!first) out += ',';
+        first = false;
+        quoted(it.key());
+        out += ':';
+        excerpt_into(it.value(), out, max, depth + 1);
+      }
+      out += '}';
+      return;
+    }
+    case json::value_t::binary: out += "<binary>"; return;
+    default: out += v.dump(); return;  // numbers, booleans, null, discarded: short
+  }
+}
+
 }  // namespace
 
-json parse_json(std::string_view text, const std::string& source) {
+std::string json_excerpt(const json& value, std::size_t max) {
+  std::string out;
+  excerpt_into(value, out, max, 0);
+  if (out.size() > max) {
+    out.resize(max);
+    // Drop a partial UTF-8 sequence at the cut.
+    while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0x80) out.pop_back();
+    if (!out.empty() && static_cast<unsigned char>(out.back()) >= 0xC0) out.pop_back();
+    out += "...";
+  }
+  return out;
+}
+
+std::string json_error_message(const std::exception& e) { return without_tag(e.what()); }
+
+bool optional_bool(const json& object, const char* key, bool fallback, const std::string& source,
+                   const std::string& prefix) {
+  if (!object.is_object()) return fallback;
+  const auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return fallback;
+  if (!it->is_boolean())
+    fail(source, ": field '", prefix, key, "' must be true or false (got ", json_excerpt(*it), ")");
+  return it->get<bool>();
+}
+
+std::string optional_string(const json& object, const char* key, const std::string& fallback,
+                            const std::string& source, const std::string& prefix) {
+  if (!object.is_object()) return fallback;
+  const auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return fallback;
+  if (!it->is_string()) fail(source, ": field '", prefix, key, "' must be a string (got ", json_excerpt(*it), ")");
+  return it->get<std::string>();
+}
+
+json parse_json(std::string_view text, const std::string& source, int max_depth) {
   std::vector<Frame> stack;
   // The callback tracks the field being read, for messages, and refuses a
   // key seen before in the same object.
@@ -52,15 +130,20 @@ json parse_json(std::string_view text, const std::string& source) {
       case json::parse_event_t::array_start:
         if (!stack.empty() && !stack.back().object) ++stack.back().index;
         stack.push_back(Frame{event == json::parse_event_t::object_start, {}, {}, -1});
+        if (static_cast<int64_t>(stack.size()) > max_depth) {
+          const std::string where = field_of(stack);
+          fail(source, ": ", where.empty() ? std::string("the value") : "field '" + where + "'",
+               " nests arrays and objects deeper than ", max_depth, " levels");
+        }
         break;
       case json::parse_event_t::key: {
         Frame& f = stack.back();
         f.key = parsed.get<std::string>();
         if (!f.keys.insert(f.key).second) {
           f.key.clear();
-          const std::string where = path_of(stack);
+          const std::string where = field_of(stack);
           fail(source, ": ", where.empty() ? std::string("the top-level object") : "field '" + where + "'",
-               " has key '", parsed.get<std::string>(), "' twice");
+               " has key '", excerpt(parsed.get<std::string>()), "' twice");
         }
         break;
       }
@@ -77,12 +160,13 @@ json parse_json(std::string_view text, const std::string& source) {
   try {
     return json::parse(text.begin(), text.end(), on_event);
   } catch (const json::parse_error& e) {
-    fail(source, ": not valid JSON (", without_tag(e.what()), ")");
+    fail(source, ": not valid JSON (", excerpt(without_tag(e.what()), 160), ")");
   } catch (const json::exception& e) {
     // Raised inside a value (a number out of range): name the field.
     if (!stack.empty() && !stack.back().object) ++stack.back().index;
-    const std::string where = path_of(stack);
-    fail(source, ": ", where.empty() ? std::string("value") : "field '" + where + "'", ": ", without_tag(e.what()));
+    const std::string where = field_of(stack);
+    fail(source, ": ", where.empty() ? std::string("value") : "field '" + where + "'", ": ",
+         excerpt(without_tag(e.what()), 160));
   }
 }
 
@@ -96,7 +180,7 @@ JsonFields::JsonFields(const json& object, std::string source, std::string prefi
 std::string JsonFields::where(const char* name) const { return source_ + ": field '" + prefix_ + name + "'"; }
 
 void JsonFields::wrong_type(const char* name, const char* expected) const {
-  fail(where(name), " must be ", expected, " (got ", j_.at(name).dump(), ")");
+  fail(where(name), " must be ", expected, " (got ", json_excerpt(j_.at(name)), ")");
 }
 
 const json& JsonFields::at(const char* name) const {

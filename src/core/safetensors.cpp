@@ -18,6 +18,7 @@
 #include "core/atomic_file.h"
 #include "core/checked.h"
 #include "core/error.h"
+#include "core/excerpt.h"
 #include "core/params.h"
 
 namespace hymba {
@@ -75,7 +76,7 @@ std::string dims_str(const std::vector<int64_t>& dims) {
 // Parses and checks one header entry against the data buffer size.
 SafetensorsEntry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& j,
                              uint64_t data_size) {
-  const std::string where = path + ": tensor '" + name + "'";
+  const std::string where = path + ": tensor '" + excerpt(name) + "'";
   HYMBA_CHECK(j.is_object(), where, " in header is not an object");
   SafetensorsEntry e;
   e.name = name;
@@ -85,14 +86,18 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
   HYMBA_CHECK(dt->is_string(), where, " has a non-string \"dtype\"");
   e.dtype = dt->get<std::string>();
   const int esize = dtype_size(e.dtype);
-  HYMBA_CHECK(esize > 0, where, " has unknown dtype '", e.dtype, "'");
+  HYMBA_CHECK(esize > 0, where, " has unknown dtype '", excerpt(e.dtype), "'");
 
   auto sh = j.find("shape");
   HYMBA_CHECK(sh != j.end(), where, " has no \"shape\" in header");
   HYMBA_CHECK(sh->is_array(), where, " has a \"shape\" that is not an array");
   // numel * esize is tracked in unsigned 64 bits with overflow checks, so an
   // absurd shape can never wrap around into a plausible byte count.
+  // The element count must fit int64 too (numel() is signed); a zero
+  // dimension makes both counts 0 whatever the other dimensions are.
+  HYMBA_CHECK(sh->size() <= 64, where, " has a \"shape\" of ", sh->size(), " dimensions (at most 64)");
   uint64_t bytes = static_cast<uint64_t>(esize);
+  int64_t numel = 1;
   bool overflow = false;
   for (const auto& d : *sh) {
     HYMBA_CHECK(d.is_number_unsigned(), where, " has a \"shape\" entry that is not a non-negative integer");
@@ -100,9 +105,11 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
     HYMBA_CHECK(dim <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), where, " has an absurd dimension ",
                 dim);
     e.shape.push_back(static_cast<int64_t>(dim));
-    overflow = overflow || __builtin_mul_overflow(bytes, dim, &bytes);
+    overflow = overflow || __builtin_mul_overflow(bytes, dim, &bytes) ||
+               __builtin_mul_overflow(numel, static_cast<int64_t>(dim), &numel);
   }
-  HYMBA_CHECK(!overflow, where, " has shape ", dims_str(e.shape), " whose size overflows");
+  if (std::find(e.shape.begin(), e.shape.end(), 0) != e.shape.end()) overflow = false, bytes = 0;
+  HYMBA_CHECK(!overflow, where, " has shape ", excerpt(dims_str(e.shape)), " whose size overflows 64-bit integers");
 
   auto off = j.find("data_offsets");
   HYMBA_CHECK(off != j.end(), where, " has no \"data_offsets\" in header");
@@ -113,7 +120,7 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
   HYMBA_CHECK(e.end >= e.begin, where, " has data_offsets [", e.begin, ",", e.end, "] with end before begin");
   HYMBA_CHECK(e.end <= data_size, where, " has data_offsets [", e.begin, ",", e.end, "] past the end of the data (",
               data_size, " bytes); file truncated?");
-  HYMBA_CHECK(e.end - e.begin == bytes, where, " has ", e.end - e.begin, " data bytes, but shape ", dims_str(e.shape),
+  HYMBA_CHECK(e.end - e.begin == bytes, where, " has ", e.end - e.begin, " data bytes, but shape ", excerpt(dims_str(e.shape)),
               " of ", e.dtype, " needs ", bytes);
   return e;
 }
@@ -153,8 +160,14 @@ void write_tensor(std::FILE* f, const std::string& path, const NamedTensor& t, F
 }  // namespace
 
 int64_t SafetensorsEntry::numel() const {
+  // Readers check the product on open; this stays checked for entries built elsewhere.
+  // A zero dimension makes the count 0 whatever the others are.
+  for (int64_t d : shape)
+    if (d == 0) return 0;
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n)) fail("tensor '", excerpt(name), "' has shape ", excerpt(shape_str()),
+                                                " whose element count overflows 64-bit integers");
   return n;
 }
 
@@ -215,6 +228,11 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   std::string duplicate;
   std::unordered_set<std::string> keys;
   auto on_event = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    // A header nests three levels ({name: {"shape": [...]}}); anything deeper
+    // is refused while parsing, before it can be built.
+    if ((event == nlohmann::json::parse_event_t::object_start || event == nlohmann::json::parse_event_t::array_start) &&
+        depth > 8)
+      fail(path, ": header nests arrays and objects more than 8 levels deep; not a safetensors header");
     if (depth == 1 && event == nlohmann::json::parse_event_t::key && duplicate.empty()) {
       const auto& key = parsed.get_ref<const std::string&>();
       if (!keys.insert(key).second) duplicate = key;
@@ -224,13 +242,13 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   nlohmann::json header = nlohmann::json::parse(text, on_event, /*allow_exceptions=*/false);
   HYMBA_CHECK(!header.is_discarded(), path, ": header is not valid JSON");
   HYMBA_CHECK(header.is_object(), path, ": header is not a JSON object");
-  HYMBA_CHECK(duplicate.empty(), path, ": header names tensor '", duplicate, "' twice");
+  HYMBA_CHECK(duplicate.empty(), path, ": header names tensor '", excerpt(duplicate), "' twice");
 
   for (const auto& [name, value] : header.items()) {
     if (name == "__metadata__") {
       HYMBA_CHECK(value.is_object(), path, ": header \"__metadata__\" is not an object");
       for (const auto& [key, v] : value.items()) {
-        HYMBA_CHECK(v.is_string(), path, ": metadata '", key, "' is not a string");
+        HYMBA_CHECK(v.is_string(), path, ": metadata '", excerpt(key), "' is not a string");
         file.metadata_[key] = v.get<std::string>();
       }
       continue;
@@ -247,8 +265,9 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   const SafetensorsEntry* reach = nullptr;  // the non-empty entry ending furthest so far
   for (const SafetensorsEntry& e : file.entries_) {
     if (e.begin == e.end) continue;
-    HYMBA_CHECK(reach == nullptr || e.begin >= reach->end, path, ": tensors '", reach->name, "' [", reach->begin, ",",
-                reach->end, ") and '", e.name, "' [", e.begin, ",", e.end, ") overlap in the data buffer");
+    HYMBA_CHECK(reach == nullptr || e.begin >= reach->end, path, ": tensors '", excerpt(reach->name), "' [",
+                reach->begin, ",", reach->end, ") and '", excerpt(e.name), "' [", e.begin, ",", e.end,
+                ") overlap in the data buffer");
     if (reach == nullptr || e.end > reach->end) reach = &e;
   }
   for (std::size_t i = 0; i < file.entries_.size(); ++i) file.index_[file.entries_[i].name] = i;
@@ -262,7 +281,7 @@ const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
 
 const SafetensorsEntry& SafetensorsFile::entry(const std::string& name) const {
   const SafetensorsEntry* e = find(name);
-  HYMBA_CHECK(e != nullptr, path_, ": no tensor '", name, "'");
+  HYMBA_CHECK(e != nullptr, path_, ": no tensor '", excerpt(name), "'");
   return *e;
 }
 
@@ -275,9 +294,9 @@ std::vector<float> SafetensorsFile::read_f32(const std::string& name) const {
 
 void SafetensorsFile::read_into(const std::string& name, float* dst, int64_t n) const {
   const SafetensorsEntry& e = entry(name);
-  HYMBA_CHECK(e.is_float(), path_, ": tensor '", name, "' has dtype ", e.dtype,
+  HYMBA_CHECK(e.is_float(), path_, ": tensor '", excerpt(name), "' has dtype ", e.dtype,
               "; only F32, BF16 and F16 can be read as float32");
-  HYMBA_CHECK(n == e.numel(), path_, ": tensor '", name, "' has ", e.numel(), " elements, expected ", n);
+  HYMBA_CHECK(n == e.numel(), path_, ": tensor '", excerpt(name), "' has ", e.numel(), " elements, expected ", n);
   const uint64_t at = data_start_ + e.begin;
   if (e.dtype == "F32") {
     pread_exact(fd_, dst, e.end - e.begin, at, path_);
@@ -371,10 +390,12 @@ void load_params(const std::string& path, ParamTable& table) {
     HYMBA_CHECK(e->is_float(), path, ": tensor '", p.name, "' has dtype ", e->dtype, ", expected F32, BF16 or F16");
     bool same = static_cast<int>(e->shape.size()) == p.shape.rank;
     for (int i = 0; same && i < p.shape.rank; ++i) same = e->shape[static_cast<std::size_t>(i)] == p.shape[i];
-    HYMBA_CHECK(same, path, ": tensor '", p.name, "' has shape ", e->shape_str(), ", expected ", p.shape.str());
+    HYMBA_CHECK(same, path, ": tensor '", p.name, "' has shape ", excerpt(e->shape_str()), ", expected ",
+                p.shape.str());
   }
   for (const SafetensorsEntry& e : file.entries())
-    HYMBA_CHECK(table.contains(e.name), path, ": unexpected tensor '", e.name, "' (not a parameter of this model)");
+    HYMBA_CHECK(table.contains(e.name), path, ": unexpected tensor '", excerpt(e.name),
+                "' (not a parameter of this model)");
 
   table.for_each([&](ParamSlot& slot) {
     file.read_into(slot.info.name, slot.value, slot.numel());

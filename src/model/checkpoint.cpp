@@ -4,6 +4,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/excerpt.h"
 #include "core/safetensors.h"
 #include "model/hf_import.h"
 
@@ -22,14 +23,16 @@ void save_model(const std::string& dir, const Model& model, const std::map<std::
 }
 
 std::unique_ptr<Model> load_model(const std::string& dir, bool training) {
-  HYMBA_CHECK(fs::is_directory(dir), dir, ": not a checkpoint directory");
+  std::error_code ec;
+  HYMBA_CHECK(fs::is_directory(dir, ec), excerpt(dir, 300), ": not a checkpoint directory",
+              ec ? " (" + ec.message() + ")" : std::string());
   const std::string config_path = (fs::path(dir) / kConfigFile).string();
   const nlohmann::json j = read_json_file(config_path);
   const CheckpointLayout layout = detect_layout(j, config_path);
   const ModelConfig cfg = config_from_published(j, layout, config_path);
   auto model = std::make_unique<Model>(cfg, training);
   const fs::path weights = fs::path(dir) / kWeightsFile;
-  if (layout == CheckpointLayout::kNative && fs::exists(weights))
+  if (layout == CheckpointLayout::kNative && fs::exists(weights, ec))
     load_params(weights.string(), model->params());
   else  // published names, shards, a stored tied lm_head (model/hf_import.h)
     load_checkpoint_weights(dir, layout, cfg, model->params());

@@ -1,4 +1,5 @@
 #include "model/config.h"
+#include "model/limits.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,6 +8,7 @@
 #include "core/atomic_file.h"
 #include "core/checked.h"
 #include "core/error.h"
+#include "core/json_io.h"
 #include "model/hf_import.h"
 
 namespace hymba {
@@ -79,10 +81,6 @@ bool parse_init_scheme(const std::string& name, InitScheme& out) {
 
 namespace {
 
-// More layers than this is surely a typo, and the per-layer lists it would
-// size (layer types, the parameter table) are allocated before any other check.
-constexpr int64_t kMaxLayers = 1 << 20;
-
 // Reads JSON fields by name, with one-line errors naming the field, and
 // remembers which fields were consumed so leftovers can be reported.
 class FieldReader {
@@ -96,12 +94,13 @@ class FieldReader {
     return j_.at(name);
   }
   [[noreturn]] void type_error(const char* name, const char* expected) const {
-    fail(source_, ": field '", name, "' must be ", expected, " (got ", j_.at(name).dump(), ")");
+    fail(source_, ": field '", name, "' must be ", expected, " (got ", json_excerpt(j_.at(name)), ")");
   }
   void get(const char* name, int64_t& out) {
     if (!has(name)) return;
     const json& v = at(name);
-    if (!v.is_number_integer()) type_error(name, "an integer");
+    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX))
+      type_error(name, "an integer (at most 2^63 - 1)");
     out = v.get<int64_t>();
   }
   void get(const char* name, double& out) {
@@ -122,7 +121,8 @@ class FieldReader {
     if (!v.is_array()) type_error(name, "a list of integers");
     out.clear();
     for (const json& e : v) {
-      if (!e.is_number_integer()) type_error(name, "a list of integers");
+      if (!e.is_number_integer() || (e.is_number_unsigned() && e.get<uint64_t>() > INT64_MAX))
+        type_error(name, "a list of integers");
       out.push_back(e.get<int64_t>());
     }
   }
@@ -135,7 +135,7 @@ class FieldReader {
   void mark_seen(const char* name) { seen_.insert(name); }
   void reject_unknown() const {
     for (auto it = j_.begin(); it != j_.end(); ++it)
-      HYMBA_CHECK(seen_.count(it.key()) != 0, source_, ": unknown field '", it.key(), "'");
+      HYMBA_CHECK(seen_.count(it.key()) != 0, source_, ": unknown field '", excerpt(it.key()), "'");
   }
   const std::string& source() const { return source_; }
 
@@ -149,19 +149,38 @@ MixerKind parse_mixer(const std::string& s, const std::string& where) {
   if (s == "attention") return MixerKind::kAttention;
   if (s == "mamba") return MixerKind::kMamba;
   if (s == "hybrid") return MixerKind::kHybrid;
-  fail(where, ": layer type '", s, "' is not one of attention, mamba, hybrid");
+  fail(where, ": layer type '", excerpt(s), "' is not one of attention, mamba, hybrid");
 }
 
 // Seed 002's dims_from_ratio, with the attention share rounded to a multiple of
-// 2 * heads so every head gets an equal, even (RoPE) width.
+// 2 * heads so every head gets an equal, even (RoPE) width. Safe for any
+// input (it runs before validate() rejects a bad ratio or head count): huge
+// ratios ([1e308, 1e308]), NaN and head counts near 2^63 neither overflow nor
+// reach an undefined conversion.
 void dims_from_ratio(int64_t d_model, double ra, double rm, int64_t heads, int64_t& attn, int64_t& mamba) {
+  if (!(std::isfinite(ra) && std::isfinite(rm) && ra >= 0 && rm >= 0 && d_model >= 0)) {
+    attn = 0;  // validate() names the field
+    mamba = d_model;
+    return;
+  }
   if (ra == 0.0) {
     attn = 0;
   } else if (rm == 0.0) {
     attn = d_model;
   } else {
-    const int64_t unit = 2 * std::max<int64_t>(heads, 1);
-    attn = static_cast<int64_t>(std::llround(d_model * ra / (ra + rm) / unit)) * unit;
+    int64_t unit = 0;
+    if (__builtin_mul_overflow(int64_t{2}, std::max<int64_t>(heads, 1), &unit)) unit = INT64_MAX;
+    const double dm = static_cast<double>(d_model);
+    // The seed's expression where it is finite; the share first where
+    // d_model x ra or ra + rm would overflow to infinity.
+    const double sum = ra + rm;
+    const double share = std::isfinite(dm * ra) && std::isfinite(sum) ? dm * ra / sum : dm * (1.0 / (1.0 + rm / ra));
+    const double units = share / static_cast<double>(unit);
+    int64_t n = 0;
+    if (units < 0.5) n = 0;
+    else if (units >= dm + 1.0) n = d_model;  // clamped below in any case
+    else n = static_cast<int64_t>(std::llround(units));
+    if (__builtin_mul_overflow(n, unit, &attn)) attn = d_model;
     attn = std::clamp<int64_t>(attn, 0, d_model);
   }
   mamba = d_model - attn;
@@ -218,7 +237,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   r.get("initializer_range", c.initializer_range);
   const std::string scheme = r.get_string("init_scheme", "normal");
   if (!parse_init_scheme(scheme, c.init_scheme))
-    fail(source, ": field 'init_scheme' must be one of ", kInitSchemeNames, " (got \"", scheme, "\")");
+    fail(source, ": field 'init_scheme' must be one of ", kInitSchemeNames, " (got \"", excerpt(scheme), "\")");
   r.get("num_attention_heads", c.num_attention_heads);
   r.get("num_key_value_heads", c.num_key_value_heads);
   r.get("qk_head_dim", c.qk_head_dim);
@@ -237,7 +256,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   const std::string rope_type = r.get_string("rope_type", "default");
   if (rope_type == "ntk") c.rope_ntk = true;
   else if (rope_type != "default")
-    fail(source, ": field 'rope_type' must be \"default\" or \"ntk\" (got \"", rope_type, "\")");
+    fail(source, ": field 'rope_type' must be \"default\" or \"ntk\" (got \"", excerpt(rope_type), "\")");
   r.get("max_position_embeddings", c.max_position_embeddings);
   r.get("orig_max_position_embeddings", c.orig_max_position_embeddings);
   r.get("sliding_window_inclusive", c.sliding_window_inclusive);
@@ -268,7 +287,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   if (link == "null") c.block_link = BlockLink::kNull;
   else if (link == "residual") c.block_link = BlockLink::kResidual;
   else if (link == "gated") c.block_link = BlockLink::kGated;
-  else fail(source, ": field 'block_link' must be one of null, residual, gated (got \"", link, "\")");
+  else fail(source, ": field 'block_link' must be one of null, residual, gated (got \"", excerpt(link), "\")");
 
   if (r.has("mamba_dt_rank")) {
     const json& v = r.at("mamba_dt_rank");
@@ -328,14 +347,15 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   const std::string style = r.get_string("proj_style", "fused");
   if (style == "fused") c.proj_style = ProjStyle::kFused;
   else if (style == "separate") c.proj_style = ProjStyle::kSeparate;
-  else fail(source, ": field 'proj_style' must be \"fused\" or \"separate\" (got \"", style, "\")");
+  else fail(source, ": field 'proj_style' must be \"fused\" or \"separate\" (got \"", excerpt(style), "\")");
 
   const std::string fusion = r.get_string("fusion", "norm_mean");
   if (fusion == "norm_mean") c.fusion = Fusion::kNormMean;
   else if (fusion == "learned_beta") c.fusion = Fusion::kLearnedBeta;
   else if (fusion == "mean") c.fusion = Fusion::kMean;
   else if (fusion == "concat") c.fusion = Fusion::kConcat;
-  else fail(source, ": field 'fusion' must be one of norm_mean, learned_beta, mean, concat (got \"", fusion, "\")");
+  else fail(source, ": field 'fusion' must be one of norm_mean, learned_beta, mean, concat (got \"", excerpt(fusion),
+            "\")");
 
   if (r.has("attn_mamba_ratio")) {
     const json& v = r.at("attn_mamba_ratio");
@@ -408,6 +428,11 @@ void ModelConfig::resolve() {
               layer_types.size(), " entries but num_hidden_layers is ", num_hidden_layers);
   HYMBA_CHECK(num_hidden_layers <= kMaxLayers, "config: field 'num_hidden_layers' must be <= ", kMaxLayers, " (got ",
               num_hidden_layers, ")");
+  // Layer lists are walked once per layer below: longer than the model they
+  // cannot be valid (their entries must be distinct layers), so refuse them
+  // before a hostile list makes that walk quadratic.
+  HYMBA_CHECK(static_cast<int64_t>(global_attn_idx.size()) <= num_hidden_layers, "config: field 'global_attn_idx' lists ",
+              global_attn_idx.size(), " layers but the model has ", num_hidden_layers);
   if (mamba_dt_rank == 0) mamba_dt_rank = hidden_size / 16 + (hidden_size % 16 != 0);  // ceil, without overflow
   // `rope` and position_embedding say the same thing (from_json refuses a
   // contradiction); code that sets only one of them gets the other to match.
@@ -462,6 +487,30 @@ void ModelConfig::validate() const {
   positive("vocab_size", vocab_size);
   positive("hidden_size", hidden_size);
   positive("num_hidden_layers", num_hidden_layers);
+  // Bounds first (config.h): every size below is then far from overflowing.
+  auto at_most = [](const char* name, int64_t v, int64_t limit) {
+    HYMBA_CHECK(v <= limit, "config: field '", name, "' must be <= ", limit, " (got ", v, ")");
+  };
+  at_most("vocab_size", vocab_size, kMaxVocab);
+  at_most("hidden_size", hidden_size, kMaxWidth);
+  at_most("num_hidden_layers", num_hidden_layers, kMaxLayers);
+  at_most("intermediate_size", intermediate_size, kMaxWidth);
+  at_most("block_layers", block_layers, kMaxLayers);
+  at_most("num_memory_tokens", num_memory_tokens, kMaxMemoryTokens);
+  at_most("sliding_window", sliding_window, kMaxPositions);
+  at_most("max_position_embeddings", max_position_embeddings, kMaxPositions);
+  at_most("orig_max_position_embeddings", orig_max_position_embeddings, kMaxPositions);
+  at_most("num_attention_heads", num_attention_heads, kMaxHeads);
+  at_most("num_key_value_heads", num_key_value_heads, kMaxHeads);
+  at_most("qk_head_dim", qk_head_dim, kMaxWidth);
+  at_most("v_head_dim", v_head_dim, kMaxWidth);
+  at_most("mamba_d_state", mamba_d_state, kMaxMambaState);
+  at_most("mamba_d_conv", mamba_d_conv, kMaxConvWidth);
+  at_most("mamba_expand", mamba_expand, kMaxExpand);
+  at_most("mamba_dt_rank", mamba_dt_rank, kMaxWidth);
+  HYMBA_CHECK(std::isfinite(rms_norm_eps) && std::isfinite(initializer_range) && std::isfinite(rope_theta) &&
+                  std::isfinite(mamba_dt_min) && std::isfinite(mamba_dt_max),
+              "config: fields rms_norm_eps, initializer_range, rope_theta, mamba_dt_min and mamba_dt_max must be finite");
   HYMBA_CHECK(rms_norm_eps > 0, "config: field 'rms_norm_eps' must be > 0");
   HYMBA_CHECK(layer_norm_eps > 0, "config: field 'layer_norm_eps' must be > 0");
   HYMBA_CHECK(!rope_ntk || rope, "config: field 'rope_type' \"ntk\" needs position_embedding \"rope\" (got \"",

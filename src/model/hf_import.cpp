@@ -9,9 +9,12 @@
 #include <vector>
 
 #include "core/atomic_file.h"
+#include "core/checked.h"
 #include "core/error.h"
+#include "core/json_io.h"
 #include "core/safetensors.h"
 #include "model/layout.h"
+#include "model/limits.h"
 #include "model/torch_checkpoint.h"
 
 namespace hymba {
@@ -59,7 +62,8 @@ class PublishedFields {
 
   int64_t integer(const char* name) {
     const json& v = value(name);
-    if (!v.is_number_integer()) wrong(name, "an integer", v);
+    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX))
+      wrong(name, "an integer (at most 2^63 - 1)", v);
     return v.get<int64_t>();
   }
   double number(const char* name) {
@@ -83,7 +87,8 @@ class PublishedFields {
     if (v.is_null()) return out;
     if (!v.is_array()) wrong(name, "a list of integers", v);
     for (const json& e : v) {
-      if (!e.is_number_integer()) wrong(name, "a list of integers", v);
+      if (!e.is_number_integer() || (e.is_number_unsigned() && e.get<uint64_t>() > INT64_MAX))
+        wrong(name, "a list of integers", v);
       out.push_back(e.get<int64_t>());
     }
     return out;
@@ -92,28 +97,30 @@ class PublishedFields {
   int64_t dt_rank(const char* name) {
     const json& v = value(name);
     if (v.is_string() && v.get<std::string>() == "auto") return 0;
-    if (!v.is_number_integer() || v.get<int64_t>() < 1) wrong(name, "an integer >= 1 or \"auto\"", v);
+    const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() >= 1 && v.get<uint64_t>() <= INT64_MAX
+                          : v.is_number_integer() && v.get<int64_t>() >= 1;
+    if (!in_range) wrong(name, "an integer >= 1 or \"auto\"", v);
     return v.get<int64_t>();
   }
   // A key whose value must be `expected` (the only one the engine computes).
   void require(const char* name, const json& expected, const char* why) {
     const json& v = value(name);
     if (v.is_null() || v == expected) return;
-    fail(source_, ": field '", name, "' is ", v.dump(), "; only ", expected.dump(), " is supported (", why, ")");
+    fail(source_, ": field '", name, "' is ", json_excerpt(v), "; only ", expected.dump(), " is supported (", why, ")");
   }
   // Keys that do not change the numbers a forward pass computes.
   void ignore(std::initializer_list<const char*> names) {
     for (const char* n : names) seen_.insert(n);
   }
   [[noreturn]] void wrong(const char* name, const char* expected, const json& got) const {
-    fail(source_, ": field '", name, "' must be ", expected, " (got ", got.dump(), ")");
+    fail(source_, ": field '", name, "' must be ", expected, " (got ", json_excerpt(got), ")");
   }
   [[noreturn]] void bad(const char* name, const std::string& why) const {
     fail(source_, ": field '", name, "' ", why);
   }
   void reject_unknown() const {
     for (auto it = j_.begin(); it != j_.end(); ++it)
-      HYMBA_CHECK(seen_.count(it.key()) != 0, source_, ": unknown field '", it.key(), "' for a ", layout_name_,
+      HYMBA_CHECK(seen_.count(it.key()) != 0, source_, ": unknown field '", excerpt(it.key()), "' for a ", layout_name_,
                   " config");
   }
   void set_layout_name(const char* n) { layout_name_ = n; }
@@ -198,7 +205,7 @@ ModelConfig hymba_config(const json& j, const std::string& source) {
     HYMBA_CHECK(static_cast<int64_t>(types.size()) == c.num_hidden_layers, source, ": field 'layer_type' has ",
                 types.size(), " entries but num_hidden_layers is ", c.num_hidden_layers);
     for (size_t i = 0; i < types.size(); ++i) {
-      HYMBA_CHECK(types[i] == "h", source, ": field 'layer_type' entry ", i, " is ", types[i].dump(),
+      HYMBA_CHECK(types[i] == "h", source, ": field 'layer_type' entry ", i, " is ", json_excerpt(types[i]),
                   "; only \"h\" (hybrid attention + Mamba heads) is supported");
       c.layer_types.push_back(MixerKind::kHybrid);
     }
@@ -232,7 +239,7 @@ ModelConfig hymba_config(const json& j, const std::string& source) {
   f.ignore({"rope_type"});
   if (rope_type == "ntk") c.rope_ntk = true;
   else if (rope_type != "default")
-    f.bad("rope_type", "\"" + rope_type + "\" is not supported (\"default\" or \"ntk\")");
+    f.bad("rope_type", "\"" + excerpt(rope_type) + "\" is not supported (\"default\" or \"ntk\")");
   c.max_position_embeddings = f.integer("max_position_embeddings");
   c.orig_max_position_embeddings = f.integer("orig_max_position_embeddings");
 
@@ -267,11 +274,12 @@ ModelConfig hymba_config(const json& j, const std::string& source) {
   const json& conv = f.value("conv_dim");
   if (!conv.is_null()) {
     if (!conv.is_object() && !conv.is_array()) f.wrong("conv_dim", "an object of layer -> width", conv);
+    const int64_t inner = checked_mul(c.mamba_expand, c.hidden_size, source + ": fields mamba_expand x hidden_size");
     for (auto it = conv.begin(); it != conv.end(); ++it) {
-      if (!it->is_number_integer()) f.wrong("conv_dim", "an object of layer -> width", conv);
-      HYMBA_CHECK(it->get<int64_t>() == c.mamba_expand * c.hidden_size, source, ": field 'conv_dim' has width ",
-                  it->get<int64_t>(), "; only mamba_expand x hidden_size (", c.mamba_expand * c.hidden_size,
-                  ") is supported");
+      if (!it->is_number_integer() || (it->is_number_unsigned() && it->get<uint64_t>() > INT64_MAX))
+        f.wrong("conv_dim", "an object of layer -> width", conv);
+      HYMBA_CHECK(it->get<int64_t>() == inner, source, ": field 'conv_dim' has width ", it->get<int64_t>(),
+                  "; only mamba_expand x hidden_size (", inner, ") is supported");
     }
   }
   c.proj_style = ProjStyle::kFused;
@@ -358,8 +366,13 @@ ModelConfig hf_mamba_config(const json& j, const std::string& source) {
   };
   agree("d_model", c.hidden_size, "hidden_size");
   agree("n_layer", c.num_hidden_layers, "num_hidden_layers");
-  agree("intermediate_size", c.mamba_expand * c.hidden_size, "expand x hidden_size");
-  agree("d_inner", c.mamba_expand * c.hidden_size, "expand x hidden_size");
+  if (f.given("intermediate_size") || f.given("d_inner")) {
+    const int64_t inner = checked_mul(c.mamba_expand, c.hidden_size, source + ": fields expand x hidden_size");
+    agree("intermediate_size", inner, "expand x hidden_size");
+    agree("d_inner", inner, "expand x hidden_size");
+  } else {
+    f.ignore({"intermediate_size", "d_inner"});
+  }
   const json& ssm = f.value("ssm_cfg");
   HYMBA_CHECK(ssm.is_null() || (ssm.is_object() && ssm.empty()), source,
               ": field 'ssm_cfg' must be empty in a MambaForCausalLM config (its values are in the HF keys)");
@@ -383,7 +396,9 @@ ModelConfig state_spaces_config(const json& j, const std::string& source) {
   const int64_t vocab = f.integer("vocab_size"), multiple = f.integer("pad_vocab_size_multiple");
   HYMBA_CHECK(vocab >= 1, source, ": field 'vocab_size' must be >= 1");
   HYMBA_CHECK(multiple >= 1, source, ": field 'pad_vocab_size_multiple' must be >= 1");
-  c.vocab_size = (vocab + multiple - 1) / multiple * multiple;
+  HYMBA_CHECK(vocab <= kMaxVocab && multiple <= kMaxVocab, source, ": fields 'vocab_size' (", vocab,
+              ") and 'pad_vocab_size_multiple' (", multiple, ") must be <= ", kMaxVocab);
+  c.vocab_size = (vocab + multiple - 1) / multiple * multiple;  // < 2^25: no overflow
   c.tie_word_embeddings = f.flag("tie_embeddings");
   f.require("rms_norm", true, "norms are RMSNorm");
   if (f.integer("d_intermediate") != 0) f.bad("d_intermediate", "must be 0 (Mamba blocks with an MLP are not supported)");
@@ -402,7 +417,7 @@ CheckpointLayout detect_layout(const json& j, const std::string& source) {
   if (lists_architecture(j, "MambaForCausalLM")) return CheckpointLayout::kHfMamba;
   if (j.contains("architectures")) {
     const json& a = j["architectures"];
-    fail(source, ": field 'architectures' is ", a.dump(),
+    fail(source, ": field 'architectures' is ", json_excerpt(a),
          "; supported: HymbaForCausalLM, MambaForCausalLM (or a state-spaces Mamba config)");
   }
   const std::string type = j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>()
@@ -460,14 +475,15 @@ class WeightFiles {
  public:
   explicit WeightFiles(const std::string& dir) {
     const fs::path d(dir);
+    std::error_code ec;
     for (const char* stem : {"model.safetensors", "pytorch_model.bin"}) {
       const fs::path index = d / (std::string(stem) + ".index.json"), single = d / stem;
-      if (fs::exists(index)) {
+      if (fs::exists(index, ec)) {
         index_ = index.string();
         open_index();
         return;
       }
-      if (fs::exists(single)) {
+      if (fs::exists(single, ec)) {
         files_.push_back(std::make_unique<WeightFile>(single.string()));
         for (const SafetensorsEntry& e : files_[0]->entries()) listed_[e.name] = 0;
         return;
@@ -495,14 +511,20 @@ class WeightFiles {
     const fs::path d = fs::path(index_).parent_path();
     std::map<std::string, size_t> opened;
     for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-      HYMBA_CHECK(it->is_string(), index_, ": field 'weight_map' entry '", it.key(), "' must be a file name");
+      HYMBA_CHECK(it->is_string(), index_, ": field 'weight_map' entry '", excerpt(it.key()),
+                  "' must be a file name");
       const std::string shard = it->get<std::string>();
-      HYMBA_CHECK(!shard.empty() && shard.find('/') == std::string::npos && shard != "..", index_,
-                  ": field 'weight_map' entry '", it.key(), "' names '", shard, "', not a file beside the index");
+      // NAME_MAX: a longer name cannot exist (and std::filesystem would throw).
+      HYMBA_CHECK(!shard.empty() && shard.size() <= 255 && shard.find('/') == std::string::npos && shard != "." &&
+                      shard != ".." && shard.find('\0') == std::string::npos,
+                  index_, ": field 'weight_map' entry '", excerpt(it.key()), "' names '", excerpt(shard),
+                  "', not a file beside the index");
       auto found = opened.find(shard);
       if (found == opened.end()) {
         const fs::path p = d / shard;
-        HYMBA_CHECK(fs::exists(p), p.string(), ": missing (listed in ", index_, ")");
+        std::error_code ec;
+        HYMBA_CHECK(fs::is_regular_file(p, ec), excerpt(p.string(), 300), ": missing or not a file (listed in ",
+                    index_, ")");
         files_.push_back(std::make_unique<WeightFile>(p.string()));
         found = opened.emplace(shard, files_.size() - 1).first;
       }
@@ -510,12 +532,12 @@ class WeightFiles {
     }
     HYMBA_CHECK(!files_.empty(), index_, ": field 'weight_map' lists no tensors");
     for (const auto& [name, fi] : listed_)
-      HYMBA_CHECK(files_[fi]->find(name) != nullptr, files_[fi]->path(), ": tensor '", name,
+      HYMBA_CHECK(files_[fi]->find(name) != nullptr, files_[fi]->path(), ": tensor '", excerpt(name),
                   "' is missing (listed in ", index_, ")");
     for (size_t fi = 0; fi < files_.size(); ++fi)
       for (const SafetensorsEntry& e : files_[fi]->entries()) {
         auto it = listed_.find(e.name);
-        HYMBA_CHECK(it != listed_.end() && it->second == fi, files_[fi]->path(), ": tensor '", e.name,
+        HYMBA_CHECK(it != listed_.end() && it->second == fi, files_[fi]->path(), ": tensor '", excerpt(e.name),
                     "' is not listed for this file in ", index_);
       }
   }
@@ -554,7 +576,7 @@ void load_checkpoint_weights(const std::string& dir, CheckpointLayout layout, co
                 ", expected F32, BF16 or F16");
     bool same = static_cast<int>(e->shape.size()) == p.shape.rank;
     for (int i = 0; same && i < p.shape.rank; ++i) same = e->shape[static_cast<size_t>(i)] == p.shape[i];
-    HYMBA_CHECK(same, file->path(), ": tensor '", name, "' has shape ", e->shape_str(), ", expected ",
+    HYMBA_CHECK(same, file->path(), ": tensor '", name, "' has shape ", excerpt(e->shape_str()), ", expected ",
                 p.shape.str(), " from the config");
     source_of[p.name] = name;
     used.insert(name);
@@ -570,12 +592,13 @@ void load_checkpoint_weights(const std::string& dir, CheckpointLayout layout, co
       const WeightFile* efile = nullptr;
       const SafetensorsEntry* emb = files.find(published_name(names.embed, layout), &efile);
       HYMBA_CHECK(e->is_float() && emb != nullptr && e->shape == emb->shape, file.path(),
-                  ": tensor 'lm_head.weight' has shape ", e->shape_str(),
+                  ": tensor 'lm_head.weight' has shape ", excerpt(e->shape_str()),
                   " but the embeddings are tied (tie_word_embeddings true), so it must equal the embedding");
       tied_head = name;
       continue;
     }
-    fail(file.path(), ": unexpected tensor '", name, "' (not a parameter of this ", to_string(layout), " model)");
+    fail(file.path(), ": unexpected tensor '", excerpt(name), "' (not a parameter of this ", to_string(layout),
+         " model)");
   }
 
   table.for_each([&](ParamSlot& slot) {

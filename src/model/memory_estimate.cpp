@@ -59,6 +59,59 @@ MemoryEstimate parameter_memory(const ParamTable& table, bool training) {
   return m;
 }
 
+double parameter_floats(const ModelConfig& cfg) {
+  const double d = static_cast<double>(cfg.hidden_size), V = static_cast<double>(cfg.vocab_size);
+  const double K = static_cast<double>(cfg.mamba_d_conv), N = static_cast<double>(cfg.mamba_d_state);
+  const double R = static_cast<double>(cfg.dt_rank()), I = static_cast<double>(cfg.intermediate_size);
+  const bool hf_mamba = uses_hf_mamba_names(cfg);
+  double n = V * d + static_cast<double>(cfg.num_memory_tokens) * d;  // embeddings, meta tokens
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    const LayerDims ld = layer_dims(cfg, l);
+    const bool attn = cfg.has_attention(l), mamba = cfg.has_mamba(l), hybrid = attn && mamba;
+    const bool fused = hybrid && cfg.proj_style == ProjStyle::kFused;
+    const double di = static_cast<double>(ld.d_inner), ao = static_cast<double>(ld.attn_out);
+    n += d;  // input norm
+    if (fused) n += static_cast<double>(ld.in_proj_rows) * d;
+    if (attn && !fused) n += static_cast<double>(ld.q_width + ld.k_width + ld.v_width) * d;
+    if (mamba) {
+      if (!fused) n += 2 * di * d;                                              // in_proj
+      n += di * K + (cfg.mamba_conv_bias ? di : 0);                             // conv
+      n += static_cast<double>(ld.x_proj_out) * di + di * R + di + di * N + di;  // x_proj, dt_proj, A_log, D
+      if (cfg.mamba_inner_layernorms && !hf_mamba) n += R + 2 * N;
+    }
+    if (hybrid) {
+      switch (cfg.fusion) {
+        case Fusion::kNormMean: n += ao + di + d * di; break;
+        case Fusion::kConcat: n += d * (ao + di); break;
+        case Fusion::kLearnedBeta: n += 2 * d; [[fallthrough]];
+        case Fusion::kMean: n += d * ao + d * di; break;
+      }
+    } else if (attn) {
+      n += d * ao;
+    } else if (mamba) {
+      n += d * di;
+    }
+    if (cfg.intermediate_size > 0 && !hf_mamba) n += d + 3 * I * d;
+    if (cfg.block_link == BlockLink::kGated && cfg.closes_linked_block(l) && !hf_mamba) n += d * d + d;
+  }
+  n += d;                                    // final norm
+  if (!cfg.tie_word_embeddings) n += V * d;  // lm_head
+  return n;
+}
+
+MemoryEstimate parameter_memory(const ModelConfig& cfg, bool training) {
+  const double d = static_cast<double>(cfg.hidden_size);
+  const double embed = static_cast<double>(cfg.vocab_size) * d * (cfg.tie_word_embeddings ? 1 : 2);
+  const double bytes = parameter_floats(cfg) * sizeof(float);
+  // The embeddings, or the layers: which field to lower.
+  const std::string lower = embed * sizeof(float) * 2 > bytes ? "the config's vocab_size or hidden_size"
+                                                              : "the config's hidden_size or num_hidden_layers";
+  MemoryEstimate m;
+  m.add("parameters", bytes, lower);
+  if (training) m.add("gradients and AdamW moments", 3 * bytes, lower);
+  return m;
+}
+
 double activation_bytes(const ModelConfig& cfg, int64_t B, int64_t T, bool training) {
   ParamTable table;  // declared only: shapes, no storage
   declare_parameters(cfg, table);

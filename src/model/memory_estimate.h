@@ -33,6 +33,14 @@ struct MemoryEstimate {
 // Parameter values, plus gradients and the two AdamW moments when training,
 // of a declared (not necessarily allocated) table.
 MemoryEstimate parameter_memory(const ParamTable& table, bool training);
+// The number of floats declare_parameters() would declare for a resolved
+// config, computed from its dimensions alone (a double: no overflow) in
+// O(layers) without building the table. Equal to the declared table's
+// total_floats() (tests check every preset).
+double parameter_floats(const ModelConfig& cfg);
+// parameter_memory() from the config alone, so that a config whose weights
+// cannot fit is refused before any table is declared or allocated.
+MemoryEstimate parameter_memory(const ModelConfig& cfg, bool training);
 // The activation arena's high-water mark for one forward on [B, T] tokens,
 // plus the backward when training (what Model::activation_bytes() reports).
 double activation_bytes(const ModelConfig& cfg, int64_t B, int64_t T, bool training);

@@ -7,14 +7,19 @@
 namespace hymba {
 
 namespace {
-ParamTable declared(const ModelConfig& cfg) {
+// The memory the weights need is checked from the config's dimensions before
+// the table is declared: a config of 4096 wide layers is refused in
+// microseconds, not after declaring (or allocating) gigabytes.
+ParamTable declared(const ModelConfig& cfg, bool training) {
+  parameter_memory(cfg, training).require_available("the model");
   ParamTable t;
   declare_parameters(cfg, t);
   return t;
 }
 }  // namespace
 
-Model::Model(const ModelConfig& cfg, bool training) : params_(declared(cfg)), plan_(make_plan(cfg, params_)) {
+Model::Model(const ModelConfig& cfg, bool training)
+    : params_(declared(cfg, training)), plan_(make_plan(cfg, params_)) {
   parameter_memory(params_, training).require_available("the model");
   params_.allocate(training, training);
 }

@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <utility>
 
 #include "core/error.h"
+#include "core/excerpt.h"
 #include "core/float_formats.h"
 
 namespace hymba {
@@ -61,7 +63,7 @@ std::map<std::string, ZipEntry> read_zip_directory(int fd, uint64_t file_size, c
     HYMBA_CHECK(eocd >= 20 && le(e - 20, 4) == 0x07064b50, path, ": zip64 end record locator is missing");
     const uint64_t z64 = le(e - 20 + 8, 8);
     uint8_t rec[56];
-    HYMBA_CHECK(z64 + 56 <= file_size, path, ": zip64 end record is outside the file");
+    HYMBA_CHECK(z64 <= file_size && 56 <= file_size - z64, path, ": zip64 end record is outside the file");
     pread_all(fd, rec, 56, z64, path);
     HYMBA_CHECK(le(rec, 4) == 0x06064b50, path, ": bad zip64 end record");
     count = le(rec + 32, 8);
@@ -88,7 +90,7 @@ std::map<std::string, ZipEntry> read_zip_directory(int fd, uint64_t file_size, c
         size_t at = x + 4;
         const size_t end = std::min(x + 4 + len, p + 46 + name_len + extra_len);
         auto next64 = [&] {
-          HYMBA_CHECK(at + 8 <= end, path, ": corrupt zip64 extra field for '", name, "'");
+          HYMBA_CHECK(at + 8 <= end, path, ": corrupt zip64 extra field for '", excerpt(name), "'");
           at += 8;
           return le(&cd[at - 8], 8);
         };
@@ -100,13 +102,15 @@ std::map<std::string, ZipEntry> read_zip_directory(int fd, uint64_t file_size, c
       x += 4 + len;
     }
     p += 46 + name_len + extra_len + comment_len;
-    HYMBA_CHECK(method == 0, path, ": zip entry '", name, "' is compressed; torch.save stores entries uncompressed");
+    HYMBA_CHECK(method == 0, path, ": zip entry '", excerpt(name),
+                "' is compressed; torch.save stores entries uncompressed");
     uint8_t lh[30];
-    HYMBA_CHECK(local + 30 <= file_size, path, ": zip entry '", name, "' is outside the file");
+    HYMBA_CHECK(local <= file_size && 30 <= file_size - local, path, ": zip entry '", excerpt(name),
+                "' is outside the file");
     pread_all(fd, lh, 30, local, path);
-    HYMBA_CHECK(le(lh, 4) == 0x04034b50, path, ": corrupt zip local header for '", name, "'");
+    HYMBA_CHECK(le(lh, 4) == 0x04034b50, path, ": corrupt zip local header for '", excerpt(name), "'");
     const uint64_t data = local + 30 + le(lh + 26, 2) + le(lh + 28, 2);
-    HYMBA_CHECK(data <= file_size && size <= file_size - data, path, ": zip entry '", name,
+    HYMBA_CHECK(data <= file_size && size <= file_size - data, path, ": zip entry '", excerpt(name),
                 "' runs past the end of the file (truncated?)");
     out[name] = {data, size};
   }
@@ -116,8 +120,13 @@ std::map<std::string, ZipEntry> read_zip_directory(int fd, uint64_t file_size, c
 // --------------------------------------------------------------- pickle
 
 // The values a state_dict pickle builds. Nothing here can run code.
+//
+// Every object is owned by the Unpickler's arena and refers to others by
+// plain pointer: a pickle of 1,000,000 nested tuples, or a list appended to
+// itself through the memo, is freed in one flat pass (shared_ptr chains were
+// destroyed recursively, overflowing the stack, and cycles leaked).
 struct Obj;
-using Ref = std::shared_ptr<Obj>;
+using Ref = Obj*;
 struct Obj {
   enum Kind { kNone, kBool, kInt, kFloat, kStr, kTuple, kList, kDict, kGlobal, kStorage, kTensor, kMark } kind = kNone;
   int64_t i = 0;
@@ -130,18 +139,25 @@ struct Obj {
   Ref storage;                                // tensor
 };
 
-Ref make(Obj::Kind k) {
-  auto o = std::make_shared<Obj>();
-  o->kind = k;
-  return o;
-}
+// Objects one pickle may build: far more than any state_dict needs (a few
+// per tensor), few enough that a hostile pickle of one-byte opcodes cannot
+// use more than a few hundred MB.
+constexpr size_t kMaxPickleObjects = size_t{1} << 21;
+// Items on the pickle stack plus memo entries, bounded the same way.
+constexpr size_t kMaxPickleStack = size_t{1} << 21;
+constexpr uint64_t kMaxPickleBytes = uint64_t{64} << 20;
 
 class Unpickler {
  public:
   Unpickler(const std::vector<uint8_t>& data, const std::string& where) : d_(data), where_(where) {}
+  Unpickler(const Unpickler&) = delete;
+  Unpickler& operator=(const Unpickler&) = delete;
+  // The objects run() returned live as long as the Unpickler.
 
   Ref run() {
     for (;;) {
+      check(stack_.size() <= kMaxPickleStack && memo_.size() <= kMaxPickleStack,
+            "pickle holds too many values (not a plain state_dict)");
       const uint8_t op = byte();
       switch (op) {
         case 0x80: byte(); break;                       // PROTO
@@ -240,9 +256,12 @@ class Unpickler {
           break;
         }
         case 'b': pop(); break;  // BUILD: state (a state_dict's _metadata) is not needed
-        default:
-          fail(where_, ": unsupported pickle opcode 0x", std::to_string(op), " at byte ", pos_ - 1,
+        default: {
+          char hex[8];
+          std::snprintf(hex, sizeof hex, "0x%02x", op);
+          fail(where_, ": unsupported pickle opcode ", hex, " at byte ", pos_ - 1,
                " (only plain state_dict checkpoints are read)");
+        }
       }
     }
   }
@@ -262,8 +281,17 @@ class Unpickler {
   }
   std::string line() {
     std::string s;
-    for (uint8_t c = byte(); c != '\n'; c = byte()) s.push_back(static_cast<char>(c));
+    for (uint8_t c = byte(); c != '\n'; c = byte()) {
+      check(s.size() < 256, "GLOBAL name longer than 256 bytes");
+      s.push_back(static_cast<char>(c));
+    }
     return s;
+  }
+  Ref make(Obj::Kind k) {
+    check(arena_.size() < kMaxPickleObjects, "pickle builds too many objects (not a plain state_dict)");
+    arena_.push_back(std::make_unique<Obj>());
+    arena_.back()->kind = k;
+    return arena_.back().get();
   }
   Ref pop() {
     check(!stack_.empty(), "pickle stack underflow");
@@ -311,7 +339,7 @@ class Unpickler {
         "torch.DoubleStorage"};
     bool ok = false;
     for (const char* a : kAllowed) ok = ok || name == a;
-    if (!ok) fail(where_, ": refers to '", name, "', which a plain state_dict of float tensors does not use");
+    if (!ok) fail(where_, ": refers to '", excerpt(name), "', which a plain state_dict of float tensors does not use");
     Ref g = make(Obj::kGlobal);
     g->s = name;
     stack_.push_back(g);
@@ -321,8 +349,11 @@ class Unpickler {
     check(pid->kind == Obj::kTuple && pid->items.size() >= 3 && pid->items[0]->kind == Obj::kStr &&
               pid->items[0]->s == "storage" && pid->items[1]->kind == Obj::kGlobal && pid->items[2]->kind == Obj::kStr,
           "unexpected persistent id (not a torch storage)");
-    Ref st = make(Obj::kStorage);
     const std::string& type = pid->items[1]->s;
+    check(type == "torch.FloatStorage" || type == "torch.HalfStorage" || type == "torch.BFloat16Storage" ||
+              type == "torch.DoubleStorage",
+          "persistent id names no storage type");
+    Ref st = make(Obj::kStorage);
     st->dtype = type == "torch.FloatStorage" ? "F32" : type == "torch.HalfStorage" ? "F16"
               : type == "torch.BFloat16Storage" ? "BF16" : "F64";
     st->s = pid->items[2]->s;
@@ -349,22 +380,26 @@ class Unpickler {
         t->items.push_back(x);
       }
       // Row-major strides only: a state_dict of parameters is contiguous.
+      // The stride product is checked: sizes come from the file.
       int64_t expect = 1;
       check(a[3]->items.size() == a[2]->items.size(), "tensor stride and size differ in rank");
+      check(a[2]->items.size() <= 64, "tensor has more than 64 dimensions");
       for (size_t k = a[3]->items.size(); k-- > 0;) {
         const int64_t size = a[2]->items[k]->i;
+        check(size >= 0, "tensor size is negative");
         check(a[3]->items[k]->kind == Obj::kInt && (size == 1 || a[3]->items[k]->i == expect),
               "tensor is not contiguous (save a .contiguous() copy)");
-        expect *= size;
+        check(!__builtin_mul_overflow(expect, size, &expect), "tensor size overflows 64-bit integers");
       }
       return t;
     }
-    fail(where_, ": cannot call '", fn->s, "'");
+    fail(where_, ": cannot call '", excerpt(fn->s), "'");
   }
 
   const std::vector<uint8_t>& d_;
   const std::string& where_;
   size_t pos_ = 0;
+  std::vector<std::unique_ptr<Obj>> arena_;  // owns every object; freed flat
   std::vector<Ref> stack_;
   std::map<uint64_t, Ref> memo_;
 };
@@ -394,11 +429,15 @@ TorchCheckpoint TorchCheckpoint::open(const std::string& path) {
     }
   }
   HYMBA_CHECK(pkl != nullptr, path, ": no data.pkl in the zip (not a torch.save checkpoint)");
-  HYMBA_CHECK(pkl->size <= (uint64_t{1} << 30), path, ": data.pkl is larger than 1 GiB");
+  // A state_dict's pickle is a few bytes per tensor (KBs, MBs for thousands
+  // of tensors); the limit keeps a hostile one from sizing a huge buffer.
+  HYMBA_CHECK(pkl->size <= kMaxPickleBytes, path, ": data.pkl is ", pkl->size, " bytes, more than the ",
+              kMaxPickleBytes >> 20, " MiB a state_dict's pickle needs");
   std::vector<uint8_t> pickle(pkl->size);
   pread_all(c.fd_, pickle.data(), pickle.size(), pkl->data_offset, path);
   const std::string where = path + " (data.pkl)";
-  const Ref top = Unpickler(pickle, where).run();
+  Unpickler unpickler(pickle, where);  // owns every object below
+  const Ref top = unpickler.run();
   // A state_dict, or a dict holding one under "state_dict" / "model" (torch.save({'state_dict': sd, ...})).
   // `top` keeps the outer dict alive while `root` points into it.
   Ref root = top;
@@ -412,9 +451,9 @@ TorchCheckpoint TorchCheckpoint::open(const std::string& path) {
 
   for (const auto& [k, v] : root->dict) {
     HYMBA_CHECK(k->kind == Obj::kStr, path, ": a state_dict key is not a string");
-    HYMBA_CHECK(v->kind == Obj::kTensor, path, ": entry '", k->s, "' is not a tensor");
+    HYMBA_CHECK(v->kind == Obj::kTensor, path, ": entry '", excerpt(k->s), "' is not a tensor");
     auto it = zip.find(prefix + "data/" + v->storage->s);
-    HYMBA_CHECK(it != zip.end(), path, ": tensor '", k->s, "' refers to storage ", v->storage->s,
+    HYMBA_CHECK(it != zip.end(), path, ": tensor '", excerpt(k->s), "' refers to storage ", excerpt(v->storage->s),
                 ", which the zip lacks");
     SafetensorsEntry e;
     e.name = k->s;
@@ -422,7 +461,7 @@ TorchCheckpoint TorchCheckpoint::open(const std::string& path) {
     int64_t numel = 1;
     for (const Ref& x : v->items) {
       // Every product stays below 2^40 elements, so byte counts cannot overflow.
-      HYMBA_CHECK(x->i >= 0 && (x->i == 0 || numel <= (int64_t{1} << 40) / x->i), path, ": tensor '", k->s,
+      HYMBA_CHECK(x->i >= 0 && (x->i == 0 || numel <= (int64_t{1} << 40) / x->i), path, ": tensor '", excerpt(k->s),
                   "' has a bad size");
       e.shape.push_back(x->i);
       numel *= x->i;
@@ -430,11 +469,11 @@ TorchCheckpoint TorchCheckpoint::open(const std::string& path) {
     const auto eb = static_cast<uint64_t>(element_bytes(e.dtype));
     HYMBA_CHECK(v->offset >= 0 && v->offset <= (int64_t{1} << 40) &&
                     static_cast<uint64_t>(v->offset + numel) * eb <= it->second.size,
-                path,
-                ": tensor '", k->s, "' runs past the end of its storage");
+                path, ": tensor '", excerpt(k->s), "' runs past the end of its storage");
     e.begin = it->second.data_offset + static_cast<uint64_t>(v->offset) * eb;
     e.end = e.begin + static_cast<uint64_t>(numel) * eb;
-    HYMBA_CHECK(c.index_.emplace(e.name, c.entries_.size()).second, path, ": tensor '", k->s, "' appears twice");
+    HYMBA_CHECK(c.index_.emplace(e.name, c.entries_.size()).second, path, ": tensor '", excerpt(k->s),
+                "' appears twice");
     c.entries_.push_back(std::move(e));
   }
   return c;
@@ -455,8 +494,8 @@ const SafetensorsEntry* TorchCheckpoint::find(const std::string& name) const {
 
 void TorchCheckpoint::read_into(const std::string& name, float* dst, int64_t n) const {
   const SafetensorsEntry* e = find(name);
-  HYMBA_CHECK(e != nullptr, path_, ": tensor '", name, "' is missing");
-  HYMBA_CHECK(n == e->numel(), path_, ": tensor '", name, "' has ", e->numel(), " elements, expected ", n);
+  HYMBA_CHECK(e != nullptr, path_, ": tensor '", excerpt(name), "' is missing");
+  HYMBA_CHECK(n == e->numel(), path_, ": tensor '", excerpt(name), "' has ", e->numel(), " elements, expected ", n);
   std::vector<uint8_t> raw(e->end - e->begin);
   pread_all(fd_, raw.data(), raw.size(), e->begin, path_);
   for (int64_t i = 0; i < n; ++i) {

@@ -2,6 +2,9 @@
 
 #include <cmath>
 
+#include "core/error.h"
+#include "core/json_io.h"
+
 namespace hymba::serve {
 
 namespace {
@@ -58,9 +61,13 @@ std::vector<std::string> strings_field(const json& body, const char* name) {
 CompletionRequest parse_completion_request(const std::string& body_text) {
   json body;
   try {
-    body = json::parse(body_text);
-  } catch (const json::exception& e) {
-    throw BadRequest("body", std::string("not valid JSON (") + e.what() + ")");
+    // The shared reader: duplicate keys refused, nesting bounded
+    // (kMaxJsonDepth), messages that quote at most a few dozen bytes.
+    body = parse_json(body_text, "body");
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    if (msg.rfind("body: ", 0) == 0) msg.erase(0, 6);
+    throw BadRequest("body", msg);
   }
   if (!body.is_object()) throw BadRequest("body", "must be a JSON object");
   if (const json* model = field(body, "model"); model != nullptr && !model->is_string())

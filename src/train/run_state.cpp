@@ -5,23 +5,31 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/excerpt.h"
 #include "core/safetensors.h"
 #include "data/tokenizer_files.h"
 #include "model/checkpoint.h"
+#include "model/config.h"
 
 namespace hymba {
 
 namespace fs = std::filesystem;
 
 std::string resolve_checkpoint(const std::string& path) {
-  HYMBA_CHECK(fs::exists(path), path, ": no such checkpoint or run directory");
+  std::error_code ec;
+  HYMBA_CHECK(fs::exists(path, ec), excerpt(path, 300), ": no such checkpoint or run directory",
+              ec ? " (" + ec.message() + ")" : std::string());
   const fs::path latest = fs::path(path) / kLatestFile;
-  if (fs::exists(latest)) {
+  if (fs::exists(latest, ec)) {
     std::string name = read_file(latest.string());
     while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-    const fs::path dir = fs::path(path) / name;
-    HYMBA_CHECK(!name.empty() && fs::is_directory(dir), latest.string(), ": points to missing checkpoint '", name, "'");
-    return dir.string();
+    // One directory name beside the file (NAME_MAX bytes at most), never a
+    // path elsewhere: a hostile run directory cannot point the loader away.
+    const bool simple = !name.empty() && name.size() <= 255 && name.find('/') == std::string::npos &&
+                        name.find('\0') == std::string::npos && name != "." && name != "..";
+    HYMBA_CHECK(simple && fs::is_directory(fs::path(path) / name, ec), latest.string(),
+                ": points to missing checkpoint '", excerpt(name), "'");
+    return (fs::path(path) / name).string();
   }
   return path;
 }
@@ -33,6 +41,13 @@ LoadedCheckpoint load_checkpoint(const std::string& path, bool training) {
   c.tokenizer = std::move(tok.tokenizer);
   c.tokenizer_path = tok.path;
   c.add_bos = tok.add_bos;
+  // A tokenizer with more ids than the model's embedding rows would fail at
+  // the first such token deep in a forward pass; refuse now, naming both.
+  const std::string config_path = (fs::path(c.dir) / kConfigFile).string();
+  const int64_t model_vocab = load_config_file(config_path).vocab_size;
+  HYMBA_CHECK(c.tokenizer->vocab_size() <= model_vocab, c.tokenizer_path, ": the tokenizer has ",
+              c.tokenizer->vocab_size(), " tokens but the model has only ", model_vocab, " (vocab_size in ",
+              config_path, "); they do not belong together");
   c.model = load_model(c.dir, training);
   return c;
 }

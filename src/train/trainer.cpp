@@ -89,7 +89,7 @@ void resume_checks(const JsonFields& saved, const json& now, const ModelConfig* 
                    std::FILE* log) {
   std::string changes;
   auto note_change = [&](const std::string& name, const json& was, const json& is) {
-    changes += (changes.empty() ? "" : ", ") + name + " " + was.dump() + " -> " + is.dump();
+    changes += (changes.empty() ? "" : ", ") + name + " " + json_excerpt(was) + " -> " + json_excerpt(is);
   };
   if (!tokenizer_path.empty() && read_file(tokenizer_path) != read_file(run_tokenizer))
     changes += std::string(changes.empty() ? "" : ", ") + "--tokenizer " + tokenizer_path + " is not the run's tokenizer";
@@ -207,6 +207,19 @@ void truncate_metrics(const std::string& path, int64_t step) {
   }
   write_text_atomic(path, kept);
 }
+
+}  // namespace
+
+void check_train_state(const std::string& path, const std::string& text, const TrainOptions& opt) {
+  const json state_json = parse_json(text, path);
+  const JsonFields fields(state_json, path);
+  (void)read_train_state(fields);
+  const JsonFields run = fields.object("run");
+  if (run.has("init")) (void)run.str("init");
+  resume_checks(run, run_recipe(opt, opt.dropout >= 0 ? opt.dropout : 0.0), nullptr, ModelConfig{}, "", "", nullptr);
+}
+
+namespace {
 
 const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
 

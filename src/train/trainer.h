@@ -92,4 +92,10 @@ TokenizerTrainOptions tokenizer_train_options(const TrainOptions& opt);
 
 TrainSummary train(const ModelConfig& cfg, const TrainOptions& opt);
 
+// Reads a checkpoint's train_state.json (`text`, from `path`) as `--resume`
+// does before it loads anything else: typed fields, then the run's recipe
+// compared with `opt`'s. Throws hymba::Error naming the file and field, or
+// listing the changed settings. For tests and fuzz/fuzz_train_state.cpp.
+void check_train_state(const std::string& path, const std::string& text, const TrainOptions& opt);
+
 }  // namespace hymba
