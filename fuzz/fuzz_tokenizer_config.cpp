@@ -4,6 +4,7 @@
 #include <string>
 
 #include "data/hf_tokenizer.h"
+#include "data/tokenizer_files.h"
 #include "data/tokenizer.h"
 #include "fuzz_util.h"
 

@@ -26,6 +26,7 @@
 #include "core/safetensors.h"
 #include "data/hf_tokenizer.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_files.h"
 #include "model/config.h"
 #include "model/hf_import.h"
 #include "model/layout.h"
@@ -365,7 +366,9 @@ TEST_F(Security, DeepAndCyclicPicklesAreFreedWithoutRecursion) {
 std::string mamba_tokenizer() { return read_file(kImport + "/hf_mamba/tokenizer.json"); }
 
 TEST_F(Security, TokenizerIdsAreBoundedByTheEntriesTheFileDefines) {
-  for (const char* id : {"8589934592", "1073741823", "100000"}) {
+  // Ids past the pipeline's bound (2^22) are refused naming the entry; a gapped
+  // vocabulary below it is legal (Hugging Face allows it) and loads at once.
+  for (const char* id : {"8589934592", "1073741823"}) {
     json j = json::parse(mamba_tokenizer());
     j["model"]["vocab"]["<far>"] = json::parse(id);
     const auto t0 = std::chrono::steady_clock::now();
@@ -373,8 +376,13 @@ TEST_F(Security, TokenizerIdsAreBoundedByTheEntriesTheFileDefines) {
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5)) << id;
   }
   json j = json::parse(mamba_tokenizer());
+  j["model"]["vocab"]["<gap>"] = 100000;
+  // An added token's id in the file is not trusted: it takes the id Hugging Face
+  // assigns, so 2^29 sizes nothing.
   j["added_tokens"].push_back({{"id", int64_t{1} << 29}, {"content", "<big>"}, {"special", true}});
-  expect_error([&] { load_hf_tokenizer_json("tok.json", j.dump()); }, {"tok.json", "'added_tokens'"});
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_NO_THROW(load_hf_tokenizer_json("tok.json", j.dump()));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
 }
 
 TEST_F(Security, TokenizerJsonTypeErrorsNameTheField) {
@@ -386,9 +394,8 @@ TEST_F(Security, TokenizerJsonTypeErrorsNameTheField) {
       {[](json& j) { j["pre_tokenizer"]["add_prefix_space"] = 1; }, "'pre_tokenizer.add_prefix_space'"},
       {[](json& j) { j["pre_tokenizer"]["use_regex"] = "yes"; }, "'pre_tokenizer.use_regex'"},
       {[](json& j) { j["pre_tokenizer"]["type"] = 7; }, "'pre_tokenizer'"},
-      {[](json& j) { j["decoder"] = {{"type", "ByteLevel"}, {"use_regex", 0}}; }, "'decoder.use_regex'"},
       {[](json& j) { j["model"]["byte_fallback"] = 1; }, "'model.byte_fallback'"},
-      {[](json& j) { j["model"]["type"] = 5; }, "'model.type'"},
+      {[](json& j) { j["model"]["type"] = 5; }, "'model'"},
       {[](json& j) { j["added_tokens"][0]["special"] = "yes"; }, "special"},
   };
   for (const Case& c : cases) {

@@ -65,12 +65,15 @@ double parameter_floats(const ModelConfig& cfg) {
   const double R = static_cast<double>(cfg.dt_rank()), I = static_cast<double>(cfg.intermediate_size);
   const bool hf_mamba = uses_hf_mamba_names(cfg);
   double n = V * d + static_cast<double>(cfg.num_memory_tokens) * d;  // embeddings, meta tokens
+  const double norm_floats = cfg.norm == NormKind::kLayerNorm ? 2 * d : d;  // weight (+ bias)
+  if (cfg.position_embedding == PositionEmbedding::kLearned)
+    n += static_cast<double>(cfg.max_position_embeddings) * d;  // learned positions
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
     const LayerDims ld = layer_dims(cfg, l);
     const bool attn = cfg.has_attention(l), mamba = cfg.has_mamba(l), hybrid = attn && mamba;
     const bool fused = hybrid && cfg.proj_style == ProjStyle::kFused;
     const double di = static_cast<double>(ld.d_inner), ao = static_cast<double>(ld.attn_out);
-    n += d;  // input norm
+    n += norm_floats;  // input norm
     if (fused) n += static_cast<double>(ld.in_proj_rows) * d;
     if (attn && !fused) n += static_cast<double>(ld.q_width + ld.k_width + ld.v_width) * d;
     if (mamba) {
@@ -91,10 +94,13 @@ double parameter_floats(const ModelConfig& cfg) {
     } else if (mamba) {
       n += d * di;
     }
-    if (cfg.intermediate_size > 0 && !hf_mamba) n += d + 3 * I * d;
+    if (cfg.intermediate_size > 0 && !hf_mamba) {
+      const bool gelu = cfg.mlp_activation != MlpActivation::kSwiGlu;  // up/down only, no gate
+      n += norm_floats + (gelu ? 2 : 3) * I * d + (cfg.mlp_bias ? I + d : 0);
+    }
     if (cfg.block_link == BlockLink::kGated && cfg.closes_linked_block(l) && !hf_mamba) n += d * d + d;
   }
-  n += d;                                    // final norm
+  n += norm_floats;                          // final norm
   if (!cfg.tie_word_embeddings) n += V * d;  // lm_head
   return n;
 }
