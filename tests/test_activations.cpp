@@ -192,7 +192,9 @@ TEST_P(SwigluTest, ForwardMatchesReference) {
 }
 
 TEST_P(SwigluTest, BackwardMatchesFiniteDifferences) {
-  auto [N, I, fused] = GetParam();
+  // Plain copies: clang 14 cannot capture structured bindings in a lambda.
+  const auto [n_rows, inner, fused] = GetParam();
+  const int64_t N = n_rows, I = inner;
   const int64_t ld_in = 2 * I;  // gradients land in one fused [N, 2I] buffer
   Rng rng(6);
   auto gu = random_floats(N * ld_in, rng, -4.0f, 4.0f), dout = random_floats(N * I, rng);

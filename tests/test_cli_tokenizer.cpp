@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
@@ -82,6 +83,33 @@ TEST_F(CliTokenizer, EncodeStdinJsonAndDecodeSpecials) {
   auto plain = run_cli("tokenizer encode --tokenizer " + path("ckpt") + " --text 'Hi'");
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   EXPECT_NE(plain.output.rfind("1,", 0), 0u) << plain.output;
+}
+
+// --jsonl: many texts through one process, each line's ids equal to the
+// same text encoded alone; a bad line is named by its number.
+TEST_F(CliTokenizer, EncodeJsonLinesMatchesOneTextAtATime) {
+  const std::string tj = std::string(HYMBA_FIXTURES_DIR) + "/tokenizers/llama2/tokenizer.json";
+  {
+    std::ofstream in(path("in.jsonl"));
+    in << "\"Hi there\"\n\n{\"text\": \"second\\nline\", \"id\": 7}\n\"caf\\u00e9 \\ud83d\\ude00\"\n";
+  }
+  auto r = run_cli("tokenizer encode --tokenizer " + tj + " --jsonl < " + path("in.jsonl"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> lines;
+  std::istringstream is(r.output);
+  for (std::string l; std::getline(is, l);) lines.push_back(l);
+  const std::vector<std::string> texts = {"Hi there", "second\nline", "caf\u00e9 \U0001F600"};
+  ASSERT_EQ(lines.size(), texts.size()) << r.output;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    std::ofstream(path("one.txt"), std::ios::binary) << texts[i];
+    auto one = run_cli("tokenizer encode --tokenizer " + tj + " --json < " + path("one.txt"));
+    ASSERT_EQ(one.exit_code, 0) << one.output;
+    EXPECT_EQ(nlohmann::json::parse(lines[i]), nlohmann::json::parse(one.output)) << texts[i];
+  }
+  std::ofstream(path("bad.jsonl")) << "\"fine\"\n[1, 2]\n";
+  auto bad = run_cli("tokenizer encode --tokenizer " + tj + " --jsonl < " + path("bad.jsonl"));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("line 2"), std::string::npos) << bad.output;
 }
 
 TEST_F(CliTokenizer, TrainingWithABpeTokenizerStoresIt) {

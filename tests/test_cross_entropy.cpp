@@ -40,7 +40,11 @@ std::vector<int32_t> random_targets(int64_t N, int64_t V, Rng& rng) {
 class CrossEntropyTest : public ::testing::TestWithParam<CeShape> {};
 
 TEST_P(CrossEntropyTest, ForwardMatchesReference) {
-  auto [N, V, eps] = GetParam();
+  // Copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const CeShape shape = GetParam();
+  const auto N = shape.N;
+  const auto V = shape.V;
+  const auto eps = shape.smoothing;
   Rng rng(1);
   auto logits = random_floats(N * V, rng, -5.0f, 5.0f);
   auto targets = random_targets(N, V, rng);
@@ -66,7 +70,11 @@ TEST_P(CrossEntropyTest, ForwardMatchesReference) {
 }
 
 TEST_P(CrossEntropyTest, BackwardMatchesFiniteDifferences) {
-  auto [N, V, eps] = GetParam();
+  // Copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const CeShape shape = GetParam();
+  const auto N = shape.N;
+  const auto V = shape.V;
+  const auto eps = shape.smoothing;
   Rng rng(2);
   auto logits = random_floats(N * V, rng, -5.0f, 5.0f);
   auto targets = random_targets(N, V, rng);

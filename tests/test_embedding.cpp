@@ -31,7 +31,11 @@ std::vector<int32_t> random_ids(int64_t N, int64_t V, Rng& rng) {
 class EmbeddingTest : public ::testing::TestWithParam<EmbeddingShape> {};
 
 TEST_P(EmbeddingTest, ForwardMatchesReferenceExactly) {
-  auto [N, V, C] = GetParam();
+  // Copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const EmbeddingShape shape = GetParam();
+  const auto N = shape.N;
+  const auto V = shape.V;
+  const auto C = shape.C;
   Rng rng(1);
   auto table = random_floats(V * C, rng);
   auto ids = random_ids(N, V, rng);
@@ -42,7 +46,11 @@ TEST_P(EmbeddingTest, ForwardMatchesReferenceExactly) {
 }
 
 TEST_P(EmbeddingTest, BackwardMatchesFiniteDifferences) {
-  auto [N, V, C] = GetParam();
+  // Copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const EmbeddingShape shape = GetParam();
+  const auto N = shape.N;
+  const auto V = shape.V;
+  const auto C = shape.C;
   Rng rng(2);
   auto table = random_floats(V * C, rng);
   auto ids = random_ids(N, V, rng);

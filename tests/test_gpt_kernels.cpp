@@ -33,7 +33,10 @@ struct LnShape {
 class LayerNormTest : public ::testing::TestWithParam<LnShape> {};
 
 TEST_P(LayerNormTest, ForwardMatchesReference) {
-  auto [N, C] = GetParam();
+  // Copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const LnShape shape = GetParam();
+  const auto N = shape.N;
+  const auto C = shape.C;
   Rng rng(1);
   auto x = random_floats(N * C, rng, -2.0f, 3.0f), w = random_floats(C, rng, 0.5f, 1.5f), b = random_floats(C, rng);
   std::vector<float> out(N * C), mean(N), rstd(N);
@@ -51,7 +54,10 @@ TEST_P(LayerNormTest, ForwardMatchesReference) {
 }
 
 TEST_P(LayerNormTest, BackwardMatchesFiniteDifferences) {
-  auto [N, C] = GetParam();
+  // Copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const LnShape shape = GetParam();
+  const auto N = shape.N;
+  const auto C = shape.C;
   Rng rng(2);
   auto x = random_floats(N * C, rng, -2.0f, 2.0f), w = random_floats(C, rng, 0.5f, 1.5f), b = random_floats(C, rng);
   auto dout = random_floats(N * C, rng);

@@ -20,7 +20,12 @@ struct MatmulShape {
 class MatmulTest : public ::testing::TestWithParam<MatmulShape> {};
 
 TEST_P(MatmulTest, ForwardMatchesReference) {
-  auto [BT, C, OC, has_bias] = GetParam();
+  // Copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const MatmulShape shape = GetParam();
+  const auto BT = shape.BT;
+  const auto C = shape.C;
+  const auto OC = shape.OC;
+  const auto has_bias = shape.bias;
   Rng rng(1);
   auto x = random_floats(BT * C, rng), w = random_floats(OC * C, rng), b = random_floats(OC, rng);
   std::vector<float> out(BT * OC), ref(BT * OC);
@@ -30,7 +35,12 @@ TEST_P(MatmulTest, ForwardMatchesReference) {
 }
 
 TEST_P(MatmulTest, BackwardMatchesFiniteDifferences) {
-  auto [BT, C, OC, has_bias] = GetParam();
+  // Copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const MatmulShape shape = GetParam();
+  const auto BT = shape.BT;
+  const auto C = shape.C;
+  const auto OC = shape.OC;
+  const auto has_bias = shape.bias;
   Rng rng(2);
   auto x = random_floats(BT * C, rng), w = random_floats(OC * C, rng), b = random_floats(OC, rng);
   auto dout = random_floats(BT * OC, rng);
@@ -74,7 +84,11 @@ TEST(Matmul, StridedSlicesReadAndWriteInPlace) {
 }
 
 TEST_P(MatmulTest, BackwardCanOverwriteDinp) {
-  auto [BT, C, OC, has_bias] = GetParam();
+  // Copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const MatmulShape shape = GetParam();
+  const auto BT = shape.BT;
+  const auto C = shape.C;
+  const auto OC = shape.OC;
   Rng rng(4);
   auto x = random_floats(BT * C, rng), w = random_floats(OC * C, rng), dout = random_floats(BT * OC, rng);
   // Overwriting NaN gives exactly what accumulating into zeros gives; dweight

@@ -29,7 +29,10 @@ struct RmsShape {
 class RmsNormTest : public ::testing::TestWithParam<RmsShape> {};
 
 TEST_P(RmsNormTest, ForwardMatchesReference) {
-  auto [N, C] = GetParam();
+  // Copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const RmsShape shape = GetParam();
+  const auto N = shape.N;
+  const auto C = shape.C;
   Rng rng(1);
   auto x = random_floats(N * C, rng, -2.0f, 2.0f), w = random_floats(C, rng, 0.5f, 1.5f);
   std::vector<float> out(N * C), ref(N * C), rstd(N);
@@ -49,7 +52,10 @@ TEST_P(RmsNormTest, ForwardMatchesReference) {
 }
 
 TEST_P(RmsNormTest, BackwardMatchesFiniteDifferences) {
-  auto [N, C] = GetParam();
+  // Copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const RmsShape shape = GetParam();
+  const auto N = shape.N;
+  const auto C = shape.C;
   // With one channel out = sign(x) * w up to eps, so dx ~ eps / x^2 is pure
   // cancellation in float; a large eps keeps it measurable.
   const float eps = C == 1 ? 0.5f : kEps;

@@ -36,7 +36,13 @@ std::vector<int64_t> offsets(int64_t B) {
 class RopeTest : public ::testing::TestWithParam<RopeShape> {};
 
 TEST_P(RopeTest, ForwardMatchesReference) {
-  auto [B, T, H, D, pad] = GetParam();
+  // Copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const RopeShape shape = GetParam();
+  const auto B = shape.B;
+  const auto T = shape.T;
+  const auto H = shape.H;
+  const auto D = shape.D;
+  const auto pad = shape.pad;
   const int64_t ld = H * D + pad;
   Rng rng(1);
   auto x = random_floats(B * T * ld, rng);
@@ -48,7 +54,13 @@ TEST_P(RopeTest, ForwardMatchesReference) {
 }
 
 TEST_P(RopeTest, MatchesExplicitFormulaInFloat64) {
-  auto [B, T, H, D, pad] = GetParam();
+  // Copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const RopeShape shape = GetParam();
+  const auto B = shape.B;
+  const auto T = shape.T;
+  const auto H = shape.H;
+  const auto D = shape.D;
+  const auto pad = shape.pad;
   const int64_t ld = H * D + pad;
   Rng rng(2);
   auto x = random_floats(B * T * ld, rng);
@@ -60,7 +72,13 @@ TEST_P(RopeTest, MatchesExplicitFormulaInFloat64) {
 }
 
 TEST_P(RopeTest, BackwardMatchesFiniteDifferences) {
-  auto [B, T, H, D, pad] = GetParam();
+  // Copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const RopeShape shape = GetParam();
+  const auto B = shape.B;
+  const auto T = shape.T;
+  const auto H = shape.H;
+  const auto D = shape.D;
+  const auto pad = shape.pad;
   const int64_t ld = H * D + pad;
   Rng rng(3);
   auto x = random_floats(B * T * ld, rng), dout = random_floats(B * T * ld, rng);
@@ -81,7 +99,13 @@ TEST_P(RopeTest, BackwardMatchesFiniteDifferences) {
 }
 
 TEST_P(RopeTest, BackwardInvertsForward) {
-  auto [B, T, H, D, pad] = GetParam();
+  // Copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const RopeShape shape = GetParam();
+  const auto B = shape.B;
+  const auto T = shape.T;
+  const auto H = shape.H;
+  const auto D = shape.D;
+  const auto pad = shape.pad;
   const int64_t ld = H * D + pad;
   Rng rng(4);
   const auto x = random_floats(B * T * ld, rng);
@@ -93,7 +117,13 @@ TEST_P(RopeTest, BackwardInvertsForward) {
 }
 
 TEST_P(RopeTest, TableMatchesDirectBitForBit) {
-  auto [B, T, H, D, pad] = GetParam();
+  // Copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const RopeShape shape = GetParam();
+  const auto B = shape.B;
+  const auto T = shape.T;
+  const auto H = shape.H;
+  const auto D = shape.D;
+  const auto pad = shape.pad;
   const int64_t ld = H * D + pad;
   Rng rng(8);
   const auto x = random_floats(B * T * ld, rng);

