@@ -336,6 +336,23 @@ TEST(GptNeoImportConfig, NativeSaveLoadsBackWithTheSameLogits) {
   fs::remove_all(out);
 }
 
+TEST(GptNeoImportConfig, HfExportRefusesWhatHymbaOrMambaCannotExpress) {
+  auto expect_refusal = [](const ModelConfig& c, const std::string& field) {
+    try {
+      hf_config_json(c, 1, 2, 0);
+      ADD_FAILURE() << "exported; expected a refusal naming " << field;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  };
+  expect_refusal(load_config_file(kRoot + "/hf_gpt_neo/config.json"), "'layer_types'");
+  // A released-style Hymba with unscaled attention has no HymbaForCausalLM equivalent.
+  ModelConfig h = load_config_file(kRoot + "/hf_hymba/config.json");
+  h.attention_scale = AttentionScale::kNone;
+  h.resolve();
+  expect_refusal(h, "'attention_scale'");
+}
+
 TEST(GptNeoTokenizer, Gpt2TokenizerJsonLoadsWithHandDerivedIds) {
   const CheckpointTokenizer t = load_checkpoint_tokenizer(kRoot + "/hf_gpt_neo");
   auto model = load_model(kRoot + "/hf_gpt_neo", false);
