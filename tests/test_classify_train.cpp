@@ -196,6 +196,38 @@ TEST_F(ClassifyTrain, TwoBackboneHeadsConcatAndGated) {
   EXPECT_NE(weights((dir_ / "two-gated-unfrozen" / "backbone-1").string()), weights(mamba));
 }
 
+TEST_F(ClassifyTrain, GptNeoAloneAndBesideMambaAsSeed004Runs) {
+  // Seed 004's rows: GPT-Neo (an HF GPTNeoForCausalLM directory with its GPT-2
+  // tokenizer.json, as published), and GPT-Neo beside Mamba with concatenated
+  // features; each backbone keeps its own tokenizer.
+  const std::string neo = std::string(HYMBA_FIXTURES_DIR) + "/import/hf_gpt_neo";
+  const std::string mamba = backbone("mamba", 12, 2);
+  const std::string alone = (dir_ / "neo").string(), both = (dir_ / "neo-mamba").string();
+  const std::string common = " --data " + train_ + " --val " + val_ + " --pooling mean --max-len 12 --epochs 12" +
+                             " --lr 0.05 --quiet --out ";
+  auto r = test::run_cli("classify train --backbone " + neo + common + alone);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = test::run_cli("classify train --backbone " + neo + " --backbone " + mamba + " --fusion concat" + common + both);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const std::string& out : {alone, both}) {
+    r = test::run_cli("classify eval --classifier " + out + " --data " + val_ + " --json");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    // Chance is 0.5; the toy GPT-Neo's 16-wide random features separate less than the others'.
+    EXPECT_GE(json::parse(r.output)["metrics"]["accuracy"].get<double>(), 0.8) << out;
+  }
+  auto clf = Classifier::load(both);
+  ASSERT_EQ(clf->backbones().size(), 2u);
+  EXPECT_EQ(clf->backbones()[0].model->config().attention_scale, AttentionScale::kNone);
+  EXPECT_EQ(clf->head_params().contains("proj_b.weight"), false);  // concat: no projection
+  // The fixture has 12 learned positions: a longer --max-len is refused naming the flag.
+  r = test::run_cli("classify train --backbone " + neo + " --data " + train_ + " --max-len 13 --out " +
+                    (dir_ / "long").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(test::count_lines(r.output), 1) << r.output;
+  EXPECT_NE(r.output.find("--max-len 13"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("max_position_embeddings 12"), std::string::npos) << r.output;
+}
+
 TEST_F(ClassifyTrain, CliTrainEvalAndOneLineErrors) {
   const std::string out = (dir_ / "cli").string();
   auto r = test::run_cli("classify train --backbone " + hybrid_ + " --data " + train_ + " --val " + val_ + " --out " +

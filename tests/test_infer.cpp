@@ -95,6 +95,13 @@ std::vector<Family> families() {
       {"gpt_pieces_hybrid_meta",
        {{"norm", "layernorm"}, {"mlp_activation", "gelu_erf"}, {"position_embedding", "learned"},
         {"max_position_embeddings", 21}, {"num_memory_tokens", 3}, {"sliding_window", 4}, {"global_attn_idx", {0}}}},
+      // GPT-Neo: unscaled attention, out_proj bias (torch init: non-zero),
+      // alternating global and local layers with a window shorter than the run.
+      {"gpt_neo_global_local_unscaled_out_bias",
+       {{"layer_types", "attention"}, {"num_hidden_layers", 4}, {"norm", "layernorm"}, {"mlp_activation", "gelu"},
+        {"mlp_bias", true}, {"position_embedding", "learned"}, {"max_position_embeddings", 18},
+        {"attention_out_bias", true}, {"attention_scale", "none"}, {"global_attn_idx", {0, 2}},
+        {"sliding_window", 3}, {"init_scheme", "torch"}}},
       {"sequential_gated_blocks",
        {{"layer_types", {"attention", "attention", "mamba", "mamba"}}, {"block_layers", 2}, {"block_link", "gated"},
         {"sliding_window", 3}, {"global_attn_idx", {0}}}},

@@ -17,6 +17,13 @@ the Hub, at toy size:
                        names, F32 weights with the tied lm_head stored too
   state_spaces_mamba_bin/  the same as published: pytorch_model.bin only
                        (torch.save zip), lm_head sharing the embedding's storage
+  hf_gpt_neo/          EleutherAI/gpt-neo-125M style: GPTNeoForCausalLM config
+                       (every key of the published config), F32 model.safetensors
+                       without lm_head (tied), global/local layers in turn with a
+                       window shorter than the sequence, a GPT-2 tokenizer.json
+  hf_gpt_neo_bin/      the same weights as pytorch_model.bin as transformers 4.9
+                       saved it: lm_head stored too, and each layer's causal-mask
+                       buffers (attn.attention.bias uint8, masked_bias)
 
 and expected.safetensors: "ids" [B, T] and "logits" [B, T, V] (float64
 reference rounded to F32). The reference follows the released code's
@@ -24,7 +31,8 @@ semantics (read from modeling_hymba.py and mamba_ssm / transformers): it does
 not share code with the engine.
 
 Needs Debian's python3-torch; only used to (re)generate the committed fixtures:
-  tools/make_import_fixtures.py tests/fixtures/import
+  tools/make_import_fixtures.py tests/fixtures/import            (all of them)
+  tools/make_import_fixtures.py tests/fixtures/import hf_gpt_neo (one family)
 """
 import collections
 import json
@@ -324,6 +332,143 @@ def make_state_spaces_bin(out, gen):
     return ids, mamba_logits(W, ids, L, R, N, 1e-5, "backbone.embedding.weight", "lm_head.weight")
 
 
+# ---------------------------------------------------------------- GPT-Neo
+
+
+def layer_norm(x, w, b, eps):
+    mean = x.mean(-1, keepdim=True)
+    var = (x - mean).pow(2).mean(-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * w + b
+
+
+def gelu_new(x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
+
+
+def gpt_neo_layer_kinds(c):
+    kinds = []
+    for pattern, repeat in c["attention_types"]:
+        kinds += pattern * repeat
+    return kinds
+
+
+def gpt_neo_logits(c, W, ids):
+    """GPTNeoForCausalLM's forward as modeling_gpt_neo.py defines it: learned
+    positions, LayerNorm, attention with no 1/sqrt(d) scaling whose local
+    layers see keys q - window_size < k <= q, out_proj with bias, gelu_new MLP,
+    lm_head tied to wte."""
+    d, H, eps, window = c["hidden_size"], c["num_heads"], c["layer_norm_epsilon"], c["window_size"]
+    hd = d // H
+    Bsz, T = ids.shape
+    x = W["transformer.wte.weight"][ids] + W["transformer.wpe.weight"][:T][None]
+    q_pos = torch.arange(T)[:, None]
+    k_pos = torch.arange(T)[None, :]
+    for l, kind in enumerate(gpt_neo_layer_kinds(c)):
+        p, a = f"transformer.h.{l}.", f"transformer.h.{l}.attn.attention."
+        h = layer_norm(x, W[p + "ln_1.weight"], W[p + "ln_1.bias"], eps)
+        heads = lambda t: t.view(Bsz, T, H, hd).transpose(1, 2)
+        q, k, v = (heads(h @ W[a + n + "_proj.weight"].T) for n in ("q", "k", "v"))
+        scores = q @ k.transpose(-1, -2)  # GPT-Neo does not divide by sqrt(head_dim)
+        allowed = k_pos <= q_pos
+        if kind == "local":
+            allowed = allowed & (q_pos - k_pos < window)
+        scores = scores.masked_fill(~allowed, float("-inf"))
+        o = (torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(Bsz, T, d)
+        x = x + o @ W[a + "out_proj.weight"].T + W[a + "out_proj.bias"]
+        h = layer_norm(x, W[p + "ln_2.weight"], W[p + "ln_2.bias"], eps)
+        f = gelu_new(h @ W[p + "mlp.c_fc.weight"].T + W[p + "mlp.c_fc.bias"])
+        x = x + f @ W[p + "mlp.c_proj.weight"].T + W[p + "mlp.c_proj.bias"]
+    x = layer_norm(x, W["transformer.ln_f.weight"], W["transformer.ln_f.bias"], eps)
+    return x @ W["transformer.wte.weight"].T
+
+
+def gpt_neo_config(V):
+    """EleutherAI/gpt-neo-125M's config.json, every key, at toy size:
+    4 layers global/local in turn, window 3 (shorter than the 9-token test
+    sequences), intermediate_size null (4 x hidden_size)."""
+    L = 4
+    return {
+        "activation_function": "gelu_new", "architectures": ["GPTNeoForCausalLM"], "attention_dropout": 0,
+        "attention_layers": ["global", "local"] * (L // 2), "attention_types": [[["global", "local"], L // 2]],
+        "bos_token_id": V - 1, "embed_dropout": 0, "eos_token_id": V - 1, "gradient_checkpointing": False,
+        "hidden_size": 16, "initializer_range": 0.02, "intermediate_size": None, "layer_norm_epsilon": 1e-05,
+        "max_position_embeddings": 12, "model_type": "gpt_neo", "num_heads": 4, "num_layers": L,
+        "resid_dropout": 0, "summary_activation": None, "summary_first_dropout": 0.1,
+        "summary_proj_to_labels": True, "summary_type": "cls_index", "summary_use_proj": True,
+        "torch_dtype": "float32", "transformers_version": "4.9.0.dev0", "use_cache": True, "vocab_size": V,
+        "window_size": 3,
+    }
+
+
+def gpt_neo_weights(c, gen):
+    d, V, P, L = c["hidden_size"], c["vocab_size"], c["max_position_embeddings"], c["num_layers"]
+    I = 4 * d
+    rnd = lambda *s, scale=0.3: torch.randn(*s, generator=gen) * scale
+    W = {"transformer.wte.weight": rnd(V, d, scale=0.5), "transformer.wpe.weight": rnd(P, d, scale=0.5)}
+    for l in range(L):
+        p, a = f"transformer.h.{l}.", f"transformer.h.{l}.attn.attention."
+        W[p + "ln_1.weight"], W[p + "ln_1.bias"] = 1 + rnd(d, scale=0.2), rnd(d, scale=0.2)
+        for n in ("k", "v", "q"):
+            W[a + n + "_proj.weight"] = rnd(d, d)
+        W[a + "out_proj.weight"], W[a + "out_proj.bias"] = rnd(d, d), rnd(d, scale=0.2)
+        W[p + "ln_2.weight"], W[p + "ln_2.bias"] = 1 + rnd(d, scale=0.2), rnd(d, scale=0.2)
+        W[p + "mlp.c_fc.weight"], W[p + "mlp.c_fc.bias"] = rnd(I, d), rnd(I, scale=0.2)
+        W[p + "mlp.c_proj.weight"], W[p + "mlp.c_proj.bias"] = rnd(d, I, scale=0.15), rnd(d, scale=0.2)
+    W["transformer.ln_f.weight"], W["transformer.ln_f.bias"] = 1 + rnd(d, scale=0.2), rnd(d, scale=0.2)
+    return W
+
+
+def write_gpt2_tokenizer(out):
+    """A GPT-2-shaped tokenizer.json: the 256 byte characters in GPT-2's id
+    order, a few merges, <|endoftext|> last (GPT-2's 50256)."""
+    vocab = {ch: i for i, ch in enumerate(bytes_to_unicode().values())}
+    merges = ["Ġ t", "h e", "Ġt he", "l l", "e ll", "h ell", "hell o", "Ġ w", "o r", "Ġw or", "l d", "Ġwor ld"]
+    for m in merges:
+        vocab[m.replace(" ", "")] = len(vocab)
+    eot = len(vocab)
+    vocab["<|endoftext|>"] = eot
+    tok = {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": eot, "content": "<|endoftext|>", "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": True, "special": True}],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        "post_processor": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+                  "end_of_word_suffix": "", "fuse_unk": False, "vocab": vocab, "merges": merges},
+    }
+    with open(f"{out}/tokenizer.json", "w") as f:
+        json.dump(tok, f, ensure_ascii=False)
+    write_json(f"{out}/tokenizer_config.json", {"add_prefix_space": False, "bos_token": "<|endoftext|>",
+                                                "eos_token": "<|endoftext|>", "unk_token": "<|endoftext|>",
+                                                "model_max_length": 2048, "tokenizer_class": "GPT2Tokenizer"})
+    return len(vocab)
+
+
+def make_hf_gpt_neo(out, out_bin, gen):
+    V = write_gpt2_tokenizer(out)
+    c = gpt_neo_config(V)
+    W = gpt_neo_weights(c, gen)
+    write_safetensors(f"{out}/model.safetensors", W, "F32", {"format": "pt"})
+    write_json(f"{out}/config.json", c)
+    # pytorch_model.bin as transformers 4.9 saved it: buffers and the tied head included.
+    sd = collections.OrderedDict()
+    P = c["max_position_embeddings"]
+    for name, v in W.items():
+        sd[name] = v.to(torch.float32).contiguous()
+        if name.endswith("attn.attention.v_proj.weight"):
+            mask = torch.tril(torch.ones((P, P), dtype=torch.uint8)).view(1, 1, P, P)
+            sd[name.replace("v_proj.weight", "bias")] = mask
+            sd[name.replace("v_proj.weight", "masked_bias")] = torch.tensor(-1e9, dtype=torch.float32)
+    sd["lm_head.weight"] = sd["transformer.wte.weight"]
+    sd._metadata = collections.OrderedDict({"": {"version": 1}})
+    torch.save(sd, f"{out_bin}/pytorch_model.bin")
+    write_json(f"{out_bin}/config.json", c)
+    ids = torch.randint(0, V, (2, 9), generator=gen)
+    return ids, gpt_neo_logits(c, rounded(W, "F32"), ids)
+
+
 # ---------------------------------------------------------------- tokenizer
 
 
@@ -373,8 +518,8 @@ def write_bpe_tokenizer(out):
     return len(vocab)
 
 
-def main(root):
-    gen = torch.Generator().manual_seed(10)
+def make_families(root, gen):
+    """The Hymba and Mamba fixtures, from one random stream (in this order)."""
     for name in ("hf_hymba", "hf_mamba", "state_spaces_mamba", "state_spaces_mamba_bin"):
         os.makedirs(f"{root}/{name}", exist_ok=True)
     results = {}
@@ -386,10 +531,27 @@ def main(root):
     # A pickle that would run a shell command if unpickled: the reader must refuse it.
     os.makedirs(f"{root}/pickle_with_code", exist_ok=True)
     torch.save({"weight": torch.zeros(2), "hook": os.system}, f"{root}/pickle_with_code/pytorch_model.bin")
+    return results
+
+
+def make_gpt_neo(root):
+    """GPT-Neo, from its own random stream (adding it changed no other fixture)."""
+    for name in ("hf_gpt_neo", "hf_gpt_neo_bin"):
+        os.makedirs(f"{root}/{name}", exist_ok=True)
+    result = make_hf_gpt_neo(f"{root}/hf_gpt_neo", f"{root}/hf_gpt_neo_bin", torch.Generator().manual_seed(17))
+    return {"hf_gpt_neo": result, "hf_gpt_neo_bin": result}
+
+
+def main(root, only):
+    results = {}
+    if not only or set(only) - {"hf_gpt_neo"}:
+        results.update(make_families(root, torch.Generator().manual_seed(10)))
+    if not only or "hf_gpt_neo" in only:
+        results.update(make_gpt_neo(root))
     for name, (ids, logits) in results.items():
         write_safetensors(f"{root}/{name}/expected.safetensors", {"ids": ids.double(), "logits": logits}, "F32")
         print(f"{name}: logits {tuple(logits.shape)}, max |logit| {logits.abs().max().item():.3f}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:])

@@ -49,7 +49,13 @@ Classifier::Classifier(const std::vector<std::string>& backbone_dirs, HeadConfig
   head.widths.clear();
   for (const std::string& dir : backbone_dirs) {
     backbones_.push_back(load_backbone(dir, train_backbones));
-    head.widths.push_back(backbones_.back().model->config().hidden_size);
+    const ModelConfig& c = backbones_.back().model->config();
+    // Learned positions (GPT-2 / GPT-Neo) stop at their table: say so before any text is read.
+    HYMBA_CHECK(c.position_embedding != PositionEmbedding::kLearned ||
+                    max_len + c.num_memory_tokens <= c.max_position_embeddings,
+                "--max-len ", max_len, " is beyond backbone ", backbones_.back().source,
+                "'s learned positions (max_position_embeddings ", c.max_position_embeddings, ")");
+    head.widths.push_back(c.hidden_size);
   }
   if (backbones_.size() == 1) head.fusion = FeatureFusion::kSingle;
   else if (head.fusion == FeatureFusion::kSingle) head.fusion = FeatureFusion::kConcat;

@@ -1,5 +1,5 @@
 // `hymba import`: a published checkpoint (official Hymba, HF or state-spaces
-// Mamba; safetensors, sharded or not, or pytorch_model.bin; F32/BF16/F16) into our layout.
+// Mamba, HF GPT-Neo; safetensors, sharded or not, or pytorch_model.bin; F32/BF16/F16) into our layout.
 // `hymba export --format hf`: our checkpoint as a directory HF transformers loads.
 #include <cstdio>
 #include <filesystem>
@@ -28,7 +28,8 @@ void register_import_export(CLI::App& app, const GlobalOptions& global) {
     };
     auto opts = std::make_shared<Options>();
     CLI::App* cmd = app.add_subcommand(
-        "import", "Convert a published checkpoint (HF Hymba, HF or state-spaces Mamba) into a hymba.cpp checkpoint");
+        "import",
+        "Convert a published checkpoint (HF Hymba, HF or state-spaces Mamba, HF GPT-Neo) into a hymba.cpp checkpoint");
     cmd->add_option("--in", opts->in, "Downloaded model directory (config.json + model.safetensors, its shards, or pytorch_model.bin)")
         ->required();
     cmd->add_option("--out", opts->out, "Checkpoint directory to write (config.json, model.safetensors, tokenizer)")

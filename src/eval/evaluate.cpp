@@ -36,8 +36,8 @@ EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_l
   }
   r.loss = r.tokens > 0 ? loss_sum / static_cast<double>(r.tokens) : 0.0;
   // A NaN/Inf loss from finite inputs means the weights overflow float32.
-  // NaN prints as "nan" whatever its sign bit (printf gives "-nan" for some).
-  HYMBA_CHECK(std::isfinite(r.loss), "evaluate: the loss is ", std::isnan(r.loss) ? "nan" : std::to_string(r.loss),
+  // NaN's sign bit depends on how the compiler ordered commutative operands: say "nan" either way.
+  HYMBA_CHECK(std::isfinite(r.loss), "evaluate: the loss is ", std::isnan(r.loss) ? "nan" : r.loss > 0 ? "inf" : "-inf",
               "; the model's weights overflow float32 arithmetic (check the checkpoint)");
   r.ppl = std::exp(r.loss);
   r.accuracy = r.tokens > 0 ? static_cast<double>(correct) / static_cast<double>(r.tokens) : 0.0;

@@ -140,6 +140,7 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
         cpu::rope_forward(a.proj + lp.q_col, W, R, 1, Hq, c.qk_head_dim, positions_.data(), base);
         if (lp.producer) cpu::rope_forward(a.proj + lp.k_col, W, R, 1, Hkv, c.qk_head_dim, positions_.data(), base);
       }
+      scale_queries(c, a.proj + lp.q_col, W, R, Hq * c.qk_head_dim);
       // Keys and values: the producer's cache (as it was before this step)
       // plus the producer's row for the current token.
       const LayerPlan& pp = plan.layers[static_cast<size_t>(lp.producer_layer)];

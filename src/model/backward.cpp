@@ -224,12 +224,14 @@ class Backward {
     norm_backward(dx, lp.ffn_norm, lp.ffn_norm_b, dh2, a.x_mid, a.mean2, a.rstd2);
   }
 
+  float* o_bias_grad(const LayerPlan& lp) const { return lp.o_proj_b >= 0 ? G_ + lp.o_proj_b : nullptr; }
+
   // From d(o) to the branch outputs' gradients dattn / dy.
   void mixer_output(const LayerPlan& lp, const LActs& a, const float* d_o, float* dattn, float* dy) {
     const int64_t R = acts_.R, d = c_.hidden_size, Wa = lp.dims.attn_out, di = lp.dims.d_inner;
     if (!lp.hybrid) {
       if (lp.attn)
-        cpu::matmul_backward(dattn, Wa, G_ + lp.o_proj, nullptr, d_o, d, a.attn, Wa, P_ + lp.o_proj, R, Wa, d, true);
+        cpu::matmul_backward(dattn, Wa, G_ + lp.o_proj, o_bias_grad(lp), d_o, d, a.attn, Wa, P_ + lp.o_proj, R, Wa, d, true);
       else
         cpu::matmul_backward(dy, di, G_ + lp.mamba_out_proj, nullptr, d_o, d, a.y, di, P_ + lp.mamba_out_proj, R, di,
                              d, true);
@@ -263,7 +265,7 @@ class Backward {
           cpu::rmsnorm_backward(dao, G_ + lp.beta_a, d_o, a.ao, P_ + lp.beta_a, a.rstd_ao, R, d);
           cpu::rmsnorm_backward(dmo, G_ + lp.beta_m, d_o, a.mo, P_ + lp.beta_m, a.rstd_mo, R, d);
         }
-        cpu::matmul_backward(dattn, Wa, G_ + lp.o_proj, nullptr, dao, d, a.attn, Wa, P_ + lp.o_proj, R, Wa, d, true);
+        cpu::matmul_backward(dattn, Wa, G_ + lp.o_proj, o_bias_grad(lp), dao, d, a.attn, Wa, P_ + lp.o_proj, R, Wa, d, true);
         cpu::matmul_backward(dy, di, G_ + lp.mamba_out_proj, nullptr, dmo, d, a.y, di, P_ + lp.mamba_out_proj, R, di,
                              d, true);
         break;
@@ -294,6 +296,8 @@ class Backward {
     args.num_meta = acts_.M;
     cpu::attention_backward(dp + lp.q_col, W, dkv + pp.k_col, pp.proj_width, dkv + pp.v_col, pp.proj_width, dattn, Wa,
                             a.attn, Wa, a.lse, args);
+    // The forward scaled Q after RoPE: its gradient takes the same factor first.
+    scale_queries(c_, dp + lp.q_col, W, acts_.R, Hq * dqk);
     // Consumers come later in the stack, so by now they have all added into
     // this producer's dK: un-rotate it once, with dQ (K's heads follow Q's).
     if (c_.rope)

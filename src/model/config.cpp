@@ -69,6 +69,8 @@ const char* to_string(PositionEmbedding p) {
   return "?";
 }
 
+const char* to_string(AttentionScale s) { return s == AttentionScale::kNone ? "none" : "inv_sqrt_d"; }
+
 bool parse_init_scheme(const std::string& name, InitScheme& out) {
   for (InitScheme s : {InitScheme::kNormal, InitScheme::kTorch, InitScheme::kMambaSsm}) {
     if (name == to_string(s)) {
@@ -263,6 +265,11 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   r.get("global_attn_idx", c.global_attn_idx);
   r.get("sliding_window", c.sliding_window);
   r.get("num_memory_tokens", c.num_memory_tokens);
+  r.get("attention_out_bias", c.attention_out_bias);
+  const std::string scale = r.get_string("attention_scale", "inv_sqrt_d");
+  if (scale == "inv_sqrt_d") c.attention_scale = AttentionScale::kInvSqrtD;
+  else if (scale == "none") c.attention_scale = AttentionScale::kNone;
+  else fail(source, ": field 'attention_scale' must be \"inv_sqrt_d\" or \"none\" (got \"", excerpt(scale), "\")");
   r.get("mamba_d_state", c.mamba_d_state);
   r.get("mamba_d_conv", c.mamba_d_conv);
   r.get("mamba_expand", c.mamba_expand);
@@ -411,6 +418,9 @@ int64_t ModelConfig::kv_producer(int64_t layer) const {
   return producer_.empty() ? layer : producer_[static_cast<size_t>(layer)];
 }
 int64_t ModelConfig::attn_dim_in() const { return hidden_size; }
+double ModelConfig::query_prescale() const {
+  return attention_scale == AttentionScale::kNone ? std::sqrt(static_cast<double>(qk_head_dim)) : 1.0;
+}
 
 int64_t ModelConfig::mamba_width() const {
   if (attn_mamba_ratio.size() == 2) {
@@ -587,8 +597,16 @@ void ModelConfig::validate() const {
                   "config: field 'max_position_embeddings' must be >= orig_max_position_embeddings (",
                   orig_max_position_embeddings, ") with rope_type \"ntk\"");
     }
+    for (int64_t l = 0; l < num_hidden_layers && attention_out_bias; ++l)
+      HYMBA_CHECK(!(has_attention(l) && has_mamba(l)) || (proj_style == ProjStyle::kSeparate &&
+                                                           (fusion == Fusion::kMean || fusion == Fusion::kLearnedBeta)),
+                  "config: field 'attention_out_bias' needs every attention layer to own an o_proj (hybrid layer ", l,
+                  " has fusion \"", to_string(fusion), "\"; use attention layers, or fusion mean or learned_beta)");
   } else {
     HYMBA_CHECK(global_attn_idx.empty(), "config: field 'global_attn_idx' is set but no layer has attention");
+    HYMBA_CHECK(!attention_out_bias, "config: field 'attention_out_bias' is set but no layer has attention");
+    HYMBA_CHECK(attention_scale == AttentionScale::kInvSqrtD,
+                "config: field 'attention_scale' is set but no layer has attention");
   }
 
   std::set<int64_t> globals;
@@ -670,6 +688,8 @@ json ModelConfig::to_json() const {
   j["global_attn_idx"] = global_attn_idx;
   j["sliding_window"] = sliding_window;
   j["num_memory_tokens"] = num_memory_tokens;
+  if (attention_out_bias) j["attention_out_bias"] = true;
+  if (attention_scale != AttentionScale::kInvSqrtD) j["attention_scale"] = to_string(attention_scale);
   j["kv_reuse_group"] = kv_reuse_group;
   j["mamba_d_state"] = mamba_d_state;
   j["mamba_d_conv"] = mamba_d_conv;

@@ -39,6 +39,9 @@ enum class MlpActivation { kSwiGlu, kGelu, kGeluErf };
 // Positions: rotary on Q/K, a learned absolute table added to the embeddings
 // (GPT-2 / GPT-Neo "wpe"), or none.
 enum class PositionEmbedding { kRope, kLearned, kNone };
+// Attention logits: q.k / sqrt(qk_head_dim) (the usual scaling), or q.k
+// unscaled (GPT-Neo, whose published weights were trained that way).
+enum class AttentionScale { kInvSqrtD, kNone };
 inline constexpr const char* kInitSchemeNames = "normal, torch, mamba_ssm";
 
 const char* to_string(MixerKind k);
@@ -49,6 +52,7 @@ const char* to_string(InitScheme s);
 const char* to_string(NormKind k);
 const char* to_string(MlpActivation a);
 const char* to_string(PositionEmbedding p);
+const char* to_string(AttentionScale s);
 // False when `name` is not one of kInitSchemeNames (callers name the field or flag).
 bool parse_init_scheme(const std::string& name, InitScheme& out);
 
@@ -91,6 +95,13 @@ struct ModelConfig {
   // released Hymba's full forward. Prefill and cached decode agree under both.
   bool sliding_window_inclusive = false;
   int64_t num_memory_tokens = 0;         // meta tokens prepended to every sequence
+  // A bias on each attention output projection o_proj (GPT-Neo's out_proj);
+  // needs every attention layer to own an o_proj (hybrids: fusion mean or learned_beta).
+  bool attention_out_bias = false;
+  AttentionScale attention_scale = AttentionScale::kInvSqrtD;
+  // What the graph multiplies Q by before the attention kernels, which always
+  // divide by sqrt(qk_head_dim): 1, or sqrt(qk_head_dim) to undo it.
+  double query_prescale() const;
   bool kv_reuse_auto = false;            // "auto": consecutive pairs of local layers
   std::vector<std::vector<int64_t>> kv_reuse_group;
 

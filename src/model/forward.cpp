@@ -110,6 +110,7 @@ void attention_forward(const ModelPlan& plan, const LayerPlan& lp, const Activat
   };
   // K's heads follow Q's in proj (k_col = q_col + Hq * dqk): one pass for both.
   rope(a.proj + lp.q_col, lp.producer ? Hq + Hkv : Hq);
+  scale_queries(c, a.proj + lp.q_col, W, R, Hq * dqk);
   const LayerPlan& pp = plan.layers[static_cast<size_t>(lp.producer_layer)];
   const T* kv_proj = acts.layers[static_cast<size_t>(lp.producer_layer)].proj;
 
@@ -147,6 +148,14 @@ void layer_forward(const ModelPlan& plan, const LayerPlan& lp, const T* P, const
 }
 
 }  // namespace
+
+template <typename T>
+void scale_queries(const ModelConfig& c, T* q, int64_t ld_q, int64_t rows, int64_t width) {
+  const T s = static_cast<T>(c.query_prescale());
+  if (s == T(1)) return;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < width; ++i) q[r * ld_q + i] *= s;
+}
 
 template <typename T>
 void stream_norm(const ModelConfig& c, T* out, T* mean, T* rstd, const T* x, const T* P, int64_t w, int64_t b,
@@ -232,8 +241,12 @@ void layer_mixer_output(const ModelPlan& plan, const LayerPlan& lp, const T* P, 
   const int64_t d = c.hidden_size, Wa = lp.dims.attn_out, di = lp.dims.d_inner;
   a.o = arena.alloc_uninit(R * d);
   if (!lp.hybrid) {
-    if (lp.attn) mm(a.o, d, a.attn, Wa, P + lp.o_proj, R, Wa, d);
-    else mm(a.o, d, a.y, di, P + lp.mamba_out_proj, R, di, d);
+    if (lp.attn) {
+      mm(a.o, d, a.attn, Wa, P + lp.o_proj, R, Wa, d);
+      if (lp.o_proj_b >= 0) add_bias(a.o, P + lp.o_proj_b, R, d);
+    } else {
+      mm(a.o, d, a.y, di, P + lp.mamba_out_proj, R, di, d);
+    }
     return;
   }
   switch (c.fusion) {
@@ -261,6 +274,7 @@ void layer_mixer_output(const ModelPlan& plan, const LayerPlan& lp, const T* P, 
       a.ao = arena.alloc_uninit(R * d);
       a.mo = arena.alloc_uninit(R * d);
       mm(a.ao, d, a.attn, Wa, P + lp.o_proj, R, Wa, d);
+      if (lp.o_proj_b >= 0) add_bias(a.ao, P + lp.o_proj_b, R, d);
       mm(a.mo, d, a.y, di, P + lp.mamba_out_proj, R, di, d);
       if (c.fusion == Fusion::kMean) {
         for (int64_t i = 0; i < R * d; ++i) a.o[i] = (a.ao[i] + a.mo[i]) * T(0.5);
@@ -465,6 +479,7 @@ template LossStats model_forward<double>(const ModelPlan&, const double*, const 
                                          BasicArena<double>*);
 
 #define HYMBA_INSTANTIATE_LAYER_PIECES(T)                                                                       \
+  template void scale_queries<T>(const ModelConfig&, T*, int64_t, int64_t, int64_t);                              \
   template void stream_norm<T>(const ModelConfig&, T*, T*, T*, const T*, const T*, int64_t, int64_t, int64_t,      \
                                int64_t);                                                                         \
   template void layer_input_projection<T>(const ModelPlan&, const LayerPlan&, const T*, BasicArena<T>&,            \

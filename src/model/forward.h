@@ -101,6 +101,12 @@ template <typename T>
 void stream_norm(const ModelConfig& c, T* out, T* mean, T* rstd, const T* x, const T* params, int64_t w, int64_t b,
                  int64_t R, int64_t d);
 
+// Q [rows, width] (row stride ld_q) times cfg.query_prescale(), after RoPE:
+// the attention kernels always divide by sqrt(qk_head_dim), so attention_scale
+// "none" pre-multiplies Q by it rather than teaching every kernel a new scale.
+template <typename T>
+void scale_queries(const ModelConfig& c, T* q, int64_t ld_q, int64_t rows, int64_t width);
+
 // One layer's row-wise pieces over R rows, as model_forward runs them; the
 // decoder runs them on one row per sequence. Sequence mixing (attention, conv,
 // scan) sits between them and is the caller's.

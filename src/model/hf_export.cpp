@@ -35,6 +35,8 @@ json hymba_json(const ModelConfig& c) {
     cannot("mlp_activation", "must be \"swiglu\" (the released FFN is SwiGLU)");
   if (c.position_embedding == PositionEmbedding::kLearned)
     cannot("position_embedding", "must be \"rope\" or \"none\" (the released model has no learned positions)");
+  if (c.attention_scale != AttentionScale::kInvSqrtD)
+    cannot("attention_scale", "must be \"inv_sqrt_d\" (the released attention divides q.k by sqrt(d))");
   if (c.hidden_size % c.num_attention_heads != 0)
     cannot("num_attention_heads", "must divide hidden_size (the released attention requires it)");
   if (c.rope && c.rope_ntk && (c.max_position_embeddings < 1 || c.orig_max_position_embeddings < 1))

@@ -28,6 +28,7 @@ const char* to_string(CheckpointLayout layout) {
     case CheckpointLayout::kHfHymba: return "HF HymbaForCausalLM";
     case CheckpointLayout::kHfMamba: return "HF MambaForCausalLM";
     case CheckpointLayout::kStateSpacesMamba: return "state-spaces Mamba";
+    case CheckpointLayout::kHfGptNeo: return "HF GPTNeoForCausalLM";
   }
   return "?";
 }
@@ -409,20 +410,129 @@ ModelConfig state_spaces_config(const json& j, const std::string& source) {
   return resolved(c, source);
 }
 
+// transformers' GPTNeoConfig defaults.
+json gpt_neo_defaults() {
+  return {{"vocab_size", 50257}, {"max_position_embeddings", 2048}, {"hidden_size", 2048}, {"num_layers", 24},
+          {"attention_types", {{{"global", "local"}, 12}}}, {"num_heads", 16}, {"window_size", 256},
+          {"activation_function", "gelu_new"}, {"layer_norm_epsilon", 1e-5}, {"tie_word_embeddings", true},
+          {"vocab_parallel_embedding", false}};
+}
+
+// attention_types [[["global", "local"], n], ...] expanded as GPTNeoConfig
+// does: each pattern repeated n times, in order.
+std::vector<std::string> expand_attention_types(PublishedFields& f, int64_t layers) {
+  const json& types = f.value("attention_types");
+  const char* shape = "a list of [[\"global\" | \"local\", ...], count] pairs";
+  if (!types.is_array()) f.wrong("attention_types", shape, types);
+  std::vector<std::string> out;
+  for (const json& item : types) {
+    if (!item.is_array() || item.size() != 2 || !item[0].is_array() || item[0].empty() ||
+        !item[1].is_number_integer())
+      f.wrong("attention_types", shape, types);
+    const int64_t repeat = item[1].get<int64_t>();
+    if (repeat < 0 || checked_mul(repeat, static_cast<int64_t>(item[0].size()), f.source() + ": field 'attention_types'") >
+                          layers - static_cast<int64_t>(out.size()))
+      f.bad("attention_types", "lists more layers than num_layers (" + std::to_string(layers) + ")");
+    for (int64_t r = 0; r < repeat; ++r)
+      for (const json& kind : item[0]) {
+        if (!kind.is_string() || (kind != "global" && kind != "local"))
+          f.bad("attention_types", "has layer type " + json_excerpt(kind) + "; only \"global\" and \"local\" exist");
+        out.push_back(kind.get<std::string>());
+      }
+  }
+  return out;
+}
+
+ModelConfig gpt_neo_config(const json& j, const std::string& source) {
+  PublishedFields f(j, gpt_neo_defaults(), source);
+  f.set_layout_name("GPTNeoForCausalLM");
+  ignore_generic_hf_keys(f);
+  // Dropout (inference: off), the sequence-summary head of GPTNeoForSequenceClassification's
+  // siblings, and training switches: none changes the causal-LM forward.
+  f.ignore({"attention_dropout", "embed_dropout", "resid_dropout", "classifier_dropout", "gradient_checkpointing",
+            "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
+            "summary_first_dropout", "make_vocab_size_divisible_by", "type_vocab_size"});
+  if (f.given("model_type")) f.require("model_type", "gpt_neo", "a GPT-Neo config");
+  // The HF model ignores it (no vocab-parallel embedding in GPTNeoModel); true would mean another layout.
+  f.require("vocab_parallel_embedding", false, "the embedding is one table of vocab_size rows");
+
+  ModelConfig c;
+  c.vocab_size = f.integer("vocab_size");
+  c.hidden_size = f.integer("hidden_size");
+  c.num_hidden_layers = f.integer("num_layers");
+  HYMBA_CHECK(c.num_hidden_layers >= 1 && c.num_hidden_layers <= kMaxLayers, source,
+              ": field 'num_layers' must be in 1..", kMaxLayers, " (got ", c.num_hidden_layers, ")");
+  c.layer_types.assign(static_cast<size_t>(c.num_hidden_layers), MixerKind::kAttention);
+  c.num_attention_heads = f.integer("num_heads");
+  HYMBA_CHECK(c.num_attention_heads >= 1 && c.hidden_size >= 1 && c.hidden_size % c.num_attention_heads == 0, source,
+              ": field 'num_heads' (", c.num_attention_heads, ") must divide hidden_size (", c.hidden_size, ")");
+  c.num_key_value_heads = c.num_attention_heads;
+  c.qk_head_dim = c.v_head_dim = c.hidden_size / c.num_attention_heads;
+  // GPTNeoBlock: intermediate_size None means 4 x hidden_size.
+  c.intermediate_size = f.given("intermediate_size")
+                            ? f.integer("intermediate_size")
+                            : checked_mul(4, c.hidden_size, source + ": field 'intermediate_size' (4 x hidden_size)");
+  f.value("intermediate_size");
+  HYMBA_CHECK(c.intermediate_size >= 1, source, ": field 'intermediate_size' must be >= 1 (got ", c.intermediate_size,
+              ")");
+  const std::string act = f.text("activation_function");
+  if (act == "gelu_new" || act == "gelu_pytorch_tanh") c.mlp_activation = MlpActivation::kGelu;
+  else if (act == "gelu") c.mlp_activation = MlpActivation::kGeluErf;
+  else f.bad("activation_function", "\"" + excerpt(act) + "\" is not supported (gelu_new, gelu_pytorch_tanh or gelu)");
+  c.mlp_bias = true;
+  c.norm = NormKind::kLayerNorm;
+  c.layer_norm_eps = f.number("layer_norm_epsilon");
+  HYMBA_CHECK(c.layer_norm_eps > 0, source, ": field 'layer_norm_epsilon' must be > 0");
+  c.position_embedding = PositionEmbedding::kLearned;
+  c.rope = false;
+  c.max_position_embeddings = f.integer("max_position_embeddings");
+  c.tie_word_embeddings = f.flag("tie_word_embeddings");
+  c.attention_out_bias = true;                    // out_proj has a bias; q/k/v have none
+  c.attention_scale = AttentionScale::kNone;      // GPTNeoSelfAttention never divides by sqrt(head_dim)
+  c.sliding_window_inclusive = false;             // local: 0 <= q - k < window_size
+  c.dropout = 0.0;
+  if (f.given("initializer_range")) c.initializer_range = f.number("initializer_range");
+
+  const std::vector<std::string> kinds = expand_attention_types(f, c.num_hidden_layers);
+  HYMBA_CHECK(static_cast<int64_t>(kinds.size()) == c.num_hidden_layers, source, ": field 'attention_types' gives ",
+              kinds.size(), " layer types but num_layers is ", c.num_hidden_layers);
+  if (f.given("attention_layers")) {
+    const json& listed = f.value("attention_layers");
+    HYMBA_CHECK(listed == json(kinds), source,
+                ": field 'attention_layers' disagrees with attention_types (expanded: ", json_excerpt(json(kinds)), ")");
+  } else {
+    f.ignore({"attention_layers"});
+  }
+  bool any_local = false;
+  for (size_t l = 0; l < kinds.size(); ++l) {
+    if (kinds[l] == "global") c.global_attn_idx.push_back(static_cast<int64_t>(l));
+    else any_local = true;
+  }
+  const int64_t window = f.integer("window_size");
+  HYMBA_CHECK(!any_local || window >= 1, source, ": field 'window_size' must be >= 1 with local layers (got ", window,
+              ")");
+  c.sliding_window = any_local ? window : 0;
+  if (!any_local) c.global_attn_idx.clear();  // all global: no window at all
+  f.reject_unknown();
+  return resolved(c, source);
+}
+
 }  // namespace
 
 CheckpointLayout detect_layout(const json& j, const std::string& source) {
   if (!j.is_object()) return CheckpointLayout::kNative;  // from_json reports it
   if (lists_architecture(j, "HymbaForCausalLM")) return CheckpointLayout::kHfHymba;
   if (lists_architecture(j, "MambaForCausalLM")) return CheckpointLayout::kHfMamba;
+  if (lists_architecture(j, "GPTNeoForCausalLM")) return CheckpointLayout::kHfGptNeo;
   if (j.contains("architectures")) {
     const json& a = j["architectures"];
     fail(source, ": field 'architectures' is ", json_excerpt(a),
-         "; supported: HymbaForCausalLM, MambaForCausalLM (or a state-spaces Mamba config)");
+         "; supported: HymbaForCausalLM, MambaForCausalLM, GPTNeoForCausalLM (or a state-spaces Mamba config)");
   }
   const std::string type = j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>()
                                                                                    : "";
   if (type == "mamba") return CheckpointLayout::kHfMamba;
+  if (type == "gpt_neo") return CheckpointLayout::kHfGptNeo;
   // Our own configs also say "hymba"; the released one has keys ours never write.
   if (type == "hymba" && (j.contains("layer_type") || j.contains("kq_head_dim") || j.contains("conv_dim") ||
                           j.contains("attn_hidden_size")))
@@ -437,6 +547,7 @@ ModelConfig config_from_published(const json& j, CheckpointLayout layout, const 
     case CheckpointLayout::kHfHymba: return hymba_config(j, source);
     case CheckpointLayout::kHfMamba: return hf_mamba_config(j, source);
     case CheckpointLayout::kStateSpacesMamba: return state_spaces_config(j, source);
+    case CheckpointLayout::kHfGptNeo: return gpt_neo_config(j, source);
     case CheckpointLayout::kNative: break;
   }
   return ModelConfig::from_json(j, source);
@@ -547,12 +658,62 @@ class WeightFiles {
   std::map<std::string, size_t> listed_;  // tensor -> index into files_
 };
 
-// Name in the published file of one engine tensor.
-std::string published_name(const std::string& engine_name, CheckpointLayout layout) {
-  if (layout == CheckpointLayout::kStateSpacesMamba && engine_name == "backbone.embeddings.weight")
-    return "backbone.embedding.weight";
-  return engine_name;
+// GPT-Neo's names for the engine's tensors (GPTNeoForCausalLM's state dict).
+std::map<std::string, std::string> gpt_neo_names(const ModelConfig& cfg) {
+  const ModelTensorNames n = tensor_names(cfg);
+  std::map<std::string, std::string> m = {{n.embed, "transformer.wte.weight"},
+                                          {n.position_embed, "transformer.wpe.weight"},
+                                          {n.final_norm, "transformer.ln_f.weight"},
+                                          {n.final_norm_bias, "transformer.ln_f.bias"}};
+  if (!n.lm_head.empty()) m[n.lm_head] = "lm_head.weight";
+  for (size_t l = 0; l < n.layers.size(); ++l) {
+    const LayerTensorNames& t = n.layers[l];
+    const std::string h = "transformer.h." + std::to_string(l) + ".", a = h + "attn.attention.";
+    const std::vector<std::pair<std::string, std::string>> pairs = {
+         {t.input_norm, h + "ln_1.weight"}, {t.input_norm_bias, h + "ln_1.bias"},
+          {t.q_proj, a + "q_proj.weight"}, {t.k_proj, a + "k_proj.weight"}, {t.v_proj, a + "v_proj.weight"},
+          {t.o_proj, a + "out_proj.weight"}, {t.o_proj_bias, a + "out_proj.bias"},
+          {t.ffn_norm, h + "ln_2.weight"}, {t.ffn_norm_bias, h + "ln_2.bias"}, {t.ffn_up, h + "mlp.c_fc.weight"},
+          {t.ffn_up_bias, h + "mlp.c_fc.bias"}, {t.ffn_down, h + "mlp.c_proj.weight"},
+          {t.ffn_down_bias, h + "mlp.c_proj.bias"}};
+    for (const auto& [engine, published] : pairs)
+      if (!engine.empty()) m[engine] = published;
+  }
+  m.erase("");
+  return m;
 }
+
+// GPT-Neo checkpoints saved before transformers 4.x stopped saving them keep
+// each layer's causal-mask buffers (attn.attention.bias, .masked_bias):
+// constants the forward recomputes, which transformers skips on load too.
+bool is_gpt_neo_mask_buffer(const std::string& name) {
+  const std::string prefix = "transformer.h.";
+  if (name.compare(0, prefix.size(), prefix) != 0) return false;
+  size_t i = prefix.size();
+  const size_t digits = i;
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+  if (i == digits) return false;
+  const std::string rest = name.substr(i);
+  return rest == ".attn.attention.bias" || rest == ".attn.attention.masked_bias";
+}
+
+// Name in the published file of each engine tensor.
+class PublishedNames {
+ public:
+  PublishedNames(const ModelConfig& cfg, CheckpointLayout layout) : layout_(layout) {
+    if (layout == CheckpointLayout::kHfGptNeo) map_ = gpt_neo_names(cfg);
+  }
+  std::string operator()(const std::string& engine_name) const {
+    if (layout_ == CheckpointLayout::kStateSpacesMamba && engine_name == "backbone.embeddings.weight")
+      return "backbone.embedding.weight";
+    auto it = map_.find(engine_name);
+    return it == map_.end() ? engine_name : it->second;
+  }
+
+ private:
+  CheckpointLayout layout_;
+  std::map<std::string, std::string> map_;
+};
 
 }  // namespace
 
@@ -563,11 +724,12 @@ void load_checkpoint_weights(const std::string& dir, CheckpointLayout layout, co
   const WeightFiles files(dir);
   const std::string where = files.where();
   const ModelTensorNames names = tensor_names(cfg);
+  const PublishedNames published_name(cfg, layout);
 
   std::map<std::string, std::string> source_of;  // engine name -> published name
   std::set<std::string> used;
   for (const ParamInfo& p : table.rows()) {
-    const std::string name = published_name(p.name, layout);
+    const std::string name = published_name(p.name);
     const WeightFile* file = nullptr;
     const SafetensorsEntry* e = files.find(name, &file);
     HYMBA_CHECK(e != nullptr, where, ": tensor '", name, "' is missing",
@@ -590,13 +752,14 @@ void load_checkpoint_weights(const std::string& dir, CheckpointLayout layout, co
     if (name == "lm_head.weight" && cfg.tie_word_embeddings) {
       const SafetensorsEntry* e = file.find(name);
       const WeightFile* efile = nullptr;
-      const SafetensorsEntry* emb = files.find(published_name(names.embed, layout), &efile);
+      const SafetensorsEntry* emb = files.find(published_name(names.embed), &efile);
       HYMBA_CHECK(e->is_float() && emb != nullptr && e->shape == emb->shape, file.path(),
                   ": tensor 'lm_head.weight' has shape ", excerpt(e->shape_str()),
                   " but the embeddings are tied (tie_word_embeddings true), so it must equal the embedding");
       tied_head = name;
       continue;
     }
+    if (layout == CheckpointLayout::kHfGptNeo && is_gpt_neo_mask_buffer(name)) continue;
     fail(file.path(), ": unexpected tensor '", excerpt(name), "' (not a parameter of this ", to_string(layout),
          " model)");
   }

@@ -140,6 +140,7 @@ ModelTensorNames tensor_names(const ModelConfig& cfg) {
       t.link_gate_weight = g + "weight";
       t.link_gate_bias = g + "bias";
     }
+    if (cfg.attention_out_bias && !t.o_proj.empty()) t.o_proj_bias = p + "self_attn.o_proj.bias";
     n.layers.push_back(t);
   }
   return n;
@@ -275,6 +276,7 @@ void declare_parameters(const ModelConfig& cfg, ParamTable& table) {
     add(t.beta_attn, {d}, InitRule::constant(0.5f), false, "fusion");
     add(t.beta_mamba, {d}, InitRule::constant(0.5f), false, "fusion");
     add(t.o_proj, {d, ld.attn_out}, rule.residual_out(ld.attn_out), true, "attention");
+    add(t.o_proj_bias, {d}, rule.linear_bias(ld.attn_out), false, "attention");
     add(t.mamba_out_proj, {d, ld.d_inner}, rule.residual_out(ld.d_inner), true, "mamba");
     if (!t.fused_out_proj.empty()) {
       const int64_t width = cfg.fusion == Fusion::kConcat ? ld.attn_out + ld.d_inner : ld.d_inner;

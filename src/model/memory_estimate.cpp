@@ -82,6 +82,7 @@ double parameter_floats(const ModelConfig& cfg) {
       n += static_cast<double>(ld.x_proj_out) * di + di * R + di + di * N + di;  // x_proj, dt_proj, A_log, D
       if (cfg.mamba_inner_layernorms && !hf_mamba) n += R + 2 * N;
     }
+    if (attn && cfg.attention_out_bias) n += d;  // o_proj bias
     if (hybrid) {
       switch (cfg.fusion) {
         case Fusion::kNormMean: n += ao + di + d * di; break;

@@ -52,6 +52,7 @@ ModelPlan make_plan(const ModelConfig& cfg, const ParamTable& table) {
     p.k_proj = off(t.k_proj);
     p.v_proj = off(t.v_proj);
     p.o_proj = off(t.o_proj);
+    p.o_proj_b = off(t.o_proj_bias);
     p.mamba_in_proj = off(t.mamba_in_proj);
     p.conv_w = off(t.conv_weight);
     p.conv_b = off(t.conv_bias);

@@ -31,6 +31,7 @@ struct LayerPlan {
   int64_t ffn_norm = -1, ffn_gate = -1, ffn_up = -1, ffn_down = -1;
   // LayerNorm biases (norm "layernorm") and GELU MLP biases (mlp_bias); -1: absent.
   int64_t input_norm_b = -1, ffn_norm_b = -1, ffn_up_b = -1, ffn_down_b = -1;
+  int64_t o_proj_b = -1;  // attention_out_bias
   // Sequential blocks: on a layer closing a block with a residual or gated
   // link, the block's first layer (whose x_in the link adds back); else -1.
   int64_t block_first = -1;

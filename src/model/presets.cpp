@@ -180,6 +180,24 @@ void add_seed003(std::vector<Preset>& out) {
                  merged(seed_hymba, {{"num_hidden_layers", 8}, {"intermediate_size", 1536}})});
 }
 
+// Seed 004's classification backbones. EleutherAI/gpt-neo-125M as published
+// (hymba import loads its directory; this is the same model, freshly drawn):
+// global and local layers in turn (window 256), learned positions, LayerNorm,
+// a gelu_new MLP, out_proj bias, q.k unscaled.
+void add_seed004(std::vector<Preset>& out) {
+  json alternating = json::array();
+  for (int l = 0; l < 12; l += 2) alternating.push_back(l);
+  out.push_back({"gpt-neo-125m", "GPT-Neo-125M", "seed-004",
+                 "EleutherAI/gpt-neo-125M: 12 layers (global/local in turn, window 256), hidden 768, 12 heads, "
+                 "125,198,592 parameters",
+                 {{"vocab_size", 50257}, {"hidden_size", 768}, {"num_hidden_layers", 12},
+                  {"layer_types", "attention"}, {"num_attention_heads", 12}, {"num_key_value_heads", 12},
+                  {"intermediate_size", 3072}, {"norm", "layernorm"}, {"layer_norm_eps", 1e-5},
+                  {"mlp_activation", "gelu"}, {"mlp_bias", true}, {"position_embedding", "learned"},
+                  {"max_position_embeddings", 2048}, {"attention_out_bias", true}, {"attention_scale", "none"},
+                  {"global_attn_idx", alternating}, {"sliding_window", 256}, {"tie_word_embeddings", true}}});
+}
+
 void add_paper(std::vector<Preset>& out) {
   const json base = {{"vocab_size", 32001},          {"layer_types", "hybrid"},     {"proj_style", "fused"},
                      {"fusion", "norm_mean"},        {"qk_head_dim", 64},           {"v_head_dim", 128},
@@ -241,6 +259,7 @@ const std::vector<Preset>& all_presets() {
     add_seed001(v);
     add_roadmap(v);
     add_seed003(v);
+    add_seed004(v);
     add_paper(v);
     return v;
   }();
@@ -281,8 +300,12 @@ json scaled_config_json(const Preset& p, Scale scale) {
   if (j.contains("global_attn_idx") && L2 != L) {
     const auto g = j["global_attn_idx"].get<std::vector<int64_t>>();
     std::vector<int64_t> mapped;
+    bool alternating = static_cast<int64_t>(g.size()) == (L + 1) / 2;
+    for (size_t i = 0; i < g.size(); ++i) alternating = alternating && g[i] == static_cast<int64_t>(2 * i);
     if (static_cast<int64_t>(g.size()) == L) {
       mapped = all_layers(L2);  // all global stays all global
+    } else if (alternating) {
+      for (int64_t l = 0; l < L2; l += 2) mapped.push_back(l);  // global/local in turn (GPT-Neo) stays so
     } else {
       // Keep each global layer at the same relative depth (first/mid/last).
       std::set<int64_t> s;

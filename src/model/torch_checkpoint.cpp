@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <utility>
 
@@ -336,7 +337,7 @@ class Unpickler {
     static const char* const kAllowed[] = {
         "collections.OrderedDict", "torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_parameter",
         "torch.FloatStorage",      "torch.HalfStorage",               "torch.BFloat16Storage",
-        "torch.DoubleStorage"};
+        "torch.DoubleStorage",     "torch.ByteStorage",               "torch.BoolStorage"};
     bool ok = false;
     for (const char* a : kAllowed) ok = ok || name == a;
     if (!ok) fail(where_, ": refers to '", excerpt(name), "', which a plain state_dict of float tensors does not use");
@@ -350,12 +351,15 @@ class Unpickler {
               pid->items[0]->s == "storage" && pid->items[1]->kind == Obj::kGlobal && pid->items[2]->kind == Obj::kStr,
           "unexpected persistent id (not a torch storage)");
     const std::string& type = pid->items[1]->s;
-    check(type == "torch.FloatStorage" || type == "torch.HalfStorage" || type == "torch.BFloat16Storage" ||
-              type == "torch.DoubleStorage",
-          "persistent id names no storage type");
+    // Byte and bool storages hold mask buffers some checkpoints keep (GPT-Neo's
+    // attn.attention.bias): listed, never read as parameters (not float).
+    static const std::map<std::string, const char*> kDtypes = {
+        {"torch.FloatStorage", "F32"}, {"torch.HalfStorage", "F16"}, {"torch.BFloat16Storage", "BF16"},
+        {"torch.DoubleStorage", "F64"}, {"torch.ByteStorage", "U8"},  {"torch.BoolStorage", "BOOL"}};
+    const auto dtype = kDtypes.find(type);
+    check(dtype != kDtypes.end(), "persistent id names no storage type");
     Ref st = make(Obj::kStorage);
-    st->dtype = type == "torch.FloatStorage" ? "F32" : type == "torch.HalfStorage" ? "F16"
-              : type == "torch.BFloat16Storage" ? "BF16" : "F64";
+    st->dtype = dtype->second;
     st->s = pid->items[2]->s;
     return st;
   }
@@ -404,7 +408,9 @@ class Unpickler {
   std::map<uint64_t, Ref> memo_;
 };
 
-int64_t element_bytes(const std::string& dtype) { return dtype == "F32" ? 4 : dtype == "F64" ? 8 : 2; }
+int64_t element_bytes(const std::string& dtype) {
+  return dtype == "F32" ? 4 : dtype == "F64" ? 8 : dtype == "U8" || dtype == "BOOL" ? 1 : 2;
+}
 
 }  // namespace
 
@@ -496,6 +502,8 @@ void TorchCheckpoint::read_into(const std::string& name, float* dst, int64_t n) 
   const SafetensorsEntry* e = find(name);
   HYMBA_CHECK(e != nullptr, path_, ": tensor '", excerpt(name), "' is missing");
   HYMBA_CHECK(n == e->numel(), path_, ": tensor '", excerpt(name), "' has ", e->numel(), " elements, expected ", n);
+  HYMBA_CHECK(e->dtype != "U8" && e->dtype != "BOOL", path_, ": tensor '", excerpt(name), "' has dtype ", e->dtype,
+              ", not a float");
   std::vector<uint8_t> raw(e->end - e->begin);
   pread_all(fd_, raw.data(), raw.size(), e->begin, path_);
   for (int64_t i = 0; i < n; ++i) {
