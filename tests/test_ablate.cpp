@@ -454,6 +454,9 @@ TEST_F(Ablate, Seed003LongSuiteWritesTheTableAndPlotsAgainstT) {
   EXPECT_NE(md.find("Hymba v2, T 16 → 32: activation peak ×"), std::string::npos) << md;
   EXPECT_NE(md.find("fixed at 2 sequences at every T"), std::string::npos) << md;
   EXPECT_NE(md.find("learned positions sized to T (256"), std::string::npos) << md;
+  const std::string html = slurp(out / "report.html");
+  EXPECT_NE(html.find("<h2>Seed 003 round 3: against sequence length</h2>"), std::string::npos);
+  EXPECT_NE(html.find("<th>Activation peak (MB)</th>"), std::string::npos);
   if (gnuplot_on_path())
     for (const char* n : {"long_val_loss", "long_tok_s", "long_memory", "long_mixing"}) {
       const fs::path p = out / "plots" / (std::string(n) + ".png");
