@@ -419,6 +419,63 @@ TEST_F(Ablate, BadInputIsAOneLineErrorNamingTheCulprit) {
   EXPECT_FALSE(fs::exists(dir_ / "x/results.json"));
 }
 
+// Seed 003's round 3 at tiny scale and tiny T: the table against T, the new
+// CSV columns and the plots against T; then, under a 1 MiB memory cap, every
+// row is skipped with its reason instead of stopping the suite.
+TEST_F(Ablate, Seed003LongSuiteWritesTheTableAndPlotsAgainstT) {
+  const std::string common = "--threads 1 ablate --suite seed-003-long --scale tiny --steps 2 --eval-interval 2 "
+                             "--batch 2 --tokenizer-type byte --sample-tokens 4 --quiet --data " +
+                             (dir_ / "corpus.txt").string() + " --out ";
+  const auto res = run_cli(common + (dir_ / "long").string() + " --seq-lens 16,32");
+  ASSERT_EQ(res.exit_code, 0) << res.output;
+  const json r = results("long");
+  ASSERT_EQ(r["rows"].size(), 6u);
+  EXPECT_EQ(r["settings"]["seq_axis"]["batch"], "fixed");
+  for (const json& row : r["rows"]) {
+    const ablate::RowResult p = ablate::RowResult::from_json(row);
+    EXPECT_EQ(p.seq_len, p.id.ends_with("-t16") ? 16 : 32) << p.id;
+    EXPECT_EQ(p.batch, 2);
+    EXPECT_GT(p.peak_rss_mb, 0.0) << p.id;
+    EXPECT_GT(p.activation_peak_mb, 0.0) << p.id;
+    EXPECT_GT(p.est_train_memory_mb, p.activation_peak_mb) << p.id;
+    EXPECT_FALSE(p.group.empty());
+    EXPECT_EQ(p.attention_mixing.empty(), !p.id.starts_with("hymba-v2")) << p.id;
+  }
+  const fs::path out = dir_ / "long";
+  std::istringstream csv(slurp(out / "results.csv"));
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_NE(header.find(",group,seq_len,batch,peak_rss_mb,activation_peak_mb,est_train_memory_mb"), std::string::npos)
+      << header;
+  const std::string md = slurp(out / "report.md");
+  EXPECT_NE(md.find("## Seed 003 round 3: against sequence length"), std::string::npos) << md;
+  EXPECT_NE(md.find("| # | Architecture | T | Batch × T |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 1 | Transformer (GPT-style) | 16 | 2 × 16 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("Hymba v2, T 16 → 32: activation peak ×"), std::string::npos) << md;
+  EXPECT_NE(md.find("fixed at 2 sequences at every T"), std::string::npos) << md;
+  EXPECT_NE(md.find("learned positions sized to T (256"), std::string::npos) << md;
+  const std::string html = slurp(out / "report.html");
+  EXPECT_NE(html.find("<h2>Seed 003 round 3: against sequence length</h2>"), std::string::npos);
+  EXPECT_NE(html.find("<th>Activation peak (MB)</th>"), std::string::npos);
+  if (gnuplot_on_path())
+    for (const char* n : {"long_val_loss", "long_tok_s", "long_memory", "long_mixing"}) {
+      const fs::path p = out / "plots" / (std::string(n) + ".png");
+      EXPECT_TRUE(fs::exists(p) && fs::file_size(p) > 0) << p;
+      EXPECT_NE(md.find(std::string("](plots/") + n + ".png)"), std::string::npos) << n;
+    }
+
+  const auto capped = run_cli(common + (dir_ / "long-capped").string() + " --seq-lens 16", "env HYMBA_MAX_MEMORY=1M");
+  ASSERT_EQ(capped.exit_code, 0) << capped.output;
+  EXPECT_EQ(count(capped.output, ": skipped: estimated training memory"), 3) << capped.output;
+  EXPECT_EQ(results("long-capped")["rows"].size(), 0u);
+  EXPECT_EQ(count(slurp(dir_ / "long-capped/report.md"), "| skipped: estimated training memory"), 3);
+
+  const auto bad = run_cli(common + (dir_ / "long-bad").string() + " --seq-len 64");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--seq-len: suite 'seed-003-long' sets T per row; give --seq-lens"), std::string::npos)
+      << bad.output;
+}
+
 TEST(AblateSuites, BuiltInSuitesHaveTheSeedsRowsAtEveryScale) {
   for (const char* scale : {"tiny", "small", "seed"}) {
     const auto roadmap = ablate::load_suite("hymba-roadmap", scale);

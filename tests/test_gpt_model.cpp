@@ -178,12 +178,13 @@ TEST(GptPreset, Seed003GptBaselineAsTheSeedDescribesIt) {
   EXPECT_EQ(c.mlp_activation, MlpActivation::kGelu);
   EXPECT_EQ(c.position_embedding, PositionEmbedding::kLearned);
   EXPECT_EQ(c.max_position_embeddings, 256);
-  // embed 4096 x 384 (tied) + positions 256 x 384 + 8 x (2 LayerNorms 4 x 384,
-  // q/k/v/o 4 x 384^2, up 1536 x 384 + 1536, down 384 x 1536 + 384) + final LayerNorm.
+  // embed 50,257 x 384 (GPT-2's vocabulary, tied) + positions 256 x 384 + 8 x
+  // (2 LayerNorms 4 x 384, q/k/v/o 4 x 384^2, up 1536 x 384 + 1536, down
+  // 384 x 1536 + 384) + final LayerNorm.
   const int64_t d = 384, I = 1536;
   const int64_t layer = 4 * d + 4 * d * d + (I * d + I) + (d * I + d);
-  const int64_t expected = 4096 * d + 256 * d + 8 * layer + 2 * d;
-  EXPECT_EQ(expected, 15855360);
+  const int64_t expected = 50257 * d + 256 * d + 8 * layer + 2 * d;
+  EXPECT_EQ(expected, 33581184);
   EXPECT_EQ(summarize(c, 256).total_params, expected);
   // Smaller scales keep the GPT pieces.
   const ModelConfig tiny = preset_config("gpt-baseline", Scale::kTiny);

@@ -1,5 +1,6 @@
 #include "ablate/report.h"
 
+#include "ablate/long_report.h"
 #include "ablate/report_kit.h"
 #include "ablate/seed_metrics.h"
 #include "ablate/seed_report.h"
@@ -22,6 +23,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+
+// seed-003-long reports as seed 003's round 3.
+constexpr const char* kLongSeed = "003-long";
 
 // One table column: header, text of a row, and (for figures) which end is best.
 struct Column {
@@ -61,6 +65,9 @@ std::vector<Column> columns(int64_t context, bool implementation) {
        [](R r) { return r.kv_reduction ? fmt("%.2fx", *r.kv_reduction) : std::string("n/a"); },
        [](R r) { return r.kv_reduction; }, false},
       {"KV reduction (layers/owners)", [](R r) { return fmt("%.2fx", r.kv_reduction_seed000); }},
+      {"T", [](R r) { return std::to_string(r.seq_len); }},
+      {"Peak RSS MB", [](R r) { return fmt("%.1f", r.peak_rss_mb); }},
+      {"Activation peak MB", [](R r) { return fmt("%.2f", r.activation_peak_mb); }},
   };
   if (implementation) cols.insert(cols.begin() + 1, Column{"Implementation", [](R r) { return r.implementation; }});
   return cols;
@@ -142,6 +149,8 @@ bool write_plots(const ReportInfo& info, const std::vector<RowResult>& rows, std
   std::vector<std::pair<std::string, std::string>> named;
   for (size_t i = 0; i < charts.size(); ++i) named.emplace_back(plot_names()[i], charts[i]);
   for (auto& extra : seed_charts(info.seed, rows, dir.string())) named.push_back(std::move(extra));
+  if (info.seed == kLongSeed)
+    for (auto& extra : long_seq_charts(rows, dir.string())) named.push_back(std::move(extra));
   return render_charts(*gnuplot, dir.string(), named, why);
 }
 
@@ -149,7 +158,14 @@ bool write_plots(const ReportInfo& info, const std::vector<RowResult>& rows, std
 std::vector<std::string> report_plot_names(const ReportInfo& info, const std::vector<RowResult>& rows) {
   std::vector<std::string> names = plot_names();
   for (const std::string& n : seed_chart_names(info.seed, rows)) names.push_back(n);
+  if (info.seed == kLongSeed)
+    for (const std::string& n : long_seq_chart_names(rows)) names.push_back(n);
   return names;
+}
+
+std::string seed_markdown(const ReportInfo& info, const std::vector<RowResult>& rows) {
+  if (info.seed == kLongSeed) return long_seq_section(rows, info.skipped, info.settings, info.scale);
+  return seed_section(info.seed, rows, info.settings, info.scale);
 }
 
 std::string sampling_line(const ReportInfo& info) {
@@ -172,7 +188,11 @@ std::string settings_line(const ReportInfo& info) {
   else s << t.value("epochs", 0.0) << " epochs";
   if (t.contains("stop_epochs"))
     s << " of lr schedule, training stopped after " << t["stop_epochs"].dump() << " epoch(s)";
-  s << " of " << t.value("batch", 0) << " x " << t.value("seq_len", 0) << " tokens, lr " << t.value("lr", 0.0)
+  if (info.settings.contains("seq_axis"))
+    s << " of batch x T tokens per row (the T table below)";
+  else
+    s << " of " << t.value("batch", 0) << " x " << t.value("seq_len", 0) << " tokens";
+  s << ", lr " << t.value("lr", 0.0)
     << ", warmup " << t.value("warmup", 0) << ", tokenizer " << t.value("tokenizer", std::string("?"));
   if (t.contains("tokenizer_vocab")) s << " " << t["tokenizer_vocab"].dump();
   s << ", seed " << t.value("seed", 0) << "; every row trains on the same data, tokenizer, budget and seed";
@@ -221,7 +241,7 @@ ReportFiles write_report(const ReportInfo& info, const std::vector<RowResult>& r
      << "every layer caches all 512 tokens, KV sharing pairs all layers. Attn:Mamba and share (params) count "
      << "parameters; (dims) use the configured branch widths (seed 002's ParamRatio). s / 100 tok = 100 / decode "
      << "tok/s (seed 000's time per 100 tokens). " << sampling_line(info) << ".\n\n"
-     << markdown_table(rows) << "\n" << seed_section(info.seed, rows, info.settings, info.scale);
+     << markdown_table(rows) << "\n" << seed_markdown(info, rows);
   const std::vector<std::string> names = report_plot_names(info, rows);
   if (files.plots_written) {
     md << "## Plots\n\n";
@@ -248,9 +268,12 @@ ReportFiles write_report(const ReportInfo& info, const std::vector<RowResult>& r
     << "<h1>" << html_escape(info.title) << "</h1>\n<p>" << html_escape(settings_line(info)) << ".</p>\n<p>Rows "
     << order << "; highlighted = best in its column. Cache figures per sequence at " << context
     << " tokens in fp16. " << html_escape(sampling_line(info)) << ".</p>\n" << html_table(result_table(rows));
-  if (!info.seed.empty()) {
+  if (info.seed == kLongSeed) {
+    h << "<h2>Seed 003 round 3: against sequence length</h2>\n" << html_table(long_seq_table(rows, info.skipped))
+      << "<pre>" << html_escape(seed_markdown(info, rows)) << "</pre>\n";
+  } else if (!info.seed.empty()) {
     h << "<h2>Seed " << html_escape(info.seed) << "'s table</h2>\n" << html_table(seed_table(info.seed, rows, info.settings))
-      << "<pre>" << html_escape(seed_section(info.seed, rows, info.settings, info.scale)) << "</pre>\n";
+      << "<pre>" << html_escape(seed_markdown(info, rows)) << "</pre>\n";
   }
   if (files.plots_written) {
     h << "<h2>Plots</h2>\n";

@@ -20,6 +20,7 @@ struct ReportInfo {
   bool sorted_by_ppl = false;
   nlohmann::json settings;
   std::string gnuplot = "gnuplot";  // "" skips the plots
+  std::vector<SkippedRow> skipped;  // rows not run, listed with their reason
 };
 
 struct ReportFiles {

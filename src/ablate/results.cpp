@@ -79,6 +79,13 @@ json RowResult::to_json() const {
           {"train_tokens_per_s", train_tokens_per_s},
           {"train_seconds", train_seconds},
           {"decode_tokens_per_s", decode_tokens_per_s},
+          {"group", group},
+          {"seq_len", seq_len},
+          {"batch", batch},
+          {"peak_rss_mb", peak_rss_mb},
+          {"activation_peak_mb", activation_peak_mb},
+          {"est_train_memory_mb", est_train_memory_mb},
+          {"peak_rss_scope", peak_rss_scope},
           {"cache_context", cache_context},
           {"kv_cache_mb", kv_cache_mb},
           {"mamba_state_mb", mamba_state_mb},
@@ -153,6 +160,15 @@ RowResult RowResult::from_json(const json& j) {
   // Fields of later versions: optional, config-derived ones recomputed.
   if (j.contains("untrained_samples")) read_samples("untrained_samples", r.untrained_samples);
   if (j.contains("implementation")) r.implementation = get<std::string>(j, "implementation");
+  if (j.contains("seq_len")) {  // the T axis and memory figures came later
+    r.group = get<std::string>(j, "group");
+    r.seq_len = get<int64_t>(j, "seq_len");
+    r.batch = get<int64_t>(j, "batch");
+    r.peak_rss_mb = get<double>(j, "peak_rss_mb");
+    r.activation_peak_mb = get<double>(j, "activation_peak_mb");
+    r.est_train_memory_mb = get<double>(j, "est_train_memory_mb");
+    r.peak_rss_scope = get<std::string>(j, "peak_rss_scope");
+  }
   if (j.contains("attention_mixing")) {
     HYMBA_CHECK(j["attention_mixing"].is_array(), "field 'attention_mixing' is not an array");
     for (const json& v : j["attention_mixing"]) {
@@ -188,7 +204,8 @@ const std::vector<std::string>& result_columns() {
       "best_val_loss", "best_val_ppl", "final_val_loss",  "final_val_ppl",    "val_accuracy",
       "train_tok_s",  "train_time_s",  "decode_tok_s",    "kv_cache_mb",      "mamba_state_mb",
       "cache_context", "kv_reduction", "kv_reduction_seed000", "seed002_cache_mb", "seed002_cache_context",
-      "s_per_100_tokens", "steps_per_s", "attention_mixing", "steps"};
+      "s_per_100_tokens", "steps_per_s", "attention_mixing", "steps", "group", "seq_len", "batch",
+      "peak_rss_mb", "activation_peak_mb", "est_train_memory_mb"};
   return cols;
 }
 
@@ -242,7 +259,13 @@ void write_results_csv(const std::string& path, const std::vector<RowResult>& ro
                                         num(seconds_per_100_tokens(r.decode_tokens_per_s), 3),
                                         num(r.steps_per_s(), 3),
                                         r.mean_attention_mixing() ? num(*r.mean_attention_mixing(), 4) : "",
-                                        std::to_string(r.steps)};
+                                        std::to_string(r.steps),
+                                        csv_field(r.group),
+                                        std::to_string(r.seq_len),
+                                        std::to_string(r.batch),
+                                        num(r.peak_rss_mb, 1),
+                                        num(r.activation_peak_mb, 2),
+                                        num(r.est_train_memory_mb, 1)};
     for (size_t i = 0; i < f.size(); ++i) out << (i ? "," : "") << f[i];
     out << "\n";
   }

@@ -21,8 +21,18 @@ struct Sample {
   std::string prompt, text;
 };
 
+// A row a suite did not run, and why (seed-003-long: over the memory
+// available). Not stored in results.json: a rerun decides again.
+struct SkippedRow {
+  std::string id, name, group;
+  int64_t seq_len = 0, batch = 0;
+  double est_train_memory_mb = 0.0;
+  std::string reason;
+};
+
 struct RowResult {
   std::string id, name, source;
+  std::string group;  // its line in plots against T ("" = none)
   std::string implementation;  // seed 001's "Mine" / "Official"; "" when the suite does not say
   nlohmann::json config;  // the row's model config as trained (unresolved JSON)
   int64_t params = 0;
@@ -39,6 +49,13 @@ struct RowResult {
   int64_t steps = 0, train_tokens = 0;
   double train_tokens_per_s = 0.0, train_seconds = 0.0;
   double decode_tokens_per_s = 0.0;  // batch 1, from the best checkpoint
+  int64_t seq_len = 0, batch = 0;    // the row's training T and sequences per step
+  // Training memory: peak RSS of the training run (process-wide where the
+  // kernel cannot reset the mark: peak_rss_scope "process"), the activation
+  // arena's high-water mark, and the estimate the skip rule uses (parameters,
+  // gradients, AdamW moments and arena). MiB; 0 = not measured.
+  double peak_rss_mb = 0.0, activation_peak_mb = 0.0, est_train_memory_mb = 0.0;
+  std::string peak_rss_scope;
   int64_t cache_context = 0;         // tokens the cache figures are for
   double kv_cache_mb = 0.0, mamba_state_mb = 0.0;  // fp16, one sequence
   std::optional<double> kv_reduction;  // vs the same model without KV sharing/SWA; none without attention

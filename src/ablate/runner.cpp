@@ -8,17 +8,20 @@
 #include <fstream>
 #include <map>
 
+#include "ablate/long_suite.h"
 #include "ablate/report.h"
 #include "ablate/seed_metrics.h"
 #include "ablate/suite.h"
 #include "core/error.h"
 #include "core/json_io.h"
+#include "core/system_memory.h"
 #include "core/threading.h"
 #include "data/corpus.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/tokenizer_files.h"
 #include "infer/generate.h"
 #include "model/checkpoint.h"
+#include "model/memory_estimate.h"
 #include "model/model.h"
 #include "model/summary.h"
 #include "train/progress.h"
@@ -245,7 +248,13 @@ AblateSummary run_ablation(const AblateOptions& opt) {
   HYMBA_CHECK(opt.cache_context >= 1, "--cache-context must be >= 1");
   HYMBA_CHECK(opt.sample_tokens >= 1, "--sample-tokens must be >= 1");
   set_num_threads(opt.threads);
-  Suite suite = load_suite(opt.suite, opt.scale);
+  SuiteChoices choices;
+  choices.scale = opt.scale;
+  choices.transformer = opt.transformer;
+  choices.seq_lens = opt.seq_lens;
+  Suite suite = load_suite(opt.suite, choices);
+  HYMBA_CHECK(suite.seq_lens.empty() || !opt.train_overrides.contains("seq_len"), "--seq-len: suite '", suite.name,
+              "' sets T per row; give --seq-lens");
   for (SuiteRow& row : suite.rows) {
     for (auto it = opt.model_overrides.begin(); it != opt.model_overrides.end(); ++it) row.config[it.key()] = it.value();
     (void)ModelConfig::from_json(row.config, "flags (row " + row.id + ")");
@@ -267,13 +276,19 @@ AblateSummary run_ablation(const AblateOptions& opt) {
   fs::create_directories(dir / "runs", ec);
   HYMBA_CHECK(!ec, opt.out_dir, ": cannot create the output directory (", ec.message(), ")");
 
-  const json settings = {{"suite", suite.name},
+  json settings = {{"suite", suite.name},
                          {"data", opt.data},
                          {"train", train_settings_json(base)},
                          {"cache_context", opt.cache_context},
                          {"sample_tokens", opt.sample_tokens},
                          {"sampling", suite.sampling.to_json()},
                          {"prompts", prompts}};
+  if (suite.tokens_per_step > 0) {
+    // The T axis's batch rule (the lengths themselves may grow between runs).
+    const bool fixed = opt.train_overrides.contains("batch");
+    settings["seq_axis"] = {{"batch", fixed ? "fixed" : "tokens_per_step / T"},
+                            {"tokens_per_step", fixed ? json() : json(suite.tokens_per_step)}};
+  }
   const std::string results_json = (dir / "results.json").string();
   std::map<std::string, RowResult> done;
   if (fs::exists(results_json)) {
@@ -353,6 +368,19 @@ AblateSummary run_ablation(const AblateOptions& opt) {
                  eta.c_str());
     const auto t_row = std::chrono::steady_clock::now();
 
+    // The row's recipe: the suite's, its own keys, then the flags again (they win).
+    TrainOptions row_opt = base;
+    apply_train_settings(row_opt, row.train, "row '" + row.id + "'");
+    apply_train_settings(row_opt, opt.train_overrides, "flags");
+    const MemoryEstimate need = model_run_memory(row_config(row, vocab), row_opt.batch, row_opt.seq_len, true);
+    if (suite.skip_over_memory && !fs::exists(dir / "runs" / row.id / kSummaryFile)) {
+      if (const auto why = memory_skip_reason(need, available_memory_bytes())) {
+        std::fprintf(stderr, "[%zu/%zu] %s: skipped: %s\n", i + 1, n, row.name.c_str(), why->c_str());
+        summary.skipped_rows.push_back(
+            {row.id, row.name, row.group, row_opt.seq_len, row_opt.batch, need.total() / (1024.0 * 1024.0), *why});
+        continue;
+      }
+    }
     const fs::path run_dir = dir / "runs" / row.id;
     RowResult r;
     r.id = row.id;
@@ -360,12 +388,16 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     r.source = row.source;
     r.implementation = row.implementation;
     r.config = row.config;
+    r.group = row.group;
+    r.seq_len = row_opt.seq_len;
+    r.batch = row_opt.batch;
+    r.est_train_memory_mb = mib(static_cast<int64_t>(need.total()));
     const fs::path summary_path = run_dir / kSummaryFile;
     json trained;
     if (fs::exists(summary_path)) {
       trained = read_json_file(summary_path.string());  // trained earlier; only the measurements were lost
     } else {
-      TrainOptions t = base;
+      TrainOptions t = row_opt;
       t.out_dir = run_dir.string();
       t.resume = fs::exists(run_dir / kLatestFile);
       t.resume_finished = true;
@@ -386,12 +418,16 @@ AblateSummary run_ablation(const AblateOptions& opt) {
       r.train_tokens = f.i64("tokens");
       r.train_tokens_per_s = f.f64("train_tokens_per_s");
       r.train_seconds = f.f64("wall_s");
+      // Written by later trainers; a run resumed after its last step measured none.
+      if (f.has("peak_rss_mb")) r.peak_rss_mb = f.f64("peak_rss_mb");
+      if (f.has("activation_peak_mb")) r.activation_peak_mb = f.f64("activation_peak_mb");
+      r.peak_rss_scope = f.has("peak_rss_scope") ? f.str("peak_rss_scope") : "";
     }
     fill_model_figures(r, row, vocab, opt.cache_context);
     r.curve = read_curve(run_dir / kMetricsFile);
     const fs::path best = run_dir / kBestDir;
     r.decode_tokens_per_s = sample_and_time(r, fs::exists(best) ? best.string() : resolve_checkpoint(run_dir.string()),
-                                            *tok, prompts, suite.sampling, opt.sample_tokens, base.seed);
+                                            *tok, prompts, suite.sampling, opt.sample_tokens, row_opt.seed);
     if (suite.sampling.untrained)
       r.untrained_samples = untrained_samples(row_config(row, vocab), *tok, prompts, suite.sampling,
                                               suite.sampling.tokens > 0 ? suite.sampling.tokens : opt.sample_tokens,
@@ -430,13 +466,15 @@ AblateSummary run_ablation(const AblateOptions& opt) {
   info.settings = settings;
   info.scale = header["scale"].get<std::string>();
   info.gnuplot = opt.gnuplot;
+  info.skipped = summary.skipped_rows;
   const ReportFiles files = write_report(info, results);
   summary.rows = results;
   summary.plots_written = files.plots_written;
   summary.report_md = files.markdown;
   summary.report_html = files.html;
-  std::fprintf(stderr, "suite %s: %lld trained, %lld skipped, %s\n", suite.name.c_str(),
-               static_cast<long long>(summary.trained), static_cast<long long>(summary.skipped),
+  std::fprintf(stderr, "suite %s: %lld trained, %lld measured earlier, %zu skipped over memory, %s\n",
+               suite.name.c_str(), static_cast<long long>(summary.trained), static_cast<long long>(summary.skipped),
+               summary.skipped_rows.size(),
                format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_suite).count()).c_str());
   return summary;
 }

@@ -22,6 +22,8 @@ namespace hymba::ablate {
 struct AblateOptions {
   std::string suite;             // built-in name or suite .json file
   std::string scale;             // "" = the suite file's, else seed
+  std::string transformer;       // seed-003 suites: "gpt" (default) or "rope"
+  std::vector<int64_t> seq_lens; // seed-003-long: T values (empty: the suite's)
   std::string data = "default";  // corpus SPEC
   std::string out_dir;
   nlohmann::json train_overrides = nlohmann::json::object();  // recipe keys from flags
@@ -38,6 +40,7 @@ struct AblateOptions {
 
 struct AblateSummary {
   std::vector<RowResult> rows;  // in the suite's report order
+  std::vector<SkippedRow> skipped_rows;  // rows not run (over the memory available)
   int64_t trained = 0, skipped = 0;
   bool plots_written = false;
   std::string report_md, report_html;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <set>
 
+#include "ablate/long_suite.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "data/tokenizer.h"
@@ -72,7 +73,12 @@ SuiteRow preset_row(const std::string& preset, Scale scale, const std::string& n
   for (auto it = overrides.begin(); it != overrides.end(); ++it) cfg[it.key()] = it.value();
   std::string source = "preset " + p.name + " (" + to_string(scale) + ")";
   if (!overrides.empty()) source += " + " + overrides.dump();
-  return {id.empty() ? p.name : id, name.empty() ? p.title : name, source, cfg, ""};
+  SuiteRow row;
+  row.id = id.empty() ? p.name : id;
+  row.name = name.empty() ? p.title : name;
+  row.source = source;
+  row.config = cfg;
+  return row;
 }
 
 std::string slug(const std::string& s) {
@@ -86,9 +92,51 @@ std::string slug(const std::string& s) {
   return out.empty() ? "row" : out;
 }
 
-Suite builtin(const std::string& name, Scale scale) {
+// Seed 003's Transformer row: the GPT-style one as the seed describes it, or
+// the engine's RoPE / SwiGLU one (--transformer rope).
+const char* seed003_transformer(const std::string& choice) {
+  if (choice.empty() || choice == "gpt") return "gpt-baseline";
+  if (choice == "rope") return "compare-transformer";
+  fail("--transformer: '", choice, "' is not one of gpt, rope");
+}
+
+// Round 3: for each T, the Transformer, Mamba and Hymba v2 (round 2's
+// matched Hymba, the one whose mixing the seed asks about) at
+// batch = tokens per step / T; learned positions sized to T (its --max_len),
+// at least the seed's 256 so that samples fit at small T.
+void add_long_rows(Suite& s, Scale scale, const std::string& transformer) {
+  const char* tf = seed003_transformer(transformer);
+  const std::string tf_group = std::string(tf) == "gpt-baseline" ? "Transformer (GPT-style)" : "Transformer (RoPE)";
+  for (const int64_t T : s.seq_lens) {
+    const std::string t = std::to_string(T);
+    const json train = {{"seq_len", T}, {"batch", long_seq_batch(T, s.tokens_per_step)},
+                        {"eval_windows", long_seq_eval_windows(T)}};
+    struct Arch {
+      const char* preset;
+      std::string group, id;
+    };
+    for (const Arch& a : {Arch{tf, tf_group, std::string(tf) == "gpt-baseline" ? "transformer" : "transformer-rope"},
+                          Arch{"compare-mamba", "Mamba", "mamba"}, Arch{"hymba-v2", "Hymba v2", "hymba-v2"}}) {
+      const json over = find_preset(a.preset).config.value("position_embedding", std::string()) == "learned"
+                            ? json{{"max_position_embeddings", std::max<int64_t>(T, 256)}}
+                            : json::object();
+      SuiteRow row = preset_row(a.preset, scale, a.group + " T=" + t, over, a.id + "-t" + t);
+      row.train = train;
+      row.group = a.group;
+      row.seq_len = T;
+      s.rows.push_back(std::move(row));
+    }
+  }
+}
+
+Suite builtin(const std::string& name, Scale scale, const SuiteChoices& choices) {
   Suite s;
   s.name = name;
+  const bool seed003 = name == "seed-003" || name == "seed-003-long";
+  HYMBA_CHECK(choices.transformer.empty() || seed003, "--transformer: suite '", name,
+              "' has no Transformer row to choose (seed-003 and seed-003-long have)");
+  HYMBA_CHECK(choices.seq_lens.empty() || name == "seed-003-long", "--seq-lens: suite '", name,
+              "' has no sequence-length axis (seed-003-long has)");
   if (name == "seed-000") {
     s.title = "Seed 000: Mamba, Transformer (global / local) and Hymba hybrids";
     s.seed = "000";
@@ -134,8 +182,21 @@ Suite builtin(const std::string& name, Scale scale) {
     s.seed = "003";
     s.train = seed003_recipe();
     s.prompts = {"Once upon a time"};
-    for (const char* p : {"compare-mamba", "compare-transformer", "hymba-v1", "hymba-v2"})
+    for (const char* p : {"compare-mamba", seed003_transformer(choices.transformer), "hymba-v1", "hymba-v2"})
       s.rows.push_back(preset_row(p, scale));
+  } else if (name == "seed-003-long") {
+    s.title = "Seed 003 round 3: Transformer vs Mamba vs Hymba against sequence length";
+    s.seed = "003-long";
+    s.train = seed003_recipe();
+    s.train.erase("seq_len");  // per row
+    s.train.erase("batch");
+    s.train.erase("eval_windows");
+    s.prompts = {"Once upon a time"};
+    s.seq_lens = choices.seq_lens.empty() ? long_seq_default_lengths() : choices.seq_lens;
+    check_seq_lens(s.seq_lens);
+    s.tokens_per_step = kLongSeqTokensPerStep;
+    s.skip_over_memory = true;
+    add_long_rows(s, scale, choices.transformer);
   } else if (name == "demo") {
     s.title = "Transformer vs Mamba vs Hymba, and Hymba without meta tokens";
     s.train = demo_recipe();
@@ -270,19 +331,31 @@ const std::vector<SuiteInfo>& builtin_suites() {
       {"seed-ablation", "seed 001: Mamba-only, Transformer global/local, Hybrid-Mine/NoMeta/NoKVShare, "
                         "Hybrid-Official, Official-NoMeta"},
       {"arch-compare", "seed 003: Transformer vs Mamba vs the official Hymba layer, 8 layers of d 384 each"},
-      {"seed-003", "seed 003's rounds 1 and 2: Mamba, Transformer, its Hymba v1 (6 layers) and v2 (8 layers)"},
+      {"seed-003", "seed 003's rounds 1 and 2: Mamba, Transformer (GPT-style; --transformer rope for RoPE/SwiGLU), "
+                   "its Hymba v1 (6 layers) and v2 (8 layers)"},
+      {"seed-003-long", "seed 003's round 3: Transformer, Mamba and Hymba v2 at T = 256 ... 4096 (--seq-lens), "
+                        "4,096 tokens per step; rows over the memory available are skipped"},
       {"demo", "arch-compare plus Hymba without meta tokens, with a short recipe (the README's main job)"},
   };
   return v;
 }
 
 Suite load_suite(const std::string& name_or_file, const std::string& scale) {
+  SuiteChoices c;
+  c.scale = scale;
+  return load_suite(name_or_file, c);
+}
+
+Suite load_suite(const std::string& name_or_file, const SuiteChoices& choices) {
   Suite s;
+  const std::string& scale = choices.scale;
   const bool is_file = name_or_file.ends_with(".json") || name_or_file.find('/') != std::string::npos;
   if (is_file) {
+    HYMBA_CHECK(choices.transformer.empty(), "--transformer: only the built-in seed-003 suites have the choice");
+    HYMBA_CHECK(choices.seq_lens.empty(), "--seq-lens: only the built-in seed-003-long suite has a T axis");
     s = from_file(name_or_file, scale);
   } else {
-    s = builtin(name_or_file, parse_scale(scale.empty() ? "seed" : scale));
+    s = builtin(name_or_file, parse_scale(scale.empty() ? "seed" : scale), choices);
     for (const SuiteRow& r : s.rows) (void)ModelConfig::from_json(r.config, r.source);
   }
   std::set<std::string> ids;

@@ -19,6 +19,11 @@ struct SuiteRow {
   std::string source;  // "preset NAME (scale)" or the config file
   nlohmann::json config;  // unresolved model config JSON (scale and overrides applied)
   std::string implementation;  // seed 001's "Mine" / "Official" ("" = not said)
+  // Recipe keys of this row alone, over the suite's (seed-003-long: its T,
+  // batch and validation windows); flags still win.
+  nlohmann::json train = nlohmann::json::object();
+  std::string group;    // the line it belongs to in plots against T ("" = none)
+  int64_t seq_len = 0;  // T of a suite with a T axis, else 0
 };
 
 // How the report's samples are drawn. Every field is explicit: the sampler's
@@ -46,6 +51,20 @@ struct Suite {
   // the seed's own table, conclusions and plots in the report.
   std::string seed;
   std::vector<SuiteRow> rows;
+  // A T axis (seed-003-long): the lengths, and the tokens per optimizer step
+  // the rows' batches keep (batch = tokens_per_step / T).
+  std::vector<int64_t> seq_lens;
+  int64_t tokens_per_step = 0;
+  // Rows whose estimated training memory exceeds what is available are
+  // skipped with the reason in the report, instead of stopping the suite.
+  bool skip_over_memory = false;
+};
+
+// Choices a built-in suite takes besides its scale.
+struct SuiteChoices {
+  std::string scale;              // "" = the suite file's, else seed
+  std::string transformer;        // seed-003 suites: "gpt" (default) or "rope"
+  std::vector<int64_t> seq_lens;  // seed-003-long: the T values (default 256 ... 4096)
 };
 
 // Names of the built-in suites with one-line descriptions.
@@ -58,6 +77,9 @@ const std::vector<SuiteInfo>& builtin_suites();
 // applies to preset rows; a user file may name its own (used when scale is
 // empty). Errors name the suite file and field.
 Suite load_suite(const std::string& name_or_file, const std::string& scale);
+// The same with the choices; a choice the suite does not have is an error
+// naming its flag (--transformer, --seq-lens).
+Suite load_suite(const std::string& name_or_file, const SuiteChoices& choices);
 
 // Applies sampling keys (tokens, temperature, top_k, top_p, untrained);
 // unknown keys and bad values are errors naming `source` and the key.

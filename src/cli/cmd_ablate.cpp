@@ -43,12 +43,18 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
       "ablate", "Train every model of a suite under one recipe and write a comparison report (tables, plots, samples)");
   cmd->footer(
       "Suites: seed-000, seed-ablation (seed 001), hymba-roadmap, hymba-roadmap-epoch (seed 002), seed-003,\n"
-      "arch-compare, demo, or a suite .json file (docs/ablation.md).\n"
+      "seed-003-long (seed 003's round 3), arch-compare, demo, or a suite .json file (docs/ablation.md).\n"
       "Each suite trains with its notebook's recipe; the flags above override it. Rerunning with the same --out\n"
       "skips the rows already measured and resumes a row whose training was interrupted.");
   cmd->add_option("--suite", a.suite, "Built-in suite name or a suite .json file");
   cmd->add_option("--scale", a.scale, "Scale of preset rows: tiny, small or seed (default: the suite file's, else seed)")
       ->check(CLI::IsMember({"tiny", "small", "seed"}));
+  cmd->add_option("--transformer", a.transformer,
+                  "seed-003 suites' Transformer row: gpt (GPT-style, the seed's; default) or rope (RoPE/SwiGLU)")
+      ->check(CLI::IsMember({"gpt", "rope"}));
+  cmd->add_option("--seq-lens", a.seq_lens,
+                  "seed-003-long: the sequence lengths T, ascending (default 256,512,1024,2048,4096)")
+      ->delimiter(',');
   cmd->add_option("--data", a.data, "Corpus: .txt file, directory of .txt, .jsonl with \"text\", or 'default'")
       ->capture_default_str();
   cmd->add_option("--out", a.out_dir, "Output directory (runs/, results.json/.csv, report.md/.html, plots/)");

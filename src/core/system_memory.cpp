@@ -1,6 +1,9 @@
 #include "core/system_memory.h"
 
 #include <sys/resource.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <algorithm>
 #include <cctype>
@@ -91,6 +94,35 @@ int64_t available_memory_bytes() {
     keep_smaller(best, std::max<int64_t>(0, static_cast<int64_t>(std::min<rlim_t>(rl.rlim_cur, INT64_MAX)) -
                                                 address_space_used()));
   return best;
+}
+
+int64_t peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  while (in >> key) {
+    if (key == "VmHWM:") {
+      int64_t kib = 0;
+      in >> kib;
+      return kib * 1024;
+    }
+    std::getline(in, key);
+  }
+  rusage u{};
+  if (::getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports kilobytes
+}
+
+bool reset_peak_rss() {
+#ifdef __GLIBC__
+  // Freed heap glibc still holds would count toward the next run's peak.
+  ::malloc_trim(0);
+#endif
+  // "5" resets the peak RSS (Documentation/filesystems/proc.rst, clear_refs).
+  std::ofstream out("/proc/self/clear_refs");
+  if (!out) return false;
+  out << "5";
+  out.flush();
+  return static_cast<bool>(out);
 }
 
 std::string format_bytes(double bytes) {

@@ -14,6 +14,15 @@ namespace hymba {
 // -1 when nothing is known.
 int64_t available_memory_bytes();
 
+// The process's resident-set high-water mark (VmHWM, else getrusage's
+// ru_maxrss) in bytes; 0 when unknown.
+int64_t peak_rss_bytes();
+// Returns freed heap to the system (glibc) and resets that high-water mark to
+// the current RSS (Linux /proc/self/clear_refs), so that the next
+// peak_rss_bytes() measures from now on. False where the kernel refuses: the
+// peak then covers the whole process.
+bool reset_peak_rss();
+
 // "1.50 GiB", "512.00 MiB", "12.0 KiB": a byte count for messages.
 std::string format_bytes(double bytes);
 

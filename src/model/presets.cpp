@@ -143,11 +143,18 @@ void add_roadmap(std::vector<Preset>& out) {
   }
 }
 
+// Seed 003's sizes: its Mamba (d 384 x 8 layers, 7.71M without embeddings)
+// is the reported 27M only with GPT-2's 50,257-token vocabulary, tied (the
+// tokenizer TinyStories is usually trained with; the seed names none). The
+// presets carry that vocabulary; a run's tokenizer sets its own.
+constexpr int64_t kSeed003Vocab = 50257;
+
 void add_seed003(std::vector<Preset>& out) {
-  const json base = {{"vocab_size", 4096},         {"hidden_size", 384},       {"num_hidden_layers", 8},
-                     {"num_attention_heads", 6},   {"num_key_value_heads", 6}, {"mamba_d_state", 16},
-                     {"mamba_d_conv", 4},          {"mamba_expand", 2},        {"tie_word_embeddings", true}};
-  out.push_back({"compare-transformer", "Transformer", "seed-003", "GPT-style: 8 global attention layers, FFN 1536",
+  const json base = {{"vocab_size", kSeed003Vocab}, {"hidden_size", 384},         {"num_hidden_layers", 8},
+                     {"num_attention_heads", 6},     {"num_key_value_heads", 6}, {"mamba_d_state", 16},
+                     {"mamba_d_conv", 4},            {"mamba_expand", 2},        {"tie_word_embeddings", true}};
+  out.push_back({"compare-transformer", "Transformer", "seed-003",
+                 "RoPE + SwiGLU + RMSNorm: 8 global attention layers, FFN 1536 (the engine's own, beside gpt-baseline)",
                  merged(base, {{"layer_types", "attention"}, {"sliding_window", 0}, {"intermediate_size", 1536}})});
   // Seed 003's "Standard GPT-style" Transformer as the seed describes it:
   // learned absolute positions (its max_len, the 256-token training length),

@@ -14,6 +14,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_io.h"
+#include "core/system_memory.h"
 #include "core/threading.h"
 #include "data/corpus.h"
 #include "data/sentencepiece_tokenizer.h"
@@ -45,7 +46,10 @@ nlohmann::json TrainSummary::to_json() const {
           {"final_val_ppl", final_val_ppl},
           {"final_val_accuracy", final_val_acc},
           {"train_tokens_per_s", train_tokens_per_s},
-          {"wall_s", wall_s}};
+          {"wall_s", wall_s},
+          {"peak_rss_mb", static_cast<double>(peak_rss_bytes) / (1024.0 * 1024.0)},
+          {"activation_peak_mb", static_cast<double>(activation_peak_bytes) / (1024.0 * 1024.0)},
+          {"peak_rss_scope", peak_rss_scope}};
 }
 
 namespace {
@@ -248,6 +252,8 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
   set_num_threads(opt.threads);
   std::FILE* log = opt.quiet ? nullptr : stderr;
   const auto t_start = std::chrono::steady_clock::now();
+  // This run's memory, not an earlier run's in the same process (a suite).
+  const bool rss_from_here = reset_peak_rss();
   std::error_code ec;
   fs::create_directories(opt.out_dir, ec);
   HYMBA_CHECK(!ec, opt.out_dir, ": cannot create run directory (", ec.message(), ")");
@@ -512,6 +518,9 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
   sum.best_val_ppl = std::exp(sum.best_val_loss);
   sum.train_tokens_per_s = train_seconds > 0 ? sum.tokens / train_seconds : 0.0;
   sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  sum.peak_rss_bytes = peak_rss_bytes();
+  sum.peak_rss_scope = rss_from_here ? "run" : "process";
+  sum.activation_peak_bytes = static_cast<int64_t>(model->activation_bytes());
   write_text_atomic(summary_path, sum.to_json().dump(2) + "\n");
   return sum;
 }

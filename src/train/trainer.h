@@ -75,6 +75,12 @@ struct TrainSummary {
   double final_val_loss = 0.0, final_val_ppl = 0.0, final_val_acc = 0.0;
   double train_tokens_per_s = 0.0;
   double wall_s = 0.0;
+  // Memory of this run's training: the process's peak RSS since train()
+  // started (the whole process's where the kernel cannot reset the mark:
+  // peak_rss_scope "process", else "run"), and the activation arena's
+  // high-water mark of the trained model. 0 when no step ran in this call.
+  int64_t peak_rss_bytes = 0, activation_peak_bytes = 0;
+  std::string peak_rss_scope = "run";
   nlohmann::json to_json() const;
 };
 
