@@ -24,7 +24,7 @@ Every run is classified:
 Inputs of every class but clean and accepted are kept under OUT/findings/.
 Figures go to OUT/summary.json and OUT/runs.csv.
 
-    nice -n 19 tools/mutation_campaign.py --hymba build/asan/hymba --runs 10000 --seed 1 --out /tmp/campaign
+    nice -n 19 tools/mutation_campaign.py --hymba build/fuzz/hymba --runs 10000 --seed 1 --out /tmp/campaign
 
 Same seed, same mutations: a finding is reproduced by --only N.
 """
@@ -83,14 +83,15 @@ def build_fixtures(hymba, work):
         shutil.copytree(os.path.join(sp_run, f.read().strip()), os.path.join(work, "base", "sp_ckpt"))
     with open(os.path.join(run, "latest")) as f:
         shutil.copytree(os.path.join(run, f.read().strip()), os.path.join(work, "base", "ckpt"))
-    for d in ("hf_hymba", "hf_mamba", "state_spaces_mamba", "state_spaces_mamba_bin", "torch_save_wrapped"):
+    for d in ("hf_hymba", "hf_mamba", "state_spaces_mamba", "state_spaces_mamba_bin", "torch_save_wrapped",
+              "hf_gpt_neo", "hf_gpt_neo_bin"):
         shutil.copytree(os.path.join(FIX, "import", d), os.path.join(work, "base", d))
         for extra in ("expected.safetensors",):
             p = os.path.join(work, "base", d, extra)
             if os.path.exists(p):
                 os.remove(p)
     # Published layouts without a tokenizer get the hf_mamba one (generate needs one).
-    for d in ("hf_hymba", "state_spaces_mamba", "state_spaces_mamba_bin", "torch_save_wrapped"):
+    for d in ("hf_hymba", "state_spaces_mamba", "state_spaces_mamba_bin", "torch_save_wrapped", "hf_gpt_neo_bin"):
         shutil.copy(os.path.join(FIX, "import", "hf_mamba", "tokenizer.json"), os.path.join(work, "base", d))
         tc = os.path.join(work, "base", d, "tokenizer_config.json")
         if os.path.exists(tc):
@@ -122,6 +123,10 @@ def targets(work, text, cfg):
         ("state_spaces_mamba", "config.json", "json", [imp, gen]),
         ("state_spaces_mamba_bin", "pytorch_model.bin", "torch", [imp]),
         ("torch_save_wrapped", "pytorch_model.bin", "torch", [imp]),
+        ("hf_gpt_neo", "config.json", "json", [imp, gen]),
+        ("hf_gpt_neo", "model.safetensors", "safetensors", [imp]),
+        ("hf_gpt_neo", "tokenizer.json", "json", [enc("tokenizer.json"), gen]),
+        ("hf_gpt_neo_bin", "pytorch_model.bin", "torch", [imp]),
         ("run", "ckpt-2/train_state.json", "json", [resume]),
         ("run", "ckpt-2/optimizer.safetensors", "safetensors", [resume]),
         ("run", "ckpt-2/config.json", "json", [resume]),
@@ -364,7 +369,7 @@ def classify(code, out, hung, rss_mb, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--hymba", default=os.path.join(ROOT, "build", "asan", "hymba"))
+    ap.add_argument("--hymba", default=os.path.join(ROOT, "build", "fuzz", "hymba"))
     ap.add_argument("--runs", type=int, default=1000, help="mutated files to run (each through its commands)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
