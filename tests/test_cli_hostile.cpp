@@ -340,9 +340,10 @@ TEST_F(CliHostile, WeightsThatAreNotFiniteOrOverflowAreNeverUsedSilently) {
   fs::copy(path("run/best"), path("big"), fs::copy_options::recursive);
   fill_weights(path("big/model.safetensors"), 1e30f);
   const auto g = run_cli("--threads 1 generate --ckpt " + path("big") + gen);
-  expect_one_line(g, {"logits", "not finite"});
+  expect_one_line(g, {path("big"), "logits", "not finite"});  // names the checkpoint
   EXPECT_EQ(g.output.find('\0'), std::string::npos);
-  expect_one_line(run_cli("--threads 1 eval --ckpt " + path("big") + " --data " + path("toy.txt")), {"loss is nan"});
+  expect_one_line(run_cli("--threads 1 eval --ckpt " + path("big") + " --data " + path("toy.txt")),
+                  {path("big"), "loss is nan"});
   // Config files with duplicate keys.
   std::ofstream(path("dup.json")) << R"({"hidden_size": 16, "num_hidden_layers": 1, "hidden_size": 32})";
   expect_one_line(run_cli("info --config " + path("dup.json")), {"dup.json", "key 'hidden_size' twice"});

@@ -249,14 +249,14 @@ TEST(GptNeoImportConfig, TheWindowAndTheLayerPatternChangeTheLogits) {
   const Logits l = expected(dir);
   auto model = load_model(dir, false);
   const std::vector<float> base = run(*model, l);
-  for (const auto& [field, value] : std::vector<std::pair<std::string, json>>{
+  for (const auto& change : std::vector<std::pair<std::string, json>>{
            {"window_size", 12},
            {"attention_types", json::parse(R"([[["global"], 4]])")},
            {"attention_types", json::parse(R"([[["local", "global"], 2]])")}}) {
-    SCOPED_TRACE(field + " " + value.dump());
+    SCOPED_TRACE(change.first + " " + change.second.dump());
     const fs::path d = copy_fixture("hf_gpt_neo", "pattern");
-    edit_config(d, [&](json& j) {
-      j[field] = value;
+    edit_config(d, [&](json& j) {  // (a pair, not a binding: clang 14 cannot capture bindings)
+      j[change.first] = change.second;
       j.erase("attention_layers");
     });
     auto other = load_model(d.string(), false);

@@ -190,6 +190,20 @@ TEST_F(Security, ErrorsQuoteAtMostAFewDozenBytesOfAValue) {
     EXPECT_NE(msg.find("config.json"), std::string::npos) << msg.substr(0, 300);
     expect_short(msg);
   }
+  // A special token named in tokenizer_config.json that the vocabulary lacks
+  // (the campaign's finding: the whole name was echoed), and BPE dropout.
+  fs::create_directories(path("tok"));
+  fs::copy_file(kImport + "/hf_mamba/tokenizer.json", path("tok/tokenizer.json"));
+  write("tok/tokenizer_config.json", json{{"unk_token", huge}}.dump());
+  std::string msg = error_of([&] { load_checkpoint_tokenizer(path("tok")); });
+  EXPECT_NE(msg.find("unk_token"), std::string::npos) << msg.substr(0, 300);
+  expect_short(msg);
+  json tj = read_json_file(kImport + "/hf_mamba/tokenizer.json");
+  tj["model"]["dropout"] = huge;
+  const std::string tj_path = write("dropout/tokenizer.json", tj.dump());
+  msg = error_of([&] { load_tokenizer(tj_path); });
+  EXPECT_NE(msg.find("dropout"), std::string::npos) << msg.substr(0, 300);
+  expect_short(msg);
 }
 
 // ------------------------------------------------------ size arithmetic

@@ -8,6 +8,7 @@
 #include "ablate/long_suite.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/json_io.h"
 #include "data/tokenizer.h"
 
 namespace hymba::ablate {
@@ -370,11 +371,11 @@ void apply_train_settings(TrainOptions& o, const json& settings, const std::stri
     const std::string& k = it.key();
     const json& v = it.value();
     auto num = [&]() -> double {
-      HYMBA_CHECK(v.is_number(), source, ": '", k, "' must be a number (got ", v.dump(), ")");
+      HYMBA_CHECK(v.is_number(), source, ": '", k, "' must be a number (got ", json_excerpt(v), ")");
       return v.get<double>();
     };
     auto integer = [&]() -> int64_t {
-      HYMBA_CHECK(v.is_number_integer(), source, ": '", k, "' must be an integer (got ", v.dump(), ")");
+      HYMBA_CHECK(v.is_number_integer(), source, ": '", k, "' must be an integer (got ", json_excerpt(v), ")");
       return v.get<int64_t>();
     };
     if (k == "steps") o.steps = integer(), o.epochs = o.steps > 0 ? 0.0 : o.epochs;
@@ -405,7 +406,7 @@ void apply_train_settings(TrainOptions& o, const json& settings, const std::stri
       o.tokenizer_min_frequency = static_cast<uint64_t>(f);
     } else if (k == "tokenizer_alphabet") {
       HYMBA_CHECK(v.is_string() && (v == "corpus" || v == "bytes"), source,
-                  ": 'tokenizer_alphabet' must be \"corpus\" or \"bytes\" (got ", v.dump(), ")");
+                  ": 'tokenizer_alphabet' must be \"corpus\" or \"bytes\" (got ", json_excerpt(v), ")");
       o.tokenizer_corpus_alphabet = v == "corpus";
     } else if (k == "tokenizer") {
       HYMBA_CHECK(v.is_string(), source, ": 'tokenizer' must be \"byte\", \"bpe\", \"unigram\" or \"byte-level-bpe\"");

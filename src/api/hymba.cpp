@@ -101,6 +101,23 @@ void LanguageModel::require_generation_memory(const std::vector<std::vector<int3
   need.require_available("generate");
 }
 
+namespace {
+
+// Errors raised while the model runs (non-finite logits or loss from weights
+// that overflow float32) come from the checkpoint: name it, as load errors do.
+template <class Fn>
+auto naming_source(const std::string& source, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (source.empty() || what.find(source) != std::string::npos) throw;
+    throw Error(source + ": " + what);
+  }
+}
+
+}  // namespace
+
 std::vector<infer::Generation> LanguageModel::generate_batch(const std::vector<std::string>& texts,
                                                              const infer::GenerateOptions& options,
                                                              const infer::TextCallback& on_text,
@@ -115,7 +132,8 @@ std::vector<infer::Generation> LanguageModel::generate_batch(const std::vector<s
   }
   require_generation_memory(prompts, options.max_new_tokens);
   infer::Decoder decoder(*model_);
-  return infer::generate(decoder, *tokenizer_, prompts, options, on_text, stats, on_done);
+  return naming_source(source_,
+                       [&] { return infer::generate(decoder, *tokenizer_, prompts, options, on_text, stats, on_done); });
 }
 
 EvalResult LanguageModel::score(std::string_view text, const ScoreOptions& options) {
@@ -132,7 +150,7 @@ EvalResult LanguageModel::score_ids(std::span<const int32_t> ids, const ScoreOpt
   require_activation_memory(config(), batch, seq_len,
                             "batch " + std::to_string(batch) + " x seq_len " + std::to_string(seq_len),
                             "seq_len or batch", "score");
-  return evaluate(*model_, ids, seq_len, batch, options.max_windows);
+  return naming_source(source_, [&] { return evaluate(*model_, ids, seq_len, batch, options.max_windows); });
 }
 
 std::vector<double> LanguageModel::token_logprobs(std::span<const int32_t> ids) {
@@ -184,7 +202,8 @@ CorpusScore LanguageModel::score_corpus(const CorpusScoreOptions& options) {
   require_activation_memory(config(), options.batch, out.seq_len,
                             "--batch " + std::to_string(options.batch) + " x --seq-len " + std::to_string(out.seq_len),
                             "--batch or --seq-len", "eval");
-  out.result = evaluate(*model_, tokens, out.seq_len, options.batch, options.max_windows);
+  out.result = naming_source(
+      source_, [&] { return evaluate(*model_, tokens, out.seq_len, options.batch, options.max_windows); });
   return out;
 }
 

@@ -79,7 +79,7 @@ class HfTokenizer final : public Tokenizer {
     auto named = [&](const char* key, std::initializer_list<const char*> fallbacks) {
       if (cfg.is_object() && cfg.contains(key) && !cfg[key].is_null()) {
         const int32_t id = id_of(cfg[key]);
-        HYMBA_CHECK(id >= 0, cfg_path, ": field '", key, "' names ", cfg[key].dump(),
+        HYMBA_CHECK(id >= 0, cfg_path, ": field '", key, "' names ", json_excerpt(cfg[key]),
                     ", which is not in the vocabulary of ", path);
         return id;
       }

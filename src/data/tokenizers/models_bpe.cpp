@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/json_io.h"
 #include "data/tokenizers/json_fields.h"
 #include "data/tokenizers/models.h"
 #include "data/tokenizers/unicode_text.h"
@@ -30,7 +31,7 @@ class BpeModel final : public Model {
   BpeModel(const json& j, const std::string& where) : vocab_(read_vocab_object(j, where)) {
     if (j.contains("dropout") && !j["dropout"].is_null()) {
       HYMBA_CHECK(j["dropout"].is_number() && j["dropout"].get<double>() == 0.0, sub(where, ".dropout"), " is ",
-                  j["dropout"].dump(), "; BPE dropout (random merges) is not supported, only null or 0");
+                  json_excerpt(j["dropout"]), "; BPE dropout (random merges) is not supported, only null or 0");
     }
     prefix_ = field_string_or(j, "continuing_subword_prefix", where, "");
     suffix_ = field_string_or(j, "end_of_word_suffix", where, "");
