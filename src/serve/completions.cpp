@@ -98,8 +98,10 @@ CompletionRequest parse_completion_request(const std::string& body_text) {
 
 const char* finish_reason(infer::FinishReason r) { return r == infer::FinishReason::kLength ? "length" : "stop"; }
 
-json error_body(const std::string& message, const std::string& type, const std::string& param) {
-  return {{"error", {{"message", message}, {"type", type}, {"param", param.empty() ? json(nullptr) : json(param)}}}};
+json error_body(const std::string& message, const std::string& type, const std::string& param,
+                const std::string& code) {
+  const auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
+  return {{"error", {{"message", message}, {"type", type}, {"param", or_null(param)}, {"code", or_null(code)}}}};
 }
 
 json completion_body(const CompletionMeta& meta, const std::vector<infer::Generation>& generations, int64_t n) {

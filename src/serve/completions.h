@@ -41,8 +41,10 @@ CompletionRequest parse_completion_request(const std::string& body);
 // "stop" for EOS and stop strings, "length" for max_tokens.
 const char* finish_reason(infer::FinishReason r);
 
-// {"error": {"message", "type", "param"}}, the OpenAI error shape.
-nlohmann::json error_body(const std::string& message, const std::string& type, const std::string& param = "");
+// {"error": {"message", "type", "param", "code"}}, the OpenAI error shape
+// (param and code null when empty).
+nlohmann::json error_body(const std::string& message, const std::string& type, const std::string& param = "",
+                          const std::string& code = "");
 
 struct CompletionMeta {
   std::string id;     // "cmpl-..."

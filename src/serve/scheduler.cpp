@@ -80,6 +80,20 @@ void Scheduler::submit(const std::shared_ptr<Job>& job) {
   job->fail("the server is shutting down");
 }
 
+Scheduler::Admission Scheduler::try_submit(const std::shared_ptr<Job>& job, size_t max_queue) {
+  std::lock_guard lock(mutex_);
+  if (stopping_) return Admission::kStopping;
+  if (waiting_.size() >= max_queue) return Admission::kQueueFull;
+  for (size_t i = 0; i < job->size(); ++i) waiting_.push_back(Waiting{job, i});
+  wake_.notify_one();
+  return Admission::kQueued;
+}
+
+int64_t Scheduler::waiting() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<int64_t>(waiting_.size());
+}
+
 void Scheduler::stop() {
   {
     std::lock_guard lock(mutex_);

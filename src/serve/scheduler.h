@@ -79,6 +79,11 @@ class Scheduler {
 
   // Queues every sequence of the job (fails it at once after stop()).
   void submit(const std::shared_ptr<Job>& job);
+  enum class Admission { kQueued, kQueueFull, kStopping };
+  // Queues the job unless max_queue sequences or more already wait for a
+  // decode slot (kQueueFull) or the scheduler is stopping; a refused job is
+  // left untouched.
+  Admission try_submit(const std::shared_ptr<Job>& job, size_t max_queue);
   // Fails what is queued or running ("the server is shutting down") and
   // joins the thread.
   void stop();
@@ -88,6 +93,7 @@ class Scheduler {
   int64_t decode_steps() const;
   int64_t widest_step() const;
   int64_t running() const;
+  int64_t waiting() const;  // sequences queued, not yet admitted
 
  private:
   struct Waiting {

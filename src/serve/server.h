@@ -1,6 +1,6 @@
 // `hymba serve`: an HTTP server with OpenAI-style completions over one
 // model (docs/serve.md). Endpoints: GET /health, GET /v1/models,
-// POST /v1/completions (JSON, or server-sent events with "stream": true).
+// GET /v1/models/{id}, POST /v1/completions (JSON, or server-sent events with "stream": true).
 // Requests run through one Scheduler, which batches the sequences of
 // concurrent requests into shared decode steps.
 #pragma once
@@ -23,6 +23,11 @@ struct ServeOptions {
   int64_t max_batch = 8;   // sequences decoded together at most
   std::string model_name;  // reported by /v1/models and in responses
   bool log = false;        // one stderr line per request: method, path, status
+  // Caps on one request and on the queue (docs/serve.md "Limits").
+  int64_t max_prompt_tokens = 8192;            // tokens in one prompt
+  int64_t max_sequences_per_request = 256;     // prompts x n
+  int64_t max_queue = 256;                     // sequences waiting for a decode slot; past it: 429
+  std::string cors_origin;  // non-empty: Access-Control-Allow-Origin on every response, and OPTIONS preflight
 };
 
 class Scheduler;
@@ -52,6 +57,7 @@ class Server {
   ServeOptions options_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<httplib::Server> http_;
+  int listen_socket_ = -1;  // seen by the socket-options hook, to set the backlog
 };
 
 }  // namespace hymba::serve
