@@ -32,6 +32,8 @@ struct CompletionRequest {
   std::vector<std::string> prompts;  // choice p * n + c continues prompts[p]
   int64_t n = 1;
   bool stream = false;
+  int64_t logprobs = -1;  // top alternatives per token (0..kMaxLogprobs); -1: no logprobs object
+  bool echo = false;      // the prompt's tokens come first in text and logprobs; max_tokens 0 scores it alone
   infer::GenerateOptions options;    // stop_at_eos; OpenAI's defaults where it has them
 };
 

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -84,6 +85,10 @@ class Scheduler {
   // decode slot (kQueueFull) or the scheduler is stopping; a refused job is
   // left untouched.
   Admission try_submit(const std::shared_ptr<Job>& job, size_t max_queue);
+  // Runs task on the scheduler thread between decode steps (the model is
+  // the scheduler's alone) and returns once it ran; an exception it throws
+  // comes back here. Throws Error when the scheduler is stopping.
+  void run_exclusively(const std::function<void()>& task);
   // Fails what is queued or running ("the server is shutting down") and
   // joins the thread.
   void stop();
@@ -116,6 +121,13 @@ class Scheduler {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Waiting> waiting_;
+  struct Task {
+    const std::function<void()>* run = nullptr;
+    std::exception_ptr error;
+    bool done = false;
+  };
+  std::deque<Task*> tasks_;  // run_exclusively's, waiting for the scheduler thread
+  std::condition_variable task_done_;
   bool stopping_ = false;
   int64_t decode_steps_ = 0, widest_step_ = 0, running_count_ = 0;
   std::vector<Running> running_;  // scheduler thread only

@@ -15,6 +15,7 @@
 #include <random>
 
 #include "serve/completions.h"
+#include "serve/logprobs.h"
 #include "serve/scheduler.h"
 
 namespace hymba::serve {
@@ -113,6 +114,34 @@ Server::Server(LanguageModel& lm, ServeOptions options)
 
 Server::~Server() { stop(); }
 
+void Server::reply_completion(httplib::Response& res, const CompletionMeta& meta, const CompletionRequest& request,
+                              const std::vector<infer::Generation>& generations) {
+  json body = completion_body(meta, generations, request.n);
+  if (request.logprobs < 0 && !request.echo) {
+    reply(res, 200, body);
+    return;
+  }
+  const auto n = static_cast<size_t>(request.n);
+  try {
+    scheduler_->run_exclusively([&] {
+      for (size_t i = 0; i < generations.size(); ++i) {
+        const infer::Generation& g = generations[i];
+        json& choice = body["choices"][i];
+        if (request.echo) choice["text"] = request.prompts[i / n] + g.text;
+        if (request.logprobs < 0) continue;
+        std::vector<int32_t> ids = g.prompt;
+        ids.insert(ids.end(), g.tokens.begin(), g.tokens.end());
+        choice["logprobs"] = logprobs_object(lm_, ids, request.echo ? 0 : g.prompt.size(), request.logprobs);
+      }
+    });
+  } catch (const Error& e) {
+    reply(res, 400, error_body(std::string("prompt: cannot score it: ") + e.what(), "invalid_request_error", "prompt",
+                               "invalid_value"));
+    return;
+  }
+  reply(res, 200, body);
+}
+
 int Server::bind() {
   int port = options_.port;
   if (port == 0) {
@@ -187,6 +216,14 @@ void Server::add_routes() {
       return;
     }
 
+    const CompletionMeta meta{id_prefix + std::to_string(next_id++), static_cast<int64_t>(std::time(nullptr)),
+                              options_.model_name};
+    if (request.options.max_new_tokens == 0) {  // echo with max_tokens 0: score the prompts, generate nothing
+      std::vector<infer::Generation> scored(prompts.size());
+      for (size_t i = 0; i < prompts.size(); ++i) scored[i].prompt = std::move(prompts[i]);
+      reply_completion(res, meta, request, scored);
+      return;
+    }
     auto job = std::make_shared<Job>(std::move(prompts), request.options);
     switch (scheduler_->try_submit(job, static_cast<size_t>(options_.max_queue))) {
       case Scheduler::Admission::kQueued:
@@ -199,15 +236,13 @@ void Server::add_routes() {
         refuse(res, 503, "the server is shutting down", "server_shutting_down", 5);
         return;
     }
-    const CompletionMeta meta{id_prefix + std::to_string(next_id++), static_cast<int64_t>(std::time(nullptr)),
-                              options_.model_name};
     if (!request.stream) {
       job->wait();
       if (const std::string error = job->error(); !error.empty()) {
         reply(res, 500, error_body(error, "server_error"));
         return;
       }
-      reply(res, 200, completion_body(meta, job->results(), request.n));
+      reply_completion(res, meta, request, job->results());
       return;
     }
     res.set_chunked_content_provider(

@@ -13,6 +13,7 @@
 
 namespace httplib {
 class Server;
+struct Response;
 }
 
 namespace hymba::serve {
@@ -31,6 +32,8 @@ struct ServeOptions {
 };
 
 class Scheduler;
+struct CompletionMeta;
+struct CompletionRequest;
 
 class Server {
  public:
@@ -52,6 +55,9 @@ class Server {
 
  private:
   void add_routes();
+  // 200 with the choices, plus echo and logprobs when asked (scored on the scheduler's thread).
+  void reply_completion(httplib::Response& res, const CompletionMeta& meta, const CompletionRequest& request,
+                        const std::vector<infer::Generation>& generations);
 
   LanguageModel& lm_;
   ServeOptions options_;
