@@ -265,6 +265,22 @@ TEST_F(Serve, ClosingAStreamCancelsItsSequences) {
   EXPECT_EQ(client().Get("/health")->status, 200);
 }
 
+// A client that gives up on a non-streamed request (a timeout; an SDK then
+// retries) closes its connection: the server drops the request's sequences.
+TEST_F(Serve, ClosingANonStreamedRequestCancelsIt) {
+  const json body = {{"prompt", "endless"}, {"max_tokens", 100000}, {"temperature", 0}};
+  httplib::Client c = client();
+  c.set_read_timeout(1);
+  auto res = c.Post("/v1/completions", body.dump(), "application/json");
+  EXPECT_FALSE(res) << "the request should still be running after 1 s";
+  c.stop();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (server_->scheduler().running() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(server_->scheduler().running(), 0) << "the sequence kept running after its client left";
+  EXPECT_EQ(client().Get("/health")->status, 200);
+}
+
 TEST_F(Serve, BadRequestsGet400NamingTheField) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"{not json", "body"},

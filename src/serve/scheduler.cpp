@@ -23,6 +23,11 @@ void Job::wait() {
   changed_.wait(lock, [&] { return over() || cancelled_; });
 }
 
+bool Job::wait_for(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_for(lock, timeout, [&] { return over() || cancelled_; });
+}
+
 std::string Job::error() const {
   std::lock_guard lock(mutex_);
   return error_;

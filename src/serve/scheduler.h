@@ -6,6 +6,7 @@
 // its request's seed, so its text equals that of running the request alone.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -39,6 +40,8 @@ class Job {
   bool next_events(std::vector<Event>& out);
   // Blocks until every sequence is done or the job failed.
   void wait();
+  // As wait(), for at most timeout; returns whether the job is over.
+  bool wait_for(std::chrono::milliseconds timeout);
   // After wait(): "" on success, else why the job failed (one line).
   std::string error() const;
   // After a successful wait(): the generations, in sequence order.

@@ -14,6 +14,7 @@
 #include <ctime>
 #include <random>
 
+#include "serve/client_socket.h"
 #include "serve/completions.h"
 #include "serve/logprobs.h"
 #include "serve/scheduler.h"
@@ -237,7 +238,13 @@ void Server::add_routes() {
         return;
     }
     if (!request.stream) {
-      job->wait();
+      // Cancel when the client has gone (an SDK's retry would start a copy).
+      const int client_socket = find_client_socket(req.remote_addr, req.remote_port, req.local_port);
+      while (!job->wait_for(std::chrono::milliseconds(100)))
+        if (client_socket >= 0 && peer_has_closed(client_socket)) {
+          job->cancel();
+          return;
+        }
       if (const std::string error = job->error(); !error.empty()) {
         reply(res, 500, error_body(error, "server_error"));
         return;
