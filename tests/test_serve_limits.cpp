@@ -291,7 +291,7 @@ TEST_F(ServeLimits, CompletionIdsAreUnique) {
 }
 
 TEST_F(ServeLimits, CliRefusesBadCapsInOneLine) {
-  for (const std::string flags : {"--max-prompt-tokens 0", "--max-sequences-per-request 0", "--max-queue 0",
+  for (const char* flags : {"--max-prompt-tokens 0", "--max-sequences-per-request 0", "--max-queue 0",
                                   "--max-queue x"}) {
     const test::CliResult r = test::run_cli("serve --ckpt " + ckpt() + " --port 0 " + flags);
     EXPECT_NE(r.exit_code, 0) << flags;
