@@ -119,7 +119,9 @@ TEST_F(ServeLimits, KeepAliveRequestsAreNotDelayed) {
     if (i > 0) completion_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
   EXPECT_LT(median_ms(health_ms), 20.0) << "keep-alive /health waits for Nagle (TCP_NODELAY unset?)";
-  EXPECT_LT(median_ms(completion_ms), 30.0) << "keep-alive completions wait for Nagle (TCP_NODELAY unset?)";
+  // A completion does real work on a shared machine: a looser bound, still
+  // under the 40 ms floor of Linux's delayed ACK that Nagle waits for.
+  EXPECT_LT(median_ms(completion_ms), 35.0) << "keep-alive completions wait for Nagle (TCP_NODELAY unset?)";
 }
 
 TEST_F(ServeLimits, ASecondServerOnTheSamePortFails) {
