@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -264,6 +265,22 @@ TEST_F(Serve, ClosingAStreamCancelsItsSequences) {
   EXPECT_EQ(client().Get("/health")->status, 200);
 }
 
+// A client that gives up on a non-streamed request (a timeout; an SDK then
+// retries) closes its connection: the server drops the request's sequences.
+TEST_F(Serve, ClosingANonStreamedRequestCancelsIt) {
+  const json body = {{"prompt", "endless"}, {"max_tokens", 100000}, {"temperature", 0}};
+  httplib::Client c = client();
+  c.set_read_timeout(1);
+  auto res = c.Post("/v1/completions", body.dump(), "application/json");
+  EXPECT_FALSE(res) << "the request should still be running after 1 s";
+  c.stop();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (server_->scheduler().running() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(server_->scheduler().running(), 0) << "the sequence kept running after its client left";
+  EXPECT_EQ(client().Get("/health")->status, 200);
+}
+
 TEST_F(Serve, BadRequestsGet400NamingTheField) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"{not json", "body"},
@@ -289,6 +306,14 @@ TEST_F(Serve, BadRequestsGet400NamingTheField) {
       {R"({"prompt": "a", "stop": [""]})", "stop"},
       {R"({"prompt": "a", "stop": 7})", "stop"},
       {R"({"prompt": "a", "model": 1})", "model"},
+      {R"({"prompt": "a", "logprobs": 6})", "logprobs"},
+      {R"({"prompt": "a", "logprobs": -1})", "logprobs"},
+      {R"({"prompt": "a", "logprobs": true})", "logprobs"},
+      {R"({"prompt": "a", "logprobs": 2, "stream": true})", "logprobs"},
+      {R"({"prompt": "a", "echo": true, "stream": true})", "echo"},
+      {R"({"prompt": "a", "echo": "yes"})", "echo"},
+      {R"({"prompt": "a", "best_of": 2})", "best_of"},
+      {R"({"prompt": "a", "suffix": "z"})", "suffix"},
   };
   for (const auto& [body, field] : cases) {
     auto res = client().Post("/v1/completions", body, "application/json");
@@ -303,6 +328,73 @@ TEST_F(Serve, BadRequestsGet400NamingTheField) {
   EXPECT_EQ(client().Get("/health")->status, 200) << "the server survives bad requests";
 }
 
+// The logprobs object holds the library's own token log-probabilities of
+// the generated tokens, and the k likeliest alternatives at each step.
+TEST_F(Serve, LogprobsEqualTheLibrarysTokenLogprobs) {
+  const json body = {{"prompt", "ROMEO:"}, {"max_tokens", 6}, {"temperature", 0}, {"logprobs", 3}};
+  const json r = post(body);
+  const infer::Generation g = solo(body);
+  ASSERT_EQ(r["choices"].size(), 1u);
+  const json lp = r["choices"][0]["logprobs"];
+  ASSERT_TRUE(lp.is_object()) << r;
+  std::vector<int32_t> ids = g.prompt;
+  ids.insert(ids.end(), g.tokens.begin(), g.tokens.end());
+  const std::vector<double> want = reference_->token_logprobs(ids);
+  ASSERT_EQ(lp["tokens"].size(), g.tokens.size());
+  ASSERT_EQ(lp["token_logprobs"].size(), g.tokens.size());
+  ASSERT_EQ(lp["top_logprobs"].size(), g.tokens.size());
+  ASSERT_EQ(lp["text_offset"].size(), g.tokens.size());
+  size_t prompt_bytes = 0;
+  for (int32_t id : g.prompt) prompt_bytes += reference_->tokenizer().decode({id}).size();
+  EXPECT_EQ(lp["text_offset"][0], prompt_bytes) << "offsets count from the prompt's start";
+  for (size_t i = 0; i < g.tokens.size(); ++i) {
+    const double got = lp["token_logprobs"][i];
+    EXPECT_NEAR(got, want[g.prompt.size() - 1 + i], 1e-9) << "token " << i;
+    EXPECT_LT(got, 0.0);
+    const json& top = lp["top_logprobs"][i];
+    ASSERT_TRUE(top.is_object());
+    EXPECT_GE(top.size(), 1u);
+    EXPECT_LE(top.size(), 3u);
+    double best = -1e300;
+    for (const auto& item : top.items()) best = std::max(best, item.value().get<double>());
+    EXPECT_NEAR(best, got, 1e-9) << "greedy: the chosen token is the likeliest, token " << i;
+    if (i > 0) {
+      EXPECT_GE(lp["text_offset"][i].get<size_t>(), lp["text_offset"][i - 1].get<size_t>());
+    }
+  }
+}
+
+// As lm-evaluation-harness scores a text: echo with max_tokens 0 returns the
+// prompt's tokens and log-probabilities, the first null; their mean is the
+// loss `hymba eval` (LanguageModel::score) reports for the same text.
+TEST_F(Serve, EchoWithMaxTokensZeroScoresThePromptAsEval) {
+  const std::string text = "To be, or not to be, that is the question";
+  const json r = post({{"prompt", text}, {"echo", true}, {"max_tokens", 0}, {"logprobs", 1}});
+  ASSERT_EQ(r["choices"].size(), 1u) << r;
+  EXPECT_EQ(r["choices"][0]["text"], text);
+  EXPECT_EQ(r["usage"]["completion_tokens"], 0);
+  const json lp = r["choices"][0]["logprobs"];
+  const std::vector<int32_t> prompt = reference_->encode_prompt(text);
+  ASSERT_EQ(lp["tokens"].size(), prompt.size());
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  EXPECT_EQ(lp["text_offset"][0], 0);
+  const EvalResult eval = reference_->score(text);
+  const size_t scored = reference_->tokenizer().encode(text).size() - 1;  // eval's predicted tokens (no bos)
+  ASSERT_LT(scored, lp["token_logprobs"].size());
+  double sum = 0.0;
+  for (size_t i = lp["token_logprobs"].size() - scored; i < lp["token_logprobs"].size(); ++i)
+    sum -= lp["token_logprobs"][i].get<double>();
+  EXPECT_NEAR(sum / static_cast<double>(scored), eval.loss, 1e-4 * std::max(1.0, eval.loss));
+
+  // Echo with generation: the prompt's tokens, then the completion's.
+  const json both = post({{"prompt", text}, {"echo", true}, {"max_tokens", 3}, {"logprobs", 0}, {"seed", 4}});
+  const std::string got = both["choices"][0]["text"];
+  EXPECT_EQ(got.rfind(text, 0), 0u) << got;
+  EXPECT_EQ(both["choices"][0]["logprobs"]["tokens"].size(),
+            prompt.size() + both["usage"]["completion_tokens"].get<size_t>());
+}
+
 TEST_F(Serve, MaxTokensBeyondTheMemoryCheckIs400) {
   ::setenv("HYMBA_MAX_MEMORY", "64M", 1);
   auto res = client().Post("/v1/completions", R"({"prompt": "a", "max_tokens": 16000000})", "application/json");
@@ -313,15 +405,12 @@ TEST_F(Serve, MaxTokensBeyondTheMemoryCheckIs400) {
 }
 
 TEST_F(Serve, UnknownPathsAre404) {
-  for (const char* path : {"/", "/v1/chat/completions", "/v1/completions/x"}) {
+  for (const char* path : {"/", "/v1/chat/completions", "/v1/completions/x", "/v1/model"}) {
     auto res = client().Get(path);
     ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 404) << path;
     EXPECT_NE(json::parse(res->body)["error"]["message"].get<std::string>().find(path), std::string::npos);
   }
-  auto res = client().Get("/v1/completions");
-  ASSERT_TRUE(res);
-  EXPECT_EQ(res->status, 404);
 }
 
 TEST_F(Serve, CliRefusesBadFlagsInOneLine) {

@@ -28,6 +28,17 @@ void register_serve(CLI::App& app, const GlobalOptions& global) {
       ->check(CLI::Range(0, 65535))->capture_default_str();
   cmd->add_option("--max-batch", opts->serve.max_batch, "Sequences decoded together at most (across requests)")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
+  cmd->add_option("--max-prompt-tokens", opts->serve.max_prompt_tokens,
+                  "Longest prompt accepted, in tokens (longer: HTTP 400)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
+  cmd->add_option("--max-sequences-per-request", opts->serve.max_sequences_per_request,
+                  "Most sequences (prompts x n) one request may ask for (more: HTTP 400)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+  cmd->add_option("--max-queue", opts->serve.max_queue,
+                  "Sequences that may wait for a decode slot; a request arriving past it gets HTTP 429")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+  cmd->add_option("--cors-origin", opts->serve.cors_origin,
+                  "Send Access-Control-Allow-Origin with this value (e.g. '*') and answer OPTIONS preflights");
   cmd->add_option("--threads", opts->threads, "CPU threads for kernels (default: the global --threads)")
       ->check(CLI::Range(0, 4096));
   cmd->add_option("--model-name", opts->name, "Model id in /v1/models and responses (default: the directory's name)");

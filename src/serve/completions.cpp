@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/json_io.h"
+#include "serve/logprobs.h"
 
 namespace hymba::serve {
 
@@ -81,8 +82,24 @@ CompletionRequest parse_completion_request(const std::string& body_text) {
     if (!stream->is_boolean()) throw BadRequest("stream", "must be true or false");
     r.stream = stream->get<bool>();
   }
+  if (const json* echo = field(body, "echo"); echo != nullptr) {
+    if (!echo->is_boolean()) throw BadRequest("echo", "must be true or false");
+    r.echo = echo->get<bool>();
+  }
+  if (field(body, "logprobs") != nullptr) {
+    if (field(body, "logprobs")->is_boolean())
+      throw BadRequest("logprobs", "must be an integer (top alternatives per token) for completions");
+    r.logprobs = integer_field(body, "logprobs", 0, 0, kMaxLogprobs);
+  }
+  // Refused rather than ignored: a client relying on them would get wrong results silently.
+  if ((r.logprobs >= 0 || r.echo) && r.stream)
+    throw BadRequest(r.logprobs >= 0 ? "logprobs" : "echo", "is not supported with stream");
+  if (integer_field(body, "best_of", 1, 1, 1) != 1) throw BadRequest("best_of", "must be 1");
+  if (field(body, "suffix") != nullptr) throw BadRequest("suffix", "is not supported");
   infer::GenerateOptions& o = r.options;
-  o.max_new_tokens = integer_field(body, "max_tokens", 16, 1, kMaxTokensLimit);
+  o.max_new_tokens = integer_field(body, "max_tokens", 16, 0, kMaxTokensLimit);
+  if (o.max_new_tokens == 0 && !r.echo)
+    throw BadRequest("max_tokens", "must be at least 1 (0 only with echo, to score the prompt)");
   infer::SamplingOptions& s = o.sampling;
   s.temperature = number_field(body, "temperature", 1.0);
   if (!(s.temperature >= 0.0 && s.temperature <= 1e6))
@@ -98,8 +115,10 @@ CompletionRequest parse_completion_request(const std::string& body_text) {
 
 const char* finish_reason(infer::FinishReason r) { return r == infer::FinishReason::kLength ? "length" : "stop"; }
 
-json error_body(const std::string& message, const std::string& type, const std::string& param) {
-  return {{"error", {{"message", message}, {"type", type}, {"param", param.empty() ? json(nullptr) : json(param)}}}};
+json error_body(const std::string& message, const std::string& type, const std::string& param,
+                const std::string& code) {
+  const auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
+  return {{"error", {{"message", message}, {"type", type}, {"param", or_null(param)}, {"code", or_null(code)}}}};
 }
 
 json completion_body(const CompletionMeta& meta, const std::vector<infer::Generation>& generations, int64_t n) {

@@ -32,6 +32,8 @@ struct CompletionRequest {
   std::vector<std::string> prompts;  // choice p * n + c continues prompts[p]
   int64_t n = 1;
   bool stream = false;
+  int64_t logprobs = -1;  // top alternatives per token (0..kMaxLogprobs); -1: no logprobs object
+  bool echo = false;      // the prompt's tokens come first in text and logprobs; max_tokens 0 scores it alone
   infer::GenerateOptions options;    // stop_at_eos; OpenAI's defaults where it has them
 };
 
@@ -41,8 +43,10 @@ CompletionRequest parse_completion_request(const std::string& body);
 // "stop" for EOS and stop strings, "length" for max_tokens.
 const char* finish_reason(infer::FinishReason r);
 
-// {"error": {"message", "type", "param"}}, the OpenAI error shape.
-nlohmann::json error_body(const std::string& message, const std::string& type, const std::string& param = "");
+// {"error": {"message", "type", "param", "code"}}, the OpenAI error shape
+// (param and code null when empty).
+nlohmann::json error_body(const std::string& message, const std::string& type, const std::string& param = "",
+                          const std::string& code = "");
 
 struct CompletionMeta {
   std::string id;     // "cmpl-..."

@@ -23,6 +23,11 @@ void Job::wait() {
   changed_.wait(lock, [&] { return over() || cancelled_; });
 }
 
+bool Job::wait_for(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_for(lock, timeout, [&] { return over() || cancelled_; });
+}
+
 std::string Job::error() const {
   std::lock_guard lock(mutex_);
   return error_;
@@ -80,6 +85,30 @@ void Scheduler::submit(const std::shared_ptr<Job>& job) {
   job->fail("the server is shutting down");
 }
 
+Scheduler::Admission Scheduler::try_submit(const std::shared_ptr<Job>& job, size_t max_queue) {
+  std::lock_guard lock(mutex_);
+  if (stopping_) return Admission::kStopping;
+  if (waiting_.size() >= max_queue) return Admission::kQueueFull;
+  for (size_t i = 0; i < job->size(); ++i) waiting_.push_back(Waiting{job, i});
+  wake_.notify_one();
+  return Admission::kQueued;
+}
+
+void Scheduler::run_exclusively(const std::function<void()>& run) {
+  Task task{&run, nullptr, false};
+  std::unique_lock lock(mutex_);
+  HYMBA_CHECK(!stopping_, "the server is shutting down");
+  tasks_.push_back(&task);
+  wake_.notify_one();
+  task_done_.wait(lock, [&] { return task.done; });
+  if (task.error) std::rethrow_exception(task.error);
+}
+
+int64_t Scheduler::waiting() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<int64_t>(waiting_.size());
+}
+
 void Scheduler::stop() {
   {
     std::lock_guard lock(mutex_);
@@ -109,7 +138,22 @@ void Scheduler::loop() {
     std::vector<Waiting> admitted;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !waiting_.empty() || !running_.empty(); });
+      wake_.wait(lock, [&] { return stopping_ || !waiting_.empty() || !running_.empty() || !tasks_.empty(); });
+      while (!tasks_.empty()) {  // run with the lock released; tasks_ holds pointers to the callers' frames
+        Task* task = tasks_.front();
+        tasks_.pop_front();
+        const bool stopping = stopping_;
+        lock.unlock();
+        try {
+          if (stopping) throw Error("the server is shutting down");
+          (*task->run)();
+        } catch (...) {
+          task->error = std::current_exception();
+        }
+        lock.lock();
+        task->done = true;
+        task_done_.notify_all();
+      }
       if (stopping_) break;
       while (!waiting_.empty() && running_.size() + admitted.size() < max_batch_) {
         admitted.push_back(std::move(waiting_.front()));

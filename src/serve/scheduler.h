@@ -6,9 +6,11 @@
 // its request's seed, so its text equals that of running the request alone.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -38,6 +40,8 @@ class Job {
   bool next_events(std::vector<Event>& out);
   // Blocks until every sequence is done or the job failed.
   void wait();
+  // As wait(), for at most timeout; returns whether the job is over.
+  bool wait_for(std::chrono::milliseconds timeout);
   // After wait(): "" on success, else why the job failed (one line).
   std::string error() const;
   // After a successful wait(): the generations, in sequence order.
@@ -79,6 +83,15 @@ class Scheduler {
 
   // Queues every sequence of the job (fails it at once after stop()).
   void submit(const std::shared_ptr<Job>& job);
+  enum class Admission { kQueued, kQueueFull, kStopping };
+  // Queues the job unless max_queue sequences or more already wait for a
+  // decode slot (kQueueFull) or the scheduler is stopping; a refused job is
+  // left untouched.
+  Admission try_submit(const std::shared_ptr<Job>& job, size_t max_queue);
+  // Runs task on the scheduler thread between decode steps (the model is
+  // the scheduler's alone) and returns once it ran; an exception it throws
+  // comes back here. Throws Error when the scheduler is stopping.
+  void run_exclusively(const std::function<void()>& task);
   // Fails what is queued or running ("the server is shutting down") and
   // joins the thread.
   void stop();
@@ -88,6 +101,7 @@ class Scheduler {
   int64_t decode_steps() const;
   int64_t widest_step() const;
   int64_t running() const;
+  int64_t waiting() const;  // sequences queued, not yet admitted
 
  private:
   struct Waiting {
@@ -110,6 +124,13 @@ class Scheduler {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Waiting> waiting_;
+  struct Task {
+    const std::function<void()>* run = nullptr;
+    std::exception_ptr error;
+    bool done = false;
+  };
+  std::deque<Task*> tasks_;  // run_exclusively's, waiting for the scheduler thread
+  std::condition_variable task_done_;
   bool stopping_ = false;
   int64_t decode_steps_ = 0, widest_step_ = 0, running_count_ = 0;
   std::vector<Running> running_;  // scheduler thread only

@@ -2,11 +2,21 @@
 
 #include <httplib.h>
 
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <ctime>
+#include <random>
 
+#include "serve/client_socket.h"
 #include "serve/completions.h"
+#include "serve/logprobs.h"
 #include "serve/scheduler.h"
 
 namespace hymba::serve {
@@ -28,6 +38,47 @@ void reply(httplib::Response& res, int status, const json& body) {
 // connections one each for a few seconds: enough workers for both.
 constexpr size_t kHttpWorkers = 64;
 constexpr size_t kMaxBodyBytes = size_t{16} << 20;
+// cpp-httplib's defaults close a keep-alive connection after 5 requests and
+// queue 5 pending connections: clients (every SDK keeps connections alive)
+// would reconnect constantly and bursts would be refused by the kernel.
+constexpr size_t kKeepAliveMaxRequests = 1000;
+constexpr int kListenBacklog = 512;
+
+// Whether host:port is taken by another socket: a bare bind (SO_REUSEADDR
+// only, so sockets in TIME_WAIT do not count) that fails with EADDRINUSE.
+bool port_in_use(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return false;
+  bool in_use = false;
+  for (addrinfo* a = found; a != nullptr && !in_use; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    const int yes = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    in_use = ::bind(fd, a->ai_addr, a->ai_addrlen) != 0 && errno == EADDRINUSE;
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return in_use;
+}
+
+// A completion id prefix that differs between server runs, so ids stay
+// unique across restarts as well as within one run.
+std::string random_id_prefix() {
+  std::random_device rd;
+  const uint64_t r = (uint64_t{rd()} << 32) ^ rd();
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(r));
+  return std::string("cmpl-") + hex + "-";
+}
+
+void refuse(httplib::Response& res, int status, const std::string& message, const char* code, int retry_after_s) {
+  res.set_header("Retry-After", std::to_string(retry_after_s));
+  reply(res, status, error_body(message, status == 429 ? "rate_limit_error" : "server_error", "", code));
+}
 
 }  // namespace
 
@@ -40,20 +91,72 @@ Server::Server(LanguageModel& lm, ServeOptions options)
   scheduler_ = std::make_unique<Scheduler>(lm_, options_.max_batch);
   http_->new_task_queue = [] { return new httplib::ThreadPool(kHttpWorkers); };
   http_->set_payload_max_length(kMaxBodyBytes);
+  HYMBA_CHECK(options_.max_prompt_tokens >= 1, "--max-prompt-tokens must be >= 1, got ", options_.max_prompt_tokens);
+  HYMBA_CHECK(options_.max_sequences_per_request >= 1, "--max-sequences-per-request must be >= 1, got ",
+              options_.max_sequences_per_request);
+  for (const char c : options_.cors_origin)
+    HYMBA_CHECK(static_cast<unsigned char>(c) >= 0x20 && c != 0x7f, "--cors-origin must not hold control characters");
+  HYMBA_CHECK(options_.max_queue >= 1, "--max-queue must be >= 1, got ", options_.max_queue);
+  // Without TCP_NODELAY every response after the first on a keep-alive
+  // connection waits ~40 ms for Nagle's algorithm and delayed ACKs. Linux
+  // copies the option from the listening socket to accepted ones.
+  http_->set_tcp_nodelay(true);
+  // Replaces httplib's default, SO_REUSEPORT, which lets a second server
+  // bind the same port and split the traffic: SO_REUSEADDR only.
+  http_->set_socket_options([this](int fd) {
+    const int yes = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
+    listen_socket_ = fd;
+  });
+  http_->set_keep_alive_max_count(kKeepAliveMaxRequests);
   add_routes();
 }
 
 Server::~Server() { stop(); }
 
-int Server::bind() {
-  if (options_.port == 0) {
-    const int port = http_->bind_to_any_port(options_.host);
-    HYMBA_CHECK(port > 0, "--host ", options_.host, ": cannot listen there (not an address of this machine?)");
-    return port;
+void Server::reply_completion(httplib::Response& res, const CompletionMeta& meta, const CompletionRequest& request,
+                              const std::vector<infer::Generation>& generations) {
+  json body = completion_body(meta, generations, request.n);
+  if (request.logprobs < 0 && !request.echo) {
+    reply(res, 200, body);
+    return;
   }
-  HYMBA_CHECK(http_->bind_to_port(options_.host, options_.port), "--port ", options_.port, ": cannot listen on ",
-              options_.host, ":", options_.port, " (in use, or --host is not an address of this machine)");
-  return options_.port;
+  const auto n = static_cast<size_t>(request.n);
+  try {
+    scheduler_->run_exclusively([&] {
+      for (size_t i = 0; i < generations.size(); ++i) {
+        const infer::Generation& g = generations[i];
+        json& choice = body["choices"][i];
+        if (request.echo) choice["text"] = request.prompts[i / n] + g.text;
+        if (request.logprobs < 0) continue;
+        std::vector<int32_t> ids = g.prompt;
+        ids.insert(ids.end(), g.tokens.begin(), g.tokens.end());
+        choice["logprobs"] = logprobs_object(lm_, ids, request.echo ? 0 : g.prompt.size(), request.logprobs);
+      }
+    });
+  } catch (const Error& e) {
+    reply(res, 400, error_body(std::string("prompt: cannot score it: ") + e.what(), "invalid_request_error", "prompt",
+                               "invalid_value"));
+    return;
+  }
+  reply(res, 200, body);
+}
+
+int Server::bind() {
+  int port = options_.port;
+  if (port == 0) {
+    port = http_->bind_to_any_port(options_.host);
+    HYMBA_CHECK(port > 0, "--host ", options_.host, ": cannot listen there (not an address of this machine?)");
+  } else if (!http_->bind_to_port(options_.host, port)) {
+    HYMBA_CHECK(!port_in_use(options_.host, port), "--port: port ", port, " is in use on ", options_.host,
+                " (another server listens there)");
+    HYMBA_CHECK(false, "--host ", options_.host, ": cannot listen on port ", port,
+                " (not an address of this machine?)");
+  }
+  // httplib listens with a backlog of 5; listening again only resizes it.
+  if (listen_socket_ >= 0) ::listen(listen_socket_, kListenBacklog);
+  return port;
 }
 
 void Server::listen() { http_->listen_after_bind(); }
@@ -66,17 +169,31 @@ void Server::stop() {
 void Server::add_routes() {
   http_->Get("/health", [](const httplib::Request&, httplib::Response& res) { reply(res, 200, {{"status", "ok"}}); });
 
-  http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    json model = {{"id", options_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "hymba"}};
+  const json model = {{"id", options_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "hymba"}};
+  http_->Get("/v1/models", [model](const httplib::Request&, httplib::Response& res) {
     reply(res, 200, {{"object", "list"}, {"data", json::array({model})}});
+  });
+  http_->Get("/v1/models/(.+)", [model](const httplib::Request& req, httplib::Response& res) {
+    if (req.matches[1] == model["id"].get<std::string>()) {
+      reply(res, 200, model);
+      return;
+    }
+    reply(res, 404, error_body("The model '" + std::string(req.matches[1]) + "' does not exist", "invalid_request_error",
+                               "model", "model_not_found"));
   });
 
   http_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     static std::atomic<int64_t> next_id{0};
+    static const std::string id_prefix = random_id_prefix();
     CompletionRequest request;
     std::vector<std::vector<int32_t>> prompts;
     try {
       request = parse_completion_request(req.body);
+      const int64_t sequences = static_cast<int64_t>(request.prompts.size()) * request.n;
+      if (sequences > options_.max_sequences_per_request)
+        throw BadRequest(request.n > 1 ? "n" : "prompt",
+                         "prompts x n is " + std::to_string(sequences) + ", more than this server's " +
+                             "--max-sequences-per-request " + std::to_string(options_.max_sequences_per_request));
       for (const std::string& text : request.prompts) {
         std::vector<int32_t> ids;
         try {
@@ -84,6 +201,10 @@ void Server::add_routes() {
         } catch (const Error& e) {
           throw BadRequest("prompt", "a prompt encodes to no tokens");
         }
+        if (static_cast<int64_t>(ids.size()) > options_.max_prompt_tokens)
+          throw BadRequest("prompt", "a prompt of " + std::to_string(ids.size()) +
+                                         " tokens is longer than this server's --max-prompt-tokens " +
+                                         std::to_string(options_.max_prompt_tokens));
         for (int64_t c = 0; c < request.n; ++c) prompts.push_back(ids);
       }
       try {
@@ -92,21 +213,43 @@ void Server::add_routes() {
         throw BadRequest("max_tokens", std::string("too large for the memory available: ") + e.what());
       }
     } catch (const BadRequest& e) {
-      reply(res, 400, error_body(e.what(), "invalid_request_error", e.field()));
+      reply(res, 400, error_body(e.what(), "invalid_request_error", e.field(), "invalid_value"));
       return;
     }
 
-    const CompletionMeta meta{"cmpl-" + std::to_string(next_id++), static_cast<int64_t>(std::time(nullptr)),
+    const CompletionMeta meta{id_prefix + std::to_string(next_id++), static_cast<int64_t>(std::time(nullptr)),
                               options_.model_name};
+    if (request.options.max_new_tokens == 0) {  // echo with max_tokens 0: score the prompts, generate nothing
+      std::vector<infer::Generation> scored(prompts.size());
+      for (size_t i = 0; i < prompts.size(); ++i) scored[i].prompt = std::move(prompts[i]);
+      reply_completion(res, meta, request, scored);
+      return;
+    }
     auto job = std::make_shared<Job>(std::move(prompts), request.options);
-    scheduler_->submit(job);
+    switch (scheduler_->try_submit(job, static_cast<size_t>(options_.max_queue))) {
+      case Scheduler::Admission::kQueued:
+        break;
+      case Scheduler::Admission::kQueueFull:
+        refuse(res, 429, "the server is busy: " + std::to_string(options_.max_queue) +
+                             " sequences already wait (--max-queue); retry later", "rate_limit_exceeded", 1);
+        return;
+      case Scheduler::Admission::kStopping:
+        refuse(res, 503, "the server is shutting down", "server_shutting_down", 5);
+        return;
+    }
     if (!request.stream) {
-      job->wait();
+      // Cancel when the client has gone (an SDK's retry would start a copy).
+      const int client_socket = find_client_socket(req.remote_addr, req.remote_port, req.local_port);
+      while (!job->wait_for(std::chrono::milliseconds(100)))
+        if (client_socket >= 0 && peer_has_closed(client_socket)) {
+          job->cancel();
+          return;
+        }
       if (const std::string error = job->error(); !error.empty()) {
         reply(res, 500, error_body(error, "server_error"));
         return;
       }
-      reply(res, 200, completion_body(meta, job->results(), request.n));
+      reply_completion(res, meta, request, job->results());
       return;
     }
     res.set_chunked_content_provider(
@@ -134,12 +277,35 @@ void Server::add_routes() {
         [job](bool) { job->cancel(); });
   });
 
-  // Unknown paths (and known paths with another method) get a JSON 404.
+  // Browsers send a preflight OPTIONS before a cross-origin POST with a JSON body.
+  if (!options_.cors_origin.empty()) {
+    http_->set_default_headers({{"Access-Control-Allow-Origin", options_.cors_origin}, {"Vary", "Origin"}});
+    http_->Options(".*", [](const httplib::Request&, httplib::Response& res) {
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Content-Type, Authorization");
+      res.set_header("Access-Control-Max-Age", "600");
+    });
+  }
+
+  // Unknown paths get a JSON 404, known paths with another method a 405.
   const httplib::Server::HandlerWithResponse on_error = [](const httplib::Request& req, httplib::Response& res) {
-    if (res.status == 404)
-      reply(res, 404, error_body("no such endpoint: " + req.method + " " + req.path, "not_found"));
-    else if (res.body.empty())
+    static const std::vector<std::pair<std::string, std::string>> kRoutes = {
+        {"/health", "GET"}, {"/v1/models", "GET"}, {"/v1/completions", "POST"}};
+    if (res.status == 404 && res.body.empty()) {  // no route matched (a handler's own 404 has a body)
+      for (const auto& route : kRoutes)
+        if (req.path == route.first || (route.first == "/v1/models" && req.path.rfind("/v1/models/", 0) == 0)) {
+          res.set_header("Allow", route.second);
+          reply(res, 405,
+                error_body(req.method + " " + req.path + ": method not allowed (use " + route.second + ")",
+                           "invalid_request_error", "", "method_not_allowed"));
+          return httplib::Server::HandlerResponse::Handled;
+        }
+      reply(res, 404,
+            error_body("no such endpoint: " + req.method + " " + req.path, "invalid_request_error", "", "unknown_url"));
+    } else if (res.body.empty()) {
       reply(res, res.status, error_body("HTTP " + std::to_string(res.status), "invalid_request_error"));
+    }
     return httplib::Server::HandlerResponse::Handled;
   };
   http_->set_error_handler(on_error);

@@ -1,6 +1,6 @@
 // `hymba serve`: an HTTP server with OpenAI-style completions over one
 // model (docs/serve.md). Endpoints: GET /health, GET /v1/models,
-// POST /v1/completions (JSON, or server-sent events with "stream": true).
+// GET /v1/models/{id}, POST /v1/completions (JSON, or server-sent events with "stream": true).
 // Requests run through one Scheduler, which batches the sequences of
 // concurrent requests into shared decode steps.
 #pragma once
@@ -13,6 +13,7 @@
 
 namespace httplib {
 class Server;
+struct Response;
 }
 
 namespace hymba::serve {
@@ -23,9 +24,16 @@ struct ServeOptions {
   int64_t max_batch = 8;   // sequences decoded together at most
   std::string model_name;  // reported by /v1/models and in responses
   bool log = false;        // one stderr line per request: method, path, status
+  // Caps on one request and on the queue (docs/serve.md "Limits").
+  int64_t max_prompt_tokens = 8192;            // tokens in one prompt
+  int64_t max_sequences_per_request = 256;     // prompts x n
+  int64_t max_queue = 256;                     // sequences waiting for a decode slot; past it: 429
+  std::string cors_origin;  // non-empty: Access-Control-Allow-Origin on every response, and OPTIONS preflight
 };
 
 class Scheduler;
+struct CompletionMeta;
+struct CompletionRequest;
 
 class Server {
  public:
@@ -47,11 +55,15 @@ class Server {
 
  private:
   void add_routes();
+  // 200 with the choices, plus echo and logprobs when asked (scored on the scheduler's thread).
+  void reply_completion(httplib::Response& res, const CompletionMeta& meta, const CompletionRequest& request,
+                        const std::vector<infer::Generation>& generations);
 
   LanguageModel& lm_;
   ServeOptions options_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<httplib::Server> http_;
+  int listen_socket_ = -1;  // seen by the socket-options hook, to set the backlog
 };
 
 }  // namespace hymba::serve
