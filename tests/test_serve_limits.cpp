@@ -22,6 +22,7 @@
 #include "cli_util.h"
 #include "serve/scheduler.h"
 #include "serve/server.h"
+#include "test_util.h"
 
 namespace hymba {
 namespace {
@@ -98,6 +99,8 @@ double median_ms(std::vector<double> v) {
 // Nagle's algorithm with delayed ACKs holds every response after the first
 // on a keep-alive connection for ~40 ms; with TCP_NODELAY they take ~1 ms.
 TEST_F(ServeLimits, KeepAliveRequestsAreNotDelayed) {
+  // A sanitizer build's own slowness is of the order of the delay measured.
+  if (test::kSlowBuildFactor > 1.0) GTEST_SKIP() << "timing needs an optimized build (CI step 1 runs it)";
   httplib::Client c = client();
   c.set_keep_alive(true);
   c.set_tcp_nodelay(true);  // as Node's and Python's HTTP clients: only the server's side is under test
