@@ -204,6 +204,17 @@ TEST_F(Security, ErrorsQuoteAtMostAFewDozenBytesOfAValue) {
   msg = error_of([&] { load_tokenizer(tj_path); });
   EXPECT_NE(msg.find("dropout"), std::string::npos) << msg.substr(0, 300);
   expect_short(msg);
+  // A merge naming a piece not in the vocabulary, and a byte tokenizer's header.
+  tj = read_json_file(kImport + "/hf_mamba/tokenizer.json");
+  tj["model"]["merges"][0] = huge + " b";
+  const std::string merges_path = write("merges/tokenizer.json", tj.dump());
+  msg = error_of([&] { load_tokenizer(merges_path); });
+  EXPECT_NE(msg.find("merges"), std::string::npos) << msg.substr(0, 300);
+  expect_short(msg);
+  const std::string byte_path = write("byte/tokenizer.model", "hymba-byte-tokenizer " + huge + "\n");
+  msg = error_of([&] { load_tokenizer(byte_path); });
+  EXPECT_NE(msg.find("byte tokenizer format"), std::string::npos) << msg.substr(0, 300);
+  expect_short(msg);
 }
 
 // ------------------------------------------------------ size arithmetic

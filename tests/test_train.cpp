@@ -170,6 +170,12 @@ TEST_F(Train, BadInputGivesOneLineErrors) {
   auto changed = run_cli(train_args(path("r4"), 20) + " --resume --batch 2");
   EXPECT_NE(changed.exit_code, 0);
   EXPECT_NE(changed.output.find("batch"), std::string::npos) << changed.output;
+  // Many changes at once: the first three and a count, on one short line.
+  auto many = run_cli(train_args(path("r4"), 20) + " --resume --batch 2 --seq-len 16 --lr 1e-3 --warmup 2 --dropout 0");
+  EXPECT_NE(many.exit_code, 0);
+  EXPECT_NE(many.output.find("and 2 more"), std::string::npos) << many.output;
+  EXPECT_EQ(test::count_lines(many.output), 1) << many.output;
+  EXPECT_LT(many.output.size(), 400u) << many.output;
 
   auto bad_flag = run_cli(train_args(path("r5"), 5) + " --lr -1");
   EXPECT_NE(bad_flag.exit_code, 0);

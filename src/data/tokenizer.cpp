@@ -6,6 +6,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/excerpt.h"
 
 namespace hymba {
 
@@ -69,7 +70,7 @@ std::unique_ptr<Tokenizer> load_byte_tokenizer(const std::string& path, std::str
   while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.remove_suffix(1);
   const std::string expected = " " + std::to_string(kByteFormatVersion);
   HYMBA_CHECK(line == expected, path, ": unsupported byte tokenizer format '", std::string(kByteMagic),
-              std::string(line), "' (expected '", std::string(kByteMagic), expected, "')");
+              excerpt(line), "' (expected '", std::string(kByteMagic), expected, "')");
   return make_byte_tokenizer();
 }
 

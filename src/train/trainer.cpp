@@ -92,8 +92,12 @@ void resume_checks(const JsonFields& saved, const json& now, const ModelConfig* 
                    const ModelConfig& run_model, const std::string& tokenizer_path, const std::string& run_tokenizer,
                    std::FILE* log) {
   std::string changes;
+  // The first few differences, then a count: the message stays one short line.
+  constexpr int kShown = 3;
+  int differences = 0;
   auto note_change = [&](const std::string& name, const json& was, const json& is) {
-    changes += (changes.empty() ? "" : ", ") + name + " " + json_excerpt(was) + " -> " + json_excerpt(is);
+    if (++differences <= kShown)
+      changes += (changes.empty() ? "" : ", ") + name + " " + json_excerpt(was, 40) + " -> " + json_excerpt(is, 40);
   };
   if (!tokenizer_path.empty() && read_file(tokenizer_path) != read_file(run_tokenizer))
     changes += std::string(changes.empty() ? "" : ", ") + "--tokenizer " + tokenizer_path + " is not the run's tokenizer";
@@ -113,6 +117,7 @@ void resume_checks(const JsonFields& saved, const json& now, const ModelConfig* 
       if (!a.contains(it.key()) || a[it.key()] != it.value())
         note_change("model " + it.key(), a.value(it.key(), json()), it.value());
   }
+  if (differences > kShown) changes += " and " + std::to_string(differences - kShown) + " more";
   HYMBA_CHECK(changes.empty(), "--resume: the run was trained with other settings: ", changes,
               " (resume with the run's values, or start a new run with another --out)");
   if (saved.has("threads")) {
@@ -415,7 +420,12 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
                 {"run", run_recipe(opt, model->config().dropout)}};
   };
   auto run_eval = [&](int64_t step_done, Progress& progress) {
-    const EvalResult r = evaluate(*model, data.val(), opt.seq_len, opt.batch, opt.eval_windows);
+    EvalResult r;
+    try {
+      r = evaluate(*model, data.val(), opt.seq_len, opt.batch, opt.eval_windows);
+    } catch (const Error& e) {  // a non-finite loss: name the run whose weights gave it
+      throw Error(opt.out_dir + ": " + e.what());
+    }
     sum.final_val_loss = r.loss;
     sum.final_val_ppl = r.ppl;
     sum.final_val_acc = r.accuracy;

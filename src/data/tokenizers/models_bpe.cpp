@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/excerpt.h"
 #include "core/json_io.h"
 #include "data/tokenizers/json_fields.h"
 #include "data/tokenizers/models.h"
@@ -65,7 +66,7 @@ class BpeModel final : public Model {
         fail(at, " must be \"a b\" or [\"a\", \"b\"]");
       }
       const int32_t ia = vocab_.find(a), ib = vocab_.find(b);
-      HYMBA_CHECK(ia >= 0 && ib >= 0, at, " merges \"", ia < 0 ? a : b, "\", which is not in the vocabulary");
+      HYMBA_CHECK(ia >= 0 && ib >= 0, at, " merges \"", excerpt(ia < 0 ? a : b), "\", which is not in the vocabulary");
       // The merged piece drops b's continuing_subword_prefix, as HF does.
       const std::string merged = a + (b.compare(0, prefix_.size(), prefix_) == 0 ? b.substr(prefix_.size()) : b);
       const int32_t id = vocab_.find(merged);
