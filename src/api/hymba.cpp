@@ -184,7 +184,11 @@ CorpusScore LanguageModel::score_corpus(const CorpusScoreOptions& options) {
   require_activation_memory(config(), options.batch, out.seq_len,
                             "--batch " + std::to_string(options.batch) + " x --seq-len " + std::to_string(out.seq_len),
                             "--batch or --seq-len", "eval");
-  out.result = evaluate(*model_, tokens, out.seq_len, options.batch, options.max_windows);
+  try {
+    out.result = evaluate(*model_, tokens, out.seq_len, options.batch, options.max_windows, options.on_progress);
+  } catch (const Error& e) {
+    throw Error(source_.empty() ? std::string(e.what()) : source_ + ": " + e.what());  // name the checkpoint
+  }
   return out;
 }
 
