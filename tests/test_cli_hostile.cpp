@@ -411,7 +411,7 @@ TEST_F(CliHostile, ResumeOfARunKilledBeforeItsSummaryWritesTheSummary) {
 TEST_F(CliHostile, ASuiteDirectoryAsCheckpointListsItsRows) {
   fs::create_directories(path("suite/runs/hymba"));
   fs::create_directories(path("suite/runs/hymba-nometa"));
-  for (const std::string& cmd : {"generate --prompt x --ckpt ", "eval --ckpt "})
+  for (const std::string cmd : {"generate --prompt x --ckpt ", "eval --ckpt "})
     expect_one_line(run_cli(cmd + path("suite")), {"a suite directory", "runs/ROW", "hymba, hymba-nometa"});
 }
 

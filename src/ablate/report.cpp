@@ -161,12 +161,13 @@ bool write_plots(const ReportInfo& info, const std::vector<RowResult>& rows, std
       "'' using 1:3:(sprintf('%.1f', $3)) with labels offset 0,0.8 notitle\n");
   charts.push_back(
       "set title 'Parameters vs best validation perplexity'\nset xlabel 'parameters (M)'\nset ylabel 'best val PPL'\n"
-      "set key off\nset grid\nset offsets graph 0.1, graph 0.1, graph 0.15, graph 0.15\nset xrange [0:*]\n"
+      "set key off\nset grid\nset offsets 0, graph 0.1, graph 0.15, graph 0.15\nset xrange [0:*]\n"
       "plot 'params_vs_ppl.dat' using 1:2 with points pt 7 ps 1.5 lc rgb '#e15759'" + slotted_labels(params_slots));
   charts.push_back("set title " + gp_str("Decode throughput (batch 1) vs cache per sequence at " + ctx + " tokens") +
                    "\nset xlabel 'KV cache + Mamba state (MB, fp16)'\nset ylabel 'decode tok/s'\nset key off\nset grid\n"
-                   "set offsets graph 0.1, graph 0.1, graph 0.15, graph 0.15\n"
-                   "set xrange [0:*]\n"  // a cache is never negative: the padding must not reach below 0 MB
+                   "set offsets 0, graph 0.1, graph 0.15, graph 0.15\n"
+                   // A cache is never negative: no left padding (gnuplot pads even a fixed minimum).
+                   "set xrange [0:*]\n"
                    "plot 'throughput_vs_cache.dat' using 1:2 with points pt 7 ps 1.5 lc rgb '#59a14f'" +
                    slotted_labels(speed_slots));
   std::vector<std::pair<std::string, std::string>> named;

@@ -11,7 +11,6 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "core/error.h"
-#include "model/memory_estimate.h"
 #include "train/run_state.h"
 #include "train/trainer.h"
 
@@ -83,10 +82,6 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
     // A run killed after its last step but before summary.json: --resume writes the summary.
     opts->train.resume_finished =
         opts->train.resume && !std::filesystem::exists(std::filesystem::path(opts->train.out_dir) / kSummaryFile);
-    if (!opts->train.quiet && !opts->train.resume && opts->train.init_from.empty() && opts->train.check_model)
-      // Before any data work, so a wrong --scale is seen at once (the vocabulary comes from the tokenizer).
-      std::fprintf(stderr, "model: %s, about %.2fM parameters with a vocabulary of %lld (the tokenizer's sets it)\n",
-                   describe(opts->model).c_str(), parameter_floats(cfg) / 1e6, static_cast<long long>(cfg.vocab_size));
     const TrainSummary s = train(cfg, opts->train);
     if (opts->json) {
       std::cout << s.to_json().dump(2) << "\n";

@@ -12,8 +12,9 @@ void add_model_options(CLI::App* cmd, ModelChoice& choice) {
   // The default stays `seed` so a preset means the model the seed notebooks and suites report
   // (docs/training.md); the help says what that costs, and train prints the size first.
   cmd->add_option("--scale", choice.scale,
-                  "Preset scale: tiny (a few 100k parameters, seconds on a CPU), small (~1-3M, minutes) or seed "
-                  "(the default: the seed notebooks' size, e.g. hybrid-official ~30M, hours on a CPU)")
+                  "Preset scale: tiny (hybrid-official 1.4M parameters: minutes on a CPU), small (7.9M) or seed "
+                  "(the default: the seed notebooks' size, hybrid-official 29.5M: hours on a CPU); "
+                  "'hymba presets --scale S' lists every size")
       ->capture_default_str();
   cmd->add_option("--init-scheme", choice.init_scheme,
                   "Parameter init: normal (N(0, initializer_range), the default), torch (PyTorch module defaults) or "
