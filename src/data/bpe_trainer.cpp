@@ -292,7 +292,7 @@ BpeTrainResult train_bpe(const std::vector<std::pair<std::string, uint64_t>>& wo
 // text has no such words, so its merges stay HF's.
 namespace {
 
-constexpr size_t kMaxTrainedWordBytes = 256;
+constexpr size_t kMaxTrainedWordBytes = 8192;
 
 void count_word(std::string&& word, std::unordered_map<std::string, uint64_t>& counts) {
   if (word.size() <= kMaxTrainedWordBytes) {
