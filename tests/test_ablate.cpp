@@ -166,6 +166,22 @@ TEST_F(Ablate, WritesEveryOutputWithTheExpectedColumns) {
   EXPECT_NE(html.find("<table>"), std::string::npos);
   EXPECT_NE(html.find("class=\"best\""), std::string::npos);
   EXPECT_NE(html.find("<pre><b>the </b>"), std::string::npos);
+  // The prose's markdown `code` is rendered, not shown with its backticks.
+  const std::string settings = html.substr(html.find("<p>"), html.find("</p>") - html.find("<p>"));
+  EXPECT_NE(settings.find("<code>"), std::string::npos) << settings;
+  EXPECT_EQ(settings.find('`'), std::string::npos) << settings;
+  // Scatter labels carry a slot (rows at almost one place get different ones);
+  // the cache axis starts at 0 MB, not below.
+  if (gnuplot_on_path()) {
+    std::istringstream scatter(slurp(out / "plots/params_vs_ppl.dat"));
+    std::vector<int> label_slots;
+    for (std::string row; std::getline(scatter, row);) label_slots.push_back(std::stoi(row.substr(row.rfind(' ') + 1)));
+    ASSERT_EQ(label_slots.size(), 3u);
+    EXPECT_EQ(label_slots[0], 0);
+    const std::string script = slurp(out / "plots/report.gp");
+    EXPECT_NE(script.find("set xrange [0:*]"), std::string::npos);
+    EXPECT_NE(script.find("$4==0?$2:NaN"), std::string::npos);
+  }
   if (gnuplot_on_path()) {
     for (const std::string& n : ablate::plot_names())
       for (const char* ext : {".png", ".svg"}) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include "data/bpe_trainer.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_files.h"
+#include "test_util.h"
 
 namespace hymba {
 namespace {
@@ -284,6 +286,32 @@ TEST(BpeTrainerCli, ErrorsNameTheFlag) {
   auto nodata = test::run_cli("tokenizer train --type byte-level-bpe --out /tmp/x.json");
   EXPECT_NE(nodata.exit_code, 0);
   EXPECT_NE(nodata.output.find("--data"), std::string::npos) << nodata.output;
+}
+
+}  // namespace
+}  // namespace hymba
+
+namespace hymba {
+namespace {
+
+// One huge "word" (a line with no spaces) cost a pass over all of it per merge:
+// minutes for 50 MB. Such words are trained as pieces of at most 8,192 bytes, so
+// no token grows past that and training takes milliseconds.
+TEST(ByteLevelBpeTrainer, AHugeSingleWordIsTrainedInBoundedPieces) {
+  std::string line;
+  for (int i = 0; i < (1 << 20); ++i) line += "ab";  // 2 MB, one pre-tokenized word
+  ByteLevelBpeOptions o;
+  o.vocab_size = 64;
+  o.min_frequency = 0;
+  o.special_tokens = {};
+  o.full_byte_alphabet = false;
+  const auto start = std::chrono::steady_clock::now();
+  const BpeTrainResult r = train_byte_level_bpe({line}, o);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  size_t longest = 0;
+  for (const std::string& t : r.vocab) longest = std::max(longest, t.size());
+  EXPECT_EQ(longest, 8192u);  // "ab" doubled up to the piece size, and no further
+  EXPECT_LT(seconds, 10.0 * test::kSlowBuildFactor);
 }
 
 }  // namespace

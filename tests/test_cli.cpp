@@ -49,6 +49,41 @@ TEST(Cli, UnknownSubcommandFails) {
   EXPECT_NE(r.output.find("frobnicate"), std::string::npos) << r.output;
 }
 
+TEST(Cli, UnknownSubcommandSuggestsTheClosestOne) {
+  auto r = run_cli("gen --prompt x");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(test::count_lines(r.output), 1) << r.output;
+  EXPECT_NE(r.output.find("unknown subcommand 'gen'; did you mean 'generate'?"), std::string::npos) << r.output;
+  r = run_cli("trian --steps 1");
+  EXPECT_NE(r.output.find("did you mean 'train'?"), std::string::npos) << r.output;
+  r = run_cli("zzzzzz");  // nothing close: no guess
+  EXPECT_NE(r.output.find("unknown subcommand 'zzzzzz'"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("did you mean"), std::string::npos) << r.output;
+}
+
+TEST(Cli, UnknownFlagSuggestsTheClosestOne) {
+  auto r = run_cli("generate --ckpt nowhere --prompt x --top_pp 0.5");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(test::count_lines(r.output), 1) << r.output;
+  EXPECT_NE(r.output.find("unknown flag '--top_pp' for 'generate'; did you mean --top-p?"), std::string::npos)
+      << r.output;
+  r = run_cli("eval --ckpt x --max-window 3");
+  EXPECT_NE(r.output.find("did you mean --max-windows?"), std::string::npos) << r.output;
+  r = run_cli("info --qwertyuiop");
+  EXPECT_NE(r.output.find("unknown flag '--qwertyuiop'"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("did you mean"), std::string::npos) << r.output;
+}
+
+// Under `ulimit -v`, OpenBLAS's per-thread buffers used to hang for ever with many threads.
+TEST(Cli, ThreadsBeyondTheAddressSpaceLimitFailWithOneLine) {
+  const auto r = run_cli("--threads 64 info", "ulimit -v 1500000;");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(test::count_lines(r.output), 1) << r.output;
+  for (const char* part : {"--threads 64", "ulimit -v", "--threads "})
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << " not in " << r.output;
+  EXPECT_EQ(run_cli("--threads 2 info", "ulimit -v 1500000;").exit_code, 0);
+}
+
 TEST(Cli, HelpAndVersion) {
   auto help = run_cli("--help");
   EXPECT_EQ(help.exit_code, 0);

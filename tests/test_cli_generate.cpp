@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
@@ -97,6 +98,63 @@ TEST_F(CliGenerate, ErrorsAreOneLineNamingTheFlagOrFile) {
     EXPECT_EQ(test::count_lines(r.output), 1) << c.args << "\n" << r.output;
     EXPECT_NE(r.output.find(c.names), std::string::npos) << c.args << "\n" << r.output;
   }
+}
+
+TEST_F(CliGenerate, PromptFileDashReadsStdin) {
+  const auto r = run_cli("generate --ckpt " + path("ck") + " --prompt-file - --max-new-tokens 3 --temperature 0",
+                         "printf 'from stdin\\nsecond line\\n' |");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(count(r.output, "=== sequence "), 2) << r.output;
+  EXPECT_NE(r.output.find("from stdin"), std::string::npos) << r.output;
+  const auto empty = run_cli("generate --ckpt " + path("ck") + " --prompt-file - </dev/null");
+  EXPECT_EQ(empty.exit_code, 1) << empty.output;
+  EXPECT_NE(empty.output.find("stdin"), std::string::npos) << empty.output;
+}
+
+// --json: one object per line and sequence, in prompt order, whatever order they finish in.
+TEST_F(CliGenerate, JsonPrintsOneObjectPerSequenceInPromptOrder) {
+  std::ofstream(path("three.txt")) << "a\nbb\nccc\n";
+  const auto r = run_cli("generate --ckpt " + path("ck") + " --prompt-file " + path("three.txt") +
+                         " --batch 2 --max-new-tokens 6 --temperature 1 --seed 4 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::istringstream lines(r.output);
+  std::string line;
+  std::vector<nlohmann::json> objects;
+  while (std::getline(lines, line))
+    if (line.rfind("{", 0) == 0) objects.push_back(nlohmann::json::parse(line));  // the speed line is stderr's
+  ASSERT_EQ(objects.size(), 6u) << r.output;
+  const char* prompts[] = {"a", "bb", "ccc"};
+  for (size_t i = 0; i < objects.size(); ++i) {
+    const nlohmann::json& o = objects[i];
+    EXPECT_EQ(o["sequence"], i);
+    EXPECT_EQ(o["prompt_index"], i / 2);
+    EXPECT_EQ(o["prompt"], prompts[i / 2]);
+    EXPECT_EQ(o["prompt_ids"].size(), std::string(prompts[i / 2]).size());  // byte tokenizer
+    EXPECT_LE(o["ids"].size(), 6u);
+    EXPECT_TRUE(o["text"].is_string());
+    EXPECT_TRUE(o["finish_reason"] == "length" || o["finish_reason"] == "stop" || o["finish_reason"] == "eos")
+        << o.dump();
+    EXPECT_GE(o["seconds"].get<double>(), 0.0);
+    EXPECT_GE(o["batch_decode_seconds"].get<double>(), 0.0);
+  }
+  // A single sequence prints JSON too, not streamed text.
+  const auto one = run_cli("generate --ckpt " + path("ck") + " --prompt Hi --max-new-tokens 3 --json");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  ASSERT_EQ(one.output.rfind("{", 0), 0u) << one.output;
+  EXPECT_EQ(nlohmann::json::parse(one.output.substr(0, one.output.find('\n')))["prompt"], "Hi");
+}
+
+TEST_F(CliGenerate, TopPHelpAndCheckAgree) {
+  const auto help = run_cli("generate --help");
+  EXPECT_NE(help.output.find("(0 - 1]"), std::string::npos) << help.output;
+  const std::string base = "generate --ckpt " + path("ck") + " --prompt x --max-new-tokens 1 --top-p ";
+  for (const char* bad : {"0", "1.5", "-0.1", "abc", "nan"}) {
+    const auto r = run_cli(base + bad);
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_EQ(test::count_lines(r.output), 1) << bad << "\n" << r.output;
+    EXPECT_NE(r.output.find("--top-p"), std::string::npos) << bad << "\n" << r.output;
+  }
+  for (const char* good : {"0.001", "1"}) EXPECT_EQ(run_cli(base + good).exit_code, 0) << good;
 }
 
 TEST_F(CliGenerate, BenchInferJsonHasTheFigures) {

@@ -328,6 +328,35 @@ void fill_weights(const std::string& path, float value) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
+// Rewrites the floats of the tensors whose name contains `part`; how many it rewrote.
+int fill_tensors(const std::string& path, const std::string& part, float value) {
+  std::string bytes = slurp(path);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
+  const json header = json::parse(bytes.substr(8, n));
+  int filled = 0;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__" || it.key().find(part) == std::string::npos) continue;
+    const size_t begin = 8 + n + it.value()["data_offsets"][0].get<size_t>();
+    const size_t end = 8 + n + it.value()["data_offsets"][1].get<size_t>();
+    for (size_t at = begin; at + 4 <= end; at += 4) std::memcpy(&bytes[at], &value, 4);
+    ++filled;
+  }
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  return filled;
+}
+
+// Finite weights whose logits are ~1e30: the loss is finite (max minus target)
+// but its exp is not; "ppl inf" with exit 0 was silent garbage.
+TEST_F(CliHostile, EvalRefusesAnOverflowingPerplexityNamingTheCheckpoint) {
+  ASSERT_EQ(run_cli(train_args(path("run"), 3)).exit_code, 0);
+  fs::copy(path("run/best"), path("huge"), fs::copy_options::recursive);
+  ASSERT_EQ(fill_tensors(path("huge/model.safetensors"), "final_layernorm", 1e30f), 1);
+  const auto r = run_cli("--threads 1 eval --ckpt " + path("huge") + " --data " + path("toy.txt"));
+  expect_one_line(r, {path("huge"), "perplexity overflows", "check the checkpoint"});
+  EXPECT_EQ(r.output.find("inf"), std::string::npos) << r.output;
+}
+
 TEST_F(CliHostile, WeightsThatAreNotFiniteOrOverflowAreNeverUsedSilently) {
   ASSERT_EQ(run_cli(train_args(path("run"), 3)).exit_code, 0);
   fs::copy(path("run/best"), path("nan"), fs::copy_options::recursive);
@@ -347,6 +376,44 @@ TEST_F(CliHostile, WeightsThatAreNotFiniteOrOverflowAreNeverUsedSilently) {
   // Config files with duplicate keys.
   std::ofstream(path("dup.json")) << R"({"hidden_size": 16, "num_hidden_layers": 1, "hidden_size": 32})";
   expect_one_line(run_cli("info --config " + path("dup.json")), {"dup.json", "key 'hidden_size' twice"});
+}
+
+// A tokenizer with more ids than the model's rows is refused at load by every
+// command that loads a checkpoint, naming both sizes.
+TEST_F(CliHostile, ATokenizerLargerThanTheModelIsRefusedByEveryCommand) {
+  fs::copy(std::string(HYMBA_FIXTURES_DIR) + "/import/hf_mamba", path("ck"), fs::copy_options::recursive);
+  json cfg = json::parse(slurp(path("ck/config.json")));
+  cfg["vocab_size"] = 200;
+  std::ofstream(path("ck/config.json"), std::ios::trunc) << cfg.dump();
+  const std::vector<std::string> parts = {"tokenizer.json", "272 tokens", "200"};
+  expect_one_line(run_cli("--threads 1 generate --ckpt " + path("ck") + " --prompt hi --max-new-tokens 2"), parts);
+  expect_one_line(run_cli("--threads 1 eval --ckpt " + path("ck") + " --data " + path("toy.txt")), parts);
+  expect_one_line(run_cli("--threads 1 train --init " + path("ck") + " --data " + path("toy.txt") + " --out " +
+                          path("ft") + " --steps 1 --batch 2 --seq-len 8 --quiet"),
+                  parts);
+}
+
+// Killed after the last step but before summary.json: --resume writes it.
+TEST_F(CliHostile, ResumeOfARunKilledBeforeItsSummaryWritesTheSummary) {
+  ASSERT_EQ(run_cli(train_args(path("run"), 3)).exit_code, 0);
+  const json written = json::parse(slurp(path("run/summary.json")));
+  fs::remove(path("run/summary.json"));
+  const auto r = run_cli(train_args(path("run"), 3) + " --resume");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_TRUE(fs::exists(path("run/summary.json")));
+  const json again = json::parse(slurp(path("run/summary.json")));
+  EXPECT_EQ(again["steps"], 3);
+  EXPECT_EQ(again["best_val_loss"], written["best_val_loss"]);
+  // With the summary in place the run is simply finished.
+  expect_one_line(run_cli(train_args(path("run"), 3) + " --resume"), {"--resume", "already finished"});
+}
+
+// --ckpt at a suite directory (hymba ablate --out): name its rows.
+TEST_F(CliHostile, ASuiteDirectoryAsCheckpointListsItsRows) {
+  fs::create_directories(path("suite/runs/hymba"));
+  fs::create_directories(path("suite/runs/hymba-nometa"));
+  for (const std::string cmd : {"generate --prompt x --ckpt ", "eval --ckpt "})
+    expect_one_line(run_cli(cmd + path("suite")), {"a suite directory", "runs/ROW", "hymba, hymba-nometa"});
 }
 
 }  // namespace

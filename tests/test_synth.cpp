@@ -456,6 +456,31 @@ TEST_F(SynthSuiteTest, InfoShowsTheSequentialBlocksOfAHybridConfig) {
   EXPECT_NE(r.output.find("sequential blocks: 2 of 4 layers, residual link"), std::string::npos) << r.output;
 }
 
+// --show prints what training uses: the train and test sets have separate seeds,
+// and the first examples shown are the first of the full sets.
+TEST(SynthCli, ShowPrintsTheSetsTrainingUses) {
+  TaskSpec task;
+  task.kind = TaskKind::kSelectiveCopying;
+  task.vocab_size = 8;
+  task.seq_len = 12;
+  task.num_tokens_to_copy = 3;
+  TrainSettings s;
+  s.num_train = 16;
+  s.num_test = 8;
+  const TaskData shown = task_data(task, s, 2), full = task_data(task, s);
+  ASSERT_EQ(shown.train.n, 2);
+  ASSERT_EQ(full.train.n, 16);
+  EXPECT_TRUE(std::equal(shown.train.inputs.begin(), shown.train.inputs.end(), full.train.inputs.begin()));
+  EXPECT_TRUE(std::equal(shown.test.inputs.begin(), shown.test.inputs.end(), full.test.inputs.begin()));
+  EXPECT_FALSE(std::equal(shown.train.inputs.begin(), shown.train.inputs.end(), shown.test.inputs.begin()));
+  const auto r = test::run_cli("synth --task selective-copying --vocab_size 8 --seq_len 12 --num_tokens_to_copy 3 --show 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const size_t train_at = r.output.find("input :"), test_at = r.output.find("input :", train_at + 1);
+  ASSERT_NE(test_at, std::string::npos) << r.output;
+  const auto line_at = [&](size_t at) { return r.output.substr(at, r.output.find('\n', at) - at); };
+  EXPECT_NE(line_at(train_at), line_at(test_at)) << r.output;
+}
+
 TEST(SynthCli, RunsShowsAndRejectsBadInputWithOneLine) {
   auto r = test::run_cli(
       "-t 1 synth --task selective-copying --vocab_size 8 --seq_len 12 --num_tokens_to_copy 3 --model mamba "

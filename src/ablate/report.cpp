@@ -6,6 +6,7 @@
 #include "ablate/seed_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -98,6 +99,19 @@ bool is_best(const Column& col, const std::optional<double>& best, const RowResu
   return v && *v == *best;
 }
 
+// Labels of a scatter whose data file has x, y, name, slot: slot k is printed
+// above (even k) or below (odd k) its point, one line further per pair.
+std::string slotted_labels(const std::vector<int>& slots) {
+  const int most = slots.empty() ? 0 : *std::max_element(slots.begin(), slots.end());
+  std::string out;
+  for (int k = 0; k <= most; ++k) {
+    const int lines = k % 2 == 0 ? 1 + k / 2 : -(1 + k / 2);
+    out += ", '' using 1:($4==" + std::to_string(k) + "?$2:NaN):3 with labels offset 0," + std::to_string(lines) +
+           " font ',9' notitle";
+  }
+  return out + "\n";
+}
+
 // Writes the charts' data and script into plots/ and runs gnuplot once.
 bool write_plots(const ReportInfo& info, const std::vector<RowResult>& rows, std::string& why) {
   const auto gnuplot = find_gnuplot(info.gnuplot, why);
@@ -106,6 +120,14 @@ bool write_plots(const ReportInfo& info, const std::vector<RowResult>& rows, std
   fs::create_directories(dir);
 
   std::ostringstream curves, bars, params, speed;
+  std::vector<double> sizes, ppls, caches, speeds;
+  for (const RowResult& r : rows) {
+    sizes.push_back(r.params / 1e6);
+    ppls.push_back(r.best_val_ppl);
+    caches.push_back(r.kv_cache_mb + r.mamba_state_mb);
+    speeds.push_back(r.decode_tokens_per_s);
+  }
+  const std::vector<int> params_slots = label_slots(sizes, ppls), speed_slots = label_slots(caches, speeds);
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowResult& r = rows[i];
     curves << "# " << r.id << "\n";
@@ -113,8 +135,8 @@ bool write_plots(const ReportInfo& info, const std::vector<RowResult>& rows, std
     if (r.curve.empty()) curves << "0 NaN\n";
     curves << "\n\n";
     bars << i << " " << gp_data_str(r.name) << " " << r.best_val_ppl << "\n";
-    params << r.params / 1e6 << " " << r.best_val_ppl << " " << gp_data_str(r.name) << "\n";
-    speed << r.kv_cache_mb + r.mamba_state_mb << " " << r.decode_tokens_per_s << " " << gp_data_str(r.name) << "\n";
+    params << sizes[i] << " " << ppls[i] << " " << gp_data_str(r.name) << " " << params_slots[i] << "\n";
+    speed << caches[i] << " " << speeds[i] << " " << gp_data_str(r.name) << " " << speed_slots[i] << "\n";
   }
   write_text_atomic((dir / "curves.dat").string(), curves.str());
   write_text_atomic((dir / "ppl_bars.dat").string(), bars.str());
@@ -139,13 +161,15 @@ bool write_plots(const ReportInfo& info, const std::vector<RowResult>& rows, std
       "'' using 1:3:(sprintf('%.1f', $3)) with labels offset 0,0.8 notitle\n");
   charts.push_back(
       "set title 'Parameters vs best validation perplexity'\nset xlabel 'parameters (M)'\nset ylabel 'best val PPL'\n"
-      "set key off\nset grid\nset offsets graph 0.1, graph 0.1, graph 0.1, graph 0.1\nplot 'params_vs_ppl.dat' using 1:2 with points pt 7 ps 1.5 lc rgb '#e15759', "
-      "'' using 1:2:3 with labels offset 0,1 font ',9' notitle\n");
+      "set key off\nset grid\nset offsets 0, graph 0.1, graph 0.15, graph 0.15\nset xrange [0:*]\n"
+      "plot 'params_vs_ppl.dat' using 1:2 with points pt 7 ps 1.5 lc rgb '#e15759'" + slotted_labels(params_slots));
   charts.push_back("set title " + gp_str("Decode throughput (batch 1) vs cache per sequence at " + ctx + " tokens") +
                    "\nset xlabel 'KV cache + Mamba state (MB, fp16)'\nset ylabel 'decode tok/s'\nset key off\nset grid\n"
-                   "set offsets graph 0.1, graph 0.1, graph 0.1, graph 0.1\n"
-                   "plot 'throughput_vs_cache.dat' using 1:2 with points pt 7 ps 1.5 lc rgb '#59a14f', "
-                   "'' using 1:2:3 with labels offset 0,1 font ',9' notitle\n");
+                   "set offsets 0, graph 0.1, graph 0.15, graph 0.15\n"
+                   // A cache is never negative: no left padding (gnuplot pads even a fixed minimum).
+                   "set xrange [0:*]\n"
+                   "plot 'throughput_vs_cache.dat' using 1:2 with points pt 7 ps 1.5 lc rgb '#59a14f'" +
+                   slotted_labels(speed_slots));
   std::vector<std::pair<std::string, std::string>> named;
   for (size_t i = 0; i < charts.size(); ++i) named.emplace_back(plot_names()[i], charts[i]);
   for (auto& extra : seed_charts(info.seed, rows, dir.string())) named.push_back(std::move(extra));
@@ -265,9 +289,9 @@ ReportFiles write_report(const ReportInfo& info, const std::vector<RowResult>& r
   std::ostringstream h;
   h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << html_escape(info.title)
     << "</title>\n" << html_style() << "</head><body>\n"
-    << "<h1>" << html_escape(info.title) << "</h1>\n<p>" << html_escape(settings_line(info)) << ".</p>\n<p>Rows "
+    << "<h1>" << html_escape(info.title) << "</h1>\n<p>" << html_inline(settings_line(info)) << ".</p>\n<p>Rows "
     << order << "; highlighted = best in its column. Cache figures per sequence at " << context
-    << " tokens in fp16. " << html_escape(sampling_line(info)) << ".</p>\n" << html_table(result_table(rows));
+    << " tokens in fp16. " << html_inline(sampling_line(info)) << ".</p>\n" << html_table(result_table(rows));
   if (info.seed == kLongSeed) {
     h << "<h2>Seed 003 round 3: against sequence length</h2>\n" << html_table(long_seq_table(rows, info.skipped))
       << "<pre>" << html_escape(seed_markdown(info, rows)) << "</pre>\n";

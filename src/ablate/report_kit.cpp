@@ -3,6 +3,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -63,6 +65,46 @@ std::string html_escape(const std::string& s) {
     }
   }
   return out;
+}
+
+std::string html_inline(const std::string& s) {
+  std::string out;
+  size_t at = 0;
+  while (at < s.size()) {
+    const size_t open = s.find('`', at);
+    const size_t close = open == std::string::npos ? open : s.find('`', open + 1);
+    if (close == std::string::npos) break;  // an unpaired backtick stays as text
+    out += html_escape(s.substr(at, open - at)) + "<code>" + html_escape(s.substr(open + 1, close - open - 1)) + "</code>";
+    at = close + 1;
+  }
+  return out + html_escape(s.substr(at));
+}
+
+// A label row for each point of a scatter: points closer than a few percent of
+// the plot to an earlier one get the next free slot, so names like "Hymba" and
+// "Hymba-NoMeta" at almost the same place are not printed on top of each other.
+std::vector<int> label_slots(const std::vector<double>& xs, const std::vector<double>& ys) {
+  const auto span = [](const std::vector<double>& v) {
+    double lo = 0, hi = 0;
+    bool any = false;
+    for (double x : v)
+      if (std::isfinite(x)) {
+        lo = any ? std::min(lo, x) : x;
+        hi = any ? std::max(hi, x) : x;
+        any = true;
+      }
+    return hi > lo ? hi - lo : 1.0;
+  };
+  const double sx = span(xs), sy = span(ys);
+  std::vector<int> slots(xs.size(), 0);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    std::vector<bool> taken(xs.size() + 1, false);
+    for (size_t j = 0; j < i; ++j)
+      if (std::fabs(xs[i] - xs[j]) < 0.25 * sx && std::fabs(ys[i] - ys[j]) < 0.08 * sy)
+        taken[static_cast<size_t>(slots[j])] = true;
+    while (taken[static_cast<size_t>(slots[i])]) ++slots[i];
+  }
+  return slots;
 }
 
 // Single quotes take no escapes but ''.

@@ -28,6 +28,11 @@ std::string csv_field(const std::string& s);
 // One number through a printf format ("%.3f").
 std::string fmt(const char* format, double v);
 std::string html_escape(const std::string& s);
+// Escaped text with markdown's `inline code` as <code> (the report's prose is written as markdown).
+std::string html_inline(const std::string& s);
+// For each point of a scatter, the label slot: 0, or the next free one when an
+// earlier point sits within a few percent of the plot (so labels do not overlap).
+std::vector<int> label_slots(const std::vector<double>& xs, const std::vector<double>& ys);
 // A gnuplot string literal, and a string column of a gnuplot data file.
 std::string gp_str(const std::string& s);
 std::string gp_data_str(const std::string& s);

@@ -202,8 +202,9 @@ CorpusScore LanguageModel::score_corpus(const CorpusScoreOptions& options) {
   require_activation_memory(config(), options.batch, out.seq_len,
                             "--batch " + std::to_string(options.batch) + " x --seq-len " + std::to_string(out.seq_len),
                             "--batch or --seq-len", "eval");
-  out.result = naming_source(
-      source_, [&] { return evaluate(*model_, tokens, out.seq_len, options.batch, options.max_windows); });
+  out.result = naming_source(source_, [&] {
+    return evaluate(*model_, tokens, out.seq_len, options.batch, options.max_windows, options.on_progress);
+  });
   return out;
 }
 

@@ -54,6 +54,7 @@ struct CorpusScoreOptions {
   int64_t seq_len = 0;      // 0: the training run's, else 256
   int64_t batch = 8;
   int64_t max_windows = 0;  // 0: all
+  EvalProgress on_progress;  // optional: windows done / total after each batch
 };
 struct CorpusScore {
   EvalResult result;

@@ -1,5 +1,6 @@
 // `hymba generate`: text from a checkpoint with the cached decoder.
 // `hymba bench infer`: prefill/decode throughput, cache and activation memory.
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -7,6 +8,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "api/hymba.h"
 #include "cli/commands.h"
@@ -22,17 +25,22 @@ namespace hymba::cli {
 
 namespace {
 
-// One prompt per non-blank line (a trailing '\r' is dropped).
+// One prompt per non-blank line (a trailing '\r' is dropped); "-" reads stdin.
 std::vector<std::string> read_prompt_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  HYMBA_CHECK(in.good(), "--prompt-file ", path, ": cannot read the file");
+  std::ifstream file;
+  if (path != "-") {
+    file.open(path, std::ios::binary);
+    HYMBA_CHECK(file.good(), "--prompt-file ", path, ": cannot read the file");
+  }
+  std::istream& in = path == "-" ? std::cin : file;
   std::vector<std::string> prompts;
   std::string line;
   while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (!line.empty()) prompts.push_back(line);
   }
-  HYMBA_CHECK(!prompts.empty(), "--prompt-file ", path, ": no prompts (the file has no non-blank line)");
+  HYMBA_CHECK(!prompts.empty(), "--prompt-file ", path == "-" ? "- (stdin)" : path,
+              ": no prompts (the file has no non-blank line)");
   return prompts;
 }
 
@@ -53,6 +61,7 @@ void register_generate(CLI::App& app, const GlobalOptions& global) {
   struct Options {
     std::string ckpt, prompt, prompt_file;
     int64_t batch = 1;
+    bool json = false;
     infer::GenerateOptions gen;
   };
   auto opts = std::make_shared<Options>();
@@ -61,7 +70,8 @@ void register_generate(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--ckpt", opts->ckpt, "Checkpoint directory (with tokenizer.model or tokenizer.json; published HF/state-spaces layouts too) or training run directory")
       ->required();
   auto* prompt = cmd->add_option("--prompt", opts->prompt, "Text to continue");
-  auto* prompt_file = cmd->add_option("--prompt-file", opts->prompt_file, "File with one prompt per line");
+  auto* prompt_file =
+      cmd->add_option("--prompt-file", opts->prompt_file, "File with one prompt per line ('-' reads stdin)");
   prompt->excludes(prompt_file);
   cmd->add_option("--batch", opts->batch, "Sequences per prompt, each with its own sampling stream")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
@@ -71,11 +81,25 @@ void register_generate(CLI::App& app, const GlobalOptions& global) {
       ->check(CLI::Range(0.0, 1e6))->capture_default_str();
   cmd->add_option("--top-k", g.sampling.top_k, "Sample among the k most likely tokens (0 = all)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))->capture_default_str();
+  // 0 keeps no token at all, so the range is (0, 1] in the help and in the check.
+  const auto top_p_range = [](std::string& text) -> std::string {
+    double v = 0.0;
+    try {
+      size_t used = 0;
+      v = std::stod(text, &used);
+      if (used != text.size()) return "'" + text + "' is not a number";
+    } catch (const std::exception&) {
+      return "'" + text + "' is not a number";
+    }
+    return v > 0.0 && v <= 1.0 ? std::string() : "Value " + text + " not in range (0 - 1]";
+  };
   cmd->add_option("--top-p", g.sampling.top_p, "Nucleus: the most likely tokens holding this probability (1 = all)")
-      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+      ->check(CLI::Validator(top_p_range, "(0 - 1]", "top-p range"))->capture_default_str();
   cmd->add_option("--seed", g.sampling.seed, "Sampling seed (sequence i draws from stream i)")->capture_default_str();
   cmd->add_option("--stop", g.stop, "Stop a sequence when its text contains STR (repeatable)")
       ->allow_extra_args(false);
+  cmd->add_flag("--json", opts->json,
+                "One JSON object per line and sequence, in prompt order: ids, text, finish reason, timings");
   cmd->callback([opts, prompt, &global] {
     apply_global_options(global);
     infer::validate(opts->gen);
@@ -97,33 +121,51 @@ void register_generate(CLI::App& app, const GlobalOptions& global) {
       }
 
     // One sequence streams as it goes, its prompt echoed with the first text
-    // so errors found before any token print alone; several sequences print
-    // each as it finishes.
-    const bool stream = prompts.size() == 1;
+    // so errors found before any token print alone; several sequences (or
+    // --json) print in prompt order once all are done.
+    const bool stream = prompts.size() == 1 && !opts->json;
     bool echoed = false;
     infer::TextCallback on_text;
-    infer::DoneCallback on_done;
     if (stream) {
       on_text = [&](int64_t, std::string_view text) {
         if (!echoed) write_now(texts.front());
         echoed = true;
         write_now(text);
       };
-    } else {
-      on_done = [&](int64_t i, const infer::Generation& done) {
-        const size_t from = source[static_cast<size_t>(i)];
-        std::printf("=== sequence %lld/%zu (prompt %zu, %zu tokens, finished: %s) ===\n",
-                    static_cast<long long>(i + 1), prompts.size(), from + 1, done.tokens.size(),
-                    infer::to_string(done.finish));
-        write_now(texts[from]);
-        write_now(done.text);
-        write_now("\n");
-      };
     }
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<double> finished_after(prompts.size(), 0.0);  // seconds from the start, per sequence
+    const infer::DoneCallback on_done = [&](int64_t i, const infer::Generation&) {
+      finished_after[static_cast<size_t>(i)] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
     infer::GenerateStats stats;
     const std::vector<infer::Generation> out = lm.generate_batch(prompts, opts->gen, on_text, on_done, &stats);
     if (stream) {
       if (!echoed) write_now(texts.front());
+      write_now("\n");
+    }
+    for (size_t i = 0; i < out.size() && !stream; ++i) {
+      const infer::Generation& done = out[i];
+      const size_t from = source[i];
+      if (opts->json) {
+        const nlohmann::json line = {{"sequence", i},
+                                     {"prompt_index", from},
+                                     {"prompt", texts[from]},
+                                     {"prompt_ids", done.prompt},
+                                     {"ids", done.tokens},
+                                     {"text", done.text},
+                                     {"finish_reason", infer::to_string(done.finish)},
+                                     {"seconds", finished_after[i]},
+                                     {"batch_prefill_seconds", stats.prefill_seconds},
+                                     {"batch_decode_seconds", stats.decode_seconds}};
+        write_now(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+        continue;
+      }
+      std::printf("=== sequence %zu/%zu (prompt %zu, %zu tokens, finished: %s) ===\n", i + 1, prompts.size(),
+                  from + 1, done.tokens.size(), infer::to_string(done.finish));
+      write_now(texts[from]);
+      write_now(done.text);
       write_now("\n");
     }
     std::fprintf(stderr,

@@ -73,10 +73,13 @@ void list_everything() {
   }
 }
 
-void show_examples(const synth::TaskSpec& task, int64_t n, uint64_t seed) {
+// The first examples of the sets training uses (train and test have separate seeds).
+void show_examples(const synth::TaskSpec& task, int64_t n, const synth::TrainSettings& settings) {
+  const synth::TaskData data = synth::task_data(task, settings, n);
   for (bool test : {false, true}) {
-    const synth::Dataset d = synth::generate(task, n, seed, test);
-    std::printf("%s set (%lld scored of %lld positions):\n", test ? "test" : "train",
+    const synth::Dataset& d = test ? data.test : data.train;
+    std::printf("%s set, first %lld of %lld examples (%lld scored of %lld positions):\n", test ? "test" : "train",
+                static_cast<long long>(d.n), static_cast<long long>(test ? settings.num_test : settings.num_train),
                 static_cast<long long>(d.scored()), static_cast<long long>(d.n * d.seq));
     for (int64_t i = 0; i < d.n; ++i) {
       std::printf("  input :");
@@ -133,7 +136,7 @@ void run(Options& o) {
   if (single) suite.title = std::string(synth::to_string(suite.task.kind)) + " — " + suite.rows[0].name;
 
   if (o.show > 0) {
-    show_examples(synth::row_task(suite, suite.rows[0]), o.show, suite.train.seed);
+    show_examples(synth::row_task(suite, suite.rows[0]), o.show, suite.train);
     return;
   }
   if (single && o.out.empty()) {

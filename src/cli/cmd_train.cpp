@@ -1,5 +1,9 @@
 // `hymba train` and `hymba eval`.
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -7,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "core/error.h"
+#include "train/run_state.h"
 #include "train/trainer.h"
 
 namespace hymba::cli {
@@ -74,6 +79,9 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
                 "--init-scheme: a resumed run keeps its weights; give the flag only with the run's --preset or --config");
     const ModelConfig cfg = resolve_model(opts->model,  // --resume and --init take the model of their checkpoint
                                           opts->train.resume || !opts->train.init_from.empty() ? "hybrid-official" : "");
+    // A run killed after its last step but before summary.json: --resume writes the summary.
+    opts->train.resume_finished =
+        opts->train.resume && !std::filesystem::exists(std::filesystem::path(opts->train.out_dir) / kSummaryFile);
     const TrainSummary s = train(cfg, opts->train);
     if (opts->json) {
       std::cout << s.to_json().dump(2) << "\n";
@@ -113,6 +121,20 @@ void register_eval(CLI::App& app, const GlobalOptions& global) {
     so.seq_len = opts->seq_len;
     so.batch = opts->batch;
     so.max_windows = opts->windows;
+    // A long split takes minutes: a line on stderr at most every 2 s (none for a short one), so stdout stays clean.
+    auto last = std::chrono::steady_clock::now();
+    bool shown = false;
+    so.on_progress = [&](int64_t done, int64_t total) {
+      const auto now = std::chrono::steady_clock::now();
+      if (done < total && now - last < std::chrono::seconds(2)) return;
+      if (done == total && !shown) return;
+      last = now;
+      shown = true;
+      std::fprintf(stderr, "%seval: %lld/%lld windows (%.0f%%)%s", ::isatty(2) ? "\r" : "", static_cast<long long>(done),
+                   static_cast<long long>(total), 100.0 * static_cast<double>(done) / static_cast<double>(total),
+                   ::isatty(2) && done < total ? "" : "\n");
+      std::fflush(stderr);
+    };
     const CorpusScore score = lm.score_corpus(so);
     const EvalResult& r = score.result;
     const std::string& ckpt = lm.source();

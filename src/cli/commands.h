@@ -2,6 +2,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
 
 namespace hymba::cli {
 
@@ -27,6 +29,13 @@ void register_import_export(CLI::App& app, const GlobalOptions& global);
 // Makes every integer flag refuse text that is not an integer ("2.5", "1e12")
 // with "not an integer" before any range check runs (cli/flag_checks.cpp).
 void require_integer_text(CLI::App& app);
+
+// The name in `names` closest to `typed` (a prefix of it, or a few typos
+// away), or "" when none is close (cli/suggest.cpp).
+std::string closest_name(const std::string& typed, const std::vector<std::string>& names);
+// After CLI11's ExtrasError: "unknown subcommand 'gen'; did you mean 'generate'?"
+// or "unknown flag '--top_pp' for 'generate'; did you mean --top-p?" ("" if none left over).
+std::string explain_unexpected_arguments(const CLI::App& app);
 
 // Applies the global options (thread count) before a subcommand runs.
 void apply_global_options(const GlobalOptions& global);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -14,12 +15,36 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/json_io.h"
+#include "core/system_memory.h"
 #include "core/threading.h"
 #include "train/stop_signal.h"
 
 namespace hymba::cli {
 
-void apply_global_options(const GlobalOptions& global) { set_num_threads(global.threads); }
+namespace {
+
+// Address space one worker thread reserves: OpenBLAS's per-thread buffer (32 MiB),
+// its stack (8 MiB) and glibc's per-thread malloc arena (64 MiB reserved).
+constexpr int64_t kAddressSpacePerThread = int64_t{112} << 20;
+
+// Under `ulimit -v`, OpenBLAS spins for ever when its per-thread buffers do not
+// fit, so check first: refuse an explicit --threads, shrink the default.
+int threads_within_address_space(int requested) {
+  const int64_t left = address_space_left_bytes();
+  const int wanted = requested > 0 ? requested : num_threads();
+  if (left < 0 || wanted <= 1) return requested;
+  const int64_t fit = std::max<int64_t>(1, left / 2 / kAddressSpacePerThread);  // half stays for the model
+  if (wanted <= fit) return requested;
+  HYMBA_CHECK(requested == 0, "--threads ", requested, ": ", requested, " threads reserve about ",
+              format_bytes(static_cast<double>(requested) * kAddressSpacePerThread),
+              " of address space (BLAS buffers, stacks) but the address-space limit (ulimit -v) leaves ",
+              format_bytes(static_cast<double>(left)), "; use --threads ", fit, " or less, or raise the limit");
+  return static_cast<int>(fit);
+}
+
+}  // namespace
+
+void apply_global_options(const GlobalOptions& global) { set_num_threads(threads_within_address_space(global.threads)); }
 
 }  // namespace hymba::cli
 
@@ -73,6 +98,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "hymba: error: no subcommand given\n");
       return 2;
     }
+  } catch (const CLI::ExtrasError& e) {
+    const std::string why = hymba::cli::explain_unexpected_arguments(app);
+    if (why.empty()) return app.exit(e);
+    std::fprintf(stderr, "hymba: error: %s (see --help)\n", hymba::excerpt(why, 300).c_str());
+    return 2;
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const hymba::Interrupted& e) {

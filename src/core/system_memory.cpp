@@ -96,6 +96,12 @@ int64_t available_memory_bytes() {
   return best;
 }
 
+int64_t address_space_left_bytes() {
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return -1;
+  return std::max<int64_t>(0, static_cast<int64_t>(std::min<rlim_t>(rl.rlim_cur, INT64_MAX)) - address_space_used());
+}
+
 int64_t peak_rss_bytes() {
   std::ifstream in("/proc/self/status");
   std::string key;

@@ -14,6 +14,10 @@ namespace hymba {
 // -1 when nothing is known.
 int64_t available_memory_bytes();
 
+// What the address-space rlimit (ulimit -v) leaves this process, in bytes;
+// -1 when there is no limit.
+int64_t address_space_left_bytes();
+
 // The process's resident-set high-water mark (VmHWM, else getrusage's
 // ru_maxrss) in bytes; 0 when unknown.
 int64_t peak_rss_bytes();

@@ -286,10 +286,33 @@ BpeTrainResult train_bpe(const std::vector<std::pair<std::string, uint64_t>>& wo
   return out;
 }
 
+// Every merge rewrites each word holding the pair, so one 50 MB "word" (a line
+// with no spaces) costs 50 MB per merge: minutes. Words longer than this many
+// bytes are counted as pieces of it (cut at character boundaries); ordinary
+// text has no such words, so its merges stay HF's.
+namespace {
+
+constexpr size_t kMaxTrainedWordBytes = 8192;
+
+void count_word(std::string&& word, std::unordered_map<std::string, uint64_t>& counts) {
+  if (word.size() <= kMaxTrainedWordBytes) {
+    ++counts[std::move(word)];
+    return;
+  }
+  for (size_t at = 0; at < word.size();) {
+    size_t end = std::min(word.size(), at + kMaxTrainedWordBytes);
+    while (end < word.size() && end > at + 1 && (static_cast<unsigned char>(word[end]) & 0xC0) == 0x80) --end;
+    ++counts[word.substr(at, end - at)];
+    at = end;
+  }
+}
+
+}  // namespace
+
 BpeTrainResult train_byte_level_bpe(const std::vector<std::string>& sequences, const ByteLevelBpeOptions& opt) {
   std::unordered_map<std::string, uint64_t> counts;
   for (const std::string& s : sequences)
-    for (std::string& w : byte_level_pretokenize(s, false)) ++counts[std::move(w)];
+    for (std::string& w : byte_level_pretokenize(s, false)) count_word(std::move(w), counts);
   BpeTrainerOptions t;
   t.vocab_size = opt.vocab_size;
   t.min_frequency = opt.min_frequency;

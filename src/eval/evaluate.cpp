@@ -9,7 +9,7 @@
 namespace hymba {
 
 EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
-                    int64_t max_windows) {
+                    int64_t max_windows, const EvalProgress& on_progress) {
   HYMBA_CHECK(seq_len >= 1 && batch >= 1, "evaluate: seq_len and batch must be >= 1");
   int64_t windows = num_eval_windows(tokens, seq_len);
   HYMBA_CHECK(windows > 0, "evaluate: ", tokens.size(), " tokens are fewer than one window of --seq-len ", seq_len,
@@ -33,6 +33,7 @@ EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_l
     loss_sum += s.loss_sum;
     correct += s.correct;
     r.tokens += s.scored;
+    if (on_progress) on_progress(w0 + b, windows);
   }
   r.loss = r.tokens > 0 ? loss_sum / static_cast<double>(r.tokens) : 0.0;
   // A NaN/Inf loss from finite inputs means the weights overflow float32.
@@ -40,6 +41,11 @@ EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_l
   HYMBA_CHECK(std::isfinite(r.loss), "evaluate: the loss is ", std::isnan(r.loss) ? "nan" : r.loss > 0 ? "inf" : "-inf",
               "; the model's weights overflow float32 arithmetic (check the checkpoint)");
   r.ppl = std::exp(r.loss);
+  // A finite loss past ~709 nats (e^709 overflows a double) is no language model's:
+  // the logits are astronomically large, so report it instead of "ppl inf".
+  HYMBA_CHECK(std::isfinite(r.ppl), "evaluate: the loss is ", r.loss,
+              " and the perplexity overflows; the logits are far outside float32's useful range, so the model's "
+              "weights overflow (check the checkpoint)");
   r.accuracy = r.tokens > 0 ? static_cast<double>(correct) / static_cast<double>(r.tokens) : 0.0;
   return r;
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "model/model.h"
@@ -16,9 +17,12 @@ struct EvalResult {
   int64_t windows = 0;
 };
 
+// Called after each batch with the windows done and the total (long splits take minutes).
+using EvalProgress = std::function<void(int64_t windows_done, int64_t windows_total)>;
+
 // Runs non-overlapping windows of seq_len + 1 tokens (the first max_windows,
 // all when max_windows <= 0), batch at a time. No dropout, no gradients.
 EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
-                    int64_t max_windows);
+                    int64_t max_windows, const EvalProgress& on_progress = {});
 
 }  // namespace hymba

@@ -60,6 +60,8 @@ class PublishedFields {
     return null_;
   }
   bool given(const char* name) const { return j_.contains(name) && !j_.at(name).is_null(); }
+  // A key written as null: some published code reads null as "feature off", not "default".
+  bool written_null(const char* name) const { return j_.contains(name) && j_.at(name).is_null(); }
 
   int64_t integer(const char* name) {
     const json& v = value(name);
@@ -245,10 +247,16 @@ ModelConfig hymba_config(const json& j, const std::string& source) {
   c.orig_max_position_embeddings = f.integer("orig_max_position_embeddings");
 
   // The released forward lets a local query see W + 1 keys (q - k <= W).
-  c.sliding_window = f.integer("sliding_window");
+  // The released code reads sliding_window None as "no window" (every layer global) and
+  // global_attn_idx None as "no layer singled out as global"; only an absent key takes the default.
+  const bool no_window = f.written_null("sliding_window");
+  c.sliding_window = no_window ? 0 : f.integer("sliding_window");
+  f.value("sliding_window");
   HYMBA_CHECK(c.sliding_window >= 0, source, ": field 'sliding_window' must be >= 0");
   c.sliding_window_inclusive = true;
-  c.global_attn_idx = f.integers("global_attn_idx");
+  c.global_attn_idx = f.written_null("global_attn_idx") ? std::vector<int64_t>{} : f.integers("global_attn_idx");
+  f.value("global_attn_idx");
+  if (no_window) c.global_attn_idx.clear();  // without a window every layer is global already
   c.num_memory_tokens = f.integer("num_memory_tokens");
   const json& groups = f.value("kv_reuse_group");
   if (!groups.is_null()) {

@@ -304,10 +304,8 @@ void gather(const Dataset& d, const std::vector<int64_t>& order, int64_t from, i
 
 }  // namespace
 
-RunResult train_on_task(const TaskSpec& task, const ArchSpec& arch, const TrainSettings& s,
-                        const std::function<void(const EpochStats&)>& on_epoch) {
+TaskData task_data(const TaskSpec& task, const TrainSettings& s, int64_t limit) {
   task.validate();
-  arch.validate();
   s.validate();
   TaskSpec test_task = task;
   if (s.test_num_kv_pairs > 0) {
@@ -322,8 +320,19 @@ RunResult train_on_task(const TaskSpec& task, const ArchSpec& arch, const TrainS
   }
   test_task.validate();
   const Rng data(s.seed);
-  const Dataset train = generate(task, s.num_train, data.split(11).next_u64(), false);
-  const Dataset test = generate(test_task, s.num_test, data.split(12).next_u64(), true);
+  const auto count = [limit](int64_t n) { return limit > 0 ? std::min(limit, n) : n; };
+  // Each example has its own stream, so a prefix equals the full set's first examples.
+  return {generate(task, count(s.num_train), data.split(11).next_u64(), false),
+          generate(test_task, count(s.num_test), data.split(12).next_u64(), true)};
+}
+
+RunResult train_on_task(const TaskSpec& task, const ArchSpec& arch, const TrainSettings& s,
+                        const std::function<void(const EpochStats&)>& on_epoch) {
+  arch.validate();
+  const TaskData sets = task_data(task, s);
+  const Dataset& train = sets.train;
+  const Dataset& test = sets.test;
+  const Rng data(s.seed);
 
   Learner learner(task, arch, s);
   RunResult result;

@@ -87,6 +87,14 @@ struct RunResult {
   const EpochStats& last() const { return epochs.back(); }
 };
 
+// The first `limit` examples (0 = all) of the train and test sets a run with
+// these settings uses: separate seeds drawn from settings.seed, and the test
+// set's --test-* overrides applied.
+struct TaskData {
+  Dataset train, test;
+};
+TaskData task_data(const TaskSpec& task, const TrainSettings& settings, int64_t limit = 0);
+
 // Generates the task's train and test sets from settings.seed, trains, and
 // evaluates after every epoch; on_epoch (may be empty) sees each epoch.
 RunResult train_on_task(const TaskSpec& task, const ArchSpec& arch, const TrainSettings& settings,

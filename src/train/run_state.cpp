@@ -1,7 +1,9 @@
 #include "train/run_state.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -30,6 +32,19 @@ std::string resolve_checkpoint(const std::string& path) {
     HYMBA_CHECK(simple && fs::is_directory(fs::path(path) / name, ec), latest.string(),
                 ": points to missing checkpoint '", excerpt(name), "'");
     return (fs::path(path) / name).string();
+  }
+  // A suite directory (hymba ablate --out) holds one run per row under runs/.
+  const fs::path rows = fs::path(path) / "runs";
+  if (!fs::exists(fs::path(path) / kConfigFile, ec) && fs::is_directory(rows, ec)) {
+    std::vector<std::string> names;
+    for (const fs::directory_entry& e : fs::directory_iterator(rows, ec))
+      if (e.is_directory(ec)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    std::string listed;
+    for (size_t i = 0; i < names.size() && i < 12; ++i) listed += (i ? ", " : "") + excerpt(names[i], 60);
+    if (names.size() > 12) listed += ", ... (" + std::to_string(names.size()) + " in all)";
+    fail(excerpt(path, 300), ": a suite directory, not a checkpoint; give one of its rows, ",
+         excerpt((rows / "ROW").string(), 300), (names.empty() ? std::string(" (none has run yet)") : " with ROW one of: " + listed));
   }
   return path;
 }

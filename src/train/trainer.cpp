@@ -301,7 +301,14 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
     }
     resume_checks(fields.object("run"), run_recipe(opt, opt.dropout >= 0 ? opt.dropout : run_cfg.dropout),
                   asked ? &*asked : nullptr, run_cfg, opt.tokenizer_path, checkpoint_tokenizer_path(ckpt), log);
-    tok = load_checkpoint_tokenizer(ckpt).tokenizer;
+    {
+      CheckpointTokenizer run_tok = load_checkpoint_tokenizer(ckpt);
+      // As load_checkpoint() does: ids past the embedding rows would fail mid-run.
+      HYMBA_CHECK(run_tok.tokenizer->vocab_size() <= run_cfg.vocab_size, run_tok.path, ": the tokenizer has ",
+                  run_tok.tokenizer->vocab_size(), " tokens but the model has only ", run_cfg.vocab_size,
+                  " (vocab_size in ", (fs::path(ckpt) / kConfigFile).string(), "); they do not belong together");
+      tok = std::move(run_tok.tokenizer);
+    }
     require_memory(run_cfg);
     model = load_model(ckpt, true);
     load_optimizer_state(ckpt, *model);
