@@ -373,6 +373,13 @@ TEST_F(CliHostile, WeightsThatAreNotFiniteOrOverflowAreNeverUsedSilently) {
   EXPECT_EQ(g.output.find('\0'), std::string::npos);
   expect_one_line(run_cli("--threads 1 eval --ckpt " + path("big") + " --data " + path("toy.txt")),
                   {path("big"), "loss is nan"});
+  // A checkpoint whose config asks for more memory than there is: the
+  // refusal names the checkpoint (the campaign found it did not).
+  fs::copy(path("run/best"), path("huge"), fs::copy_options::recursive);
+  json cfg = json::parse(std::ifstream(path("huge/config.json")));
+  cfg["hidden_size"] = 1000000;
+  std::ofstream(path("huge/config.json"), std::ios::trunc) << cfg.dump();
+  expect_one_line(run_cli("--threads 1 generate --ckpt " + path("huge") + gen), {path("huge"), "needs about"});
   // Config files with duplicate keys.
   std::ofstream(path("dup.json")) << R"({"hidden_size": 16, "num_hidden_layers": 1, "hidden_size": 32})";
   expect_one_line(run_cli("info --config " + path("dup.json")), {"dup.json", "key 'hidden_size' twice"});

@@ -211,6 +211,12 @@ TEST_F(Security, ErrorsQuoteAtMostAFewDozenBytesOfAValue) {
   msg = error_of([&] { load_tokenizer(merges_path); });
   EXPECT_NE(msg.find("merges"), std::string::npos) << msg.substr(0, 300);
   expect_short(msg);
+  tj = read_json_file(kImport + "/hf_mamba/tokenizer.json");
+  tj["model"]["type"] = huge;
+  const std::string type_path = write("type/tokenizer.json", tj.dump());
+  msg = error_of([&] { load_tokenizer(type_path); });
+  EXPECT_NE(msg.find("not supported"), std::string::npos) << msg.substr(0, 300);
+  expect_short(msg);
   const std::string byte_path = write("byte/tokenizer.model", "hymba-byte-tokenizer " + huge + "\n");
   msg = error_of([&] { load_tokenizer(byte_path); });
   EXPECT_NE(msg.find("byte tokenizer format"), std::string::npos) << msg.substr(0, 300);

@@ -37,10 +37,29 @@ void set_threads(int n) {
 LanguageModel::LanguageModel() = default;
 LanguageModel::LanguageModel(LanguageModel&&) noexcept = default;
 LanguageModel& LanguageModel::operator=(LanguageModel&&) noexcept = default;
+
+namespace {
+
+// Errors raised while a checkpoint loads or its model runs (a model too large
+// for memory, non-finite logits or loss from weights that overflow float32)
+// come from the checkpoint: name it, where the message does not already.
+template <class Fn>
+auto naming_source(const std::string& source, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (source.empty() || what.find(source) != std::string::npos) throw;
+    throw Error(source + ": " + what);
+  }
+}
+
+}  // namespace
+
 LanguageModel::~LanguageModel() = default;
 
 LanguageModel LanguageModel::load(const std::string& dir, bool trainable) {
-  LoadedCheckpoint c = load_checkpoint(dir, trainable);
+  LoadedCheckpoint c = naming_source(dir, [&] { return load_checkpoint(dir, trainable); });
   LanguageModel lm;
   lm.model_ = std::move(c.model);
   lm.tokenizer_ = std::move(c.tokenizer);
@@ -101,22 +120,6 @@ void LanguageModel::require_generation_memory(const std::vector<std::vector<int3
   need.require_available("generate");
 }
 
-namespace {
-
-// Errors raised while the model runs (non-finite logits or loss from weights
-// that overflow float32) come from the checkpoint: name it, as load errors do.
-template <class Fn>
-auto naming_source(const std::string& source, Fn&& fn) {
-  try {
-    return fn();
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    if (source.empty() || what.find(source) != std::string::npos) throw;
-    throw Error(source + ": " + what);
-  }
-}
-
-}  // namespace
 
 std::vector<infer::Generation> LanguageModel::generate_batch(const std::vector<std::string>& texts,
                                                              const infer::GenerateOptions& options,

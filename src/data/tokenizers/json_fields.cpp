@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/excerpt.h"
 
 namespace hymba::tok {
 
@@ -60,7 +61,7 @@ void check_sequence_depth(const std::string& where, int depth) {
 }
 
 void unsupported(const std::string& where, const std::string& type, const char* supported) {
-  fail(where, " has type \"", type, "\", which is not supported (supported: ", supported, ")");
+  fail(where, " has type \"", excerpt(type), "\", which is not supported (supported: ", supported, ")");
 }
 
 }  // namespace hymba::tok
