@@ -206,7 +206,8 @@ TEST_F(CliHostile, ResumeRefusesAChangedRecipeByName) {
   // Another model than the run's.
   const auto model = run_cli("--threads 1 train --preset mamba-only --scale tiny --data " + path("toy.txt") + " --out " +
                              path("run") + " --steps 20 --batch 4 --seq-len 32 --lr 3e-3 --warmup 5 --quiet --resume");
-  expect_one_line(model, {"model hidden_size 16 -> ", "model layer_types"});
+  // The first three differences by name, then a count: one short line.
+  expect_one_line(model, {"model hidden_size 16 -> ", "more (resume with"});
   // A different thread count is allowed, with a note that results are not
   // bit-identical to an uninterrupted run.
   std::string args = train_args(path("run"), 20);
@@ -375,11 +376,8 @@ TEST_F(CliHostile, WeightsThatAreNotFiniteOrOverflowAreNeverUsedSilently) {
                   {path("big"), "loss is nan"});
   // A checkpoint whose config asks for more memory than there is: the
   // refusal names the checkpoint (the campaign found it did not).
-  fs::copy(path("run/best"), path("huge"), fs::copy_options::recursive);
-  json cfg = json::parse(std::ifstream(path("huge/config.json")));
-  cfg["hidden_size"] = 1000000;
-  std::ofstream(path("huge/config.json"), std::ios::trunc) << cfg.dump();
-  expect_one_line(run_cli("--threads 1 generate --ckpt " + path("huge") + gen), {path("huge"), "needs about"});
+  expect_one_line(run_cli("--threads 1 generate --ckpt " + path("run/best") + gen, "env HYMBA_MAX_MEMORY=16K"),
+                  {path("run/best"), "needs about"});
   // Config files with duplicate keys.
   std::ofstream(path("dup.json")) << R"({"hidden_size": 16, "num_hidden_layers": 1, "hidden_size": 32})";
   expect_one_line(run_cli("info --config " + path("dup.json")), {"dup.json", "key 'hidden_size' twice"});

@@ -171,7 +171,7 @@ TEST_F(Train, BadInputGivesOneLineErrors) {
   EXPECT_NE(changed.exit_code, 0);
   EXPECT_NE(changed.output.find("batch"), std::string::npos) << changed.output;
   // Many changes at once: the first three and a count, on one short line.
-  auto many = run_cli(train_args(path("r4"), 20) + " --resume --batch 2 --seq-len 16 --lr 1e-3 --warmup 2 --dropout 0");
+  auto many = run_cli(train_args(path("r4"), 20) + " --resume --beta1 0.8 --beta2 0.9 --grad-clip 0.5 --weight-decay 0.2 --grad-accum 2");
   EXPECT_NE(many.exit_code, 0);
   EXPECT_NE(many.output.find("and 2 more"), std::string::npos) << many.output;
   EXPECT_EQ(test::count_lines(many.output), 1) << many.output;
