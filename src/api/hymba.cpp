@@ -5,6 +5,8 @@
 #include <filesystem>
 
 #include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/excerpt.h"
 #include "core/json_io.h"
 #include "core/threading.h"
 #include "data/corpus.h"
@@ -48,9 +50,10 @@ auto naming_source(const std::string& source, Fn&& fn) {
   try {
     return fn();
   } catch (const Error& e) {
+    // Already named (in full, or as an excerpt of a very long path): as is.
     const std::string what = e.what();
-    if (source.empty() || what.find(source) != std::string::npos) throw;
-    throw Error(source + ": " + what);
+    if (source.empty() || what.find(source.substr(0, 60)) != std::string::npos) throw;
+    throw Error(excerpt(source, 200) + ": " + what);
   }
 }
 
