@@ -378,6 +378,9 @@ TEST_F(CliHostile, WeightsThatAreNotFiniteOrOverflowAreNeverUsedSilently) {
   // refusal names the checkpoint (the campaign found it did not).
   expect_one_line(run_cli("--threads 1 generate --ckpt " + path("run/best") + gen, "env HYMBA_MAX_MEMORY=16K"),
                   {path("run/best"), "needs about"});
+  expect_one_line(run_cli("import --in " + std::string(HYMBA_FIXTURES_DIR) + "/import/hf_gpt_neo --out " + path("imp"),
+                          "env HYMBA_MAX_MEMORY=16K"),
+                  {"hf_gpt_neo/config.json", "needs about"});
   // Config files with duplicate keys.
   std::ofstream(path("dup.json")) << R"({"hidden_size": 16, "num_hidden_layers": 1, "hidden_size": 32})";
   expect_one_line(run_cli("info --config " + path("dup.json")), {"dup.json", "key 'hidden_size' twice"});

@@ -193,8 +193,9 @@ TEST(HfTokenizer, RefusalsNameTheField) {
     EXPECT_NE(at, std::string::npos) << from;
     return s.replace(at, from.size(), to);
   };
-  // An unsupported component is named in full (not cut short), with what is supported.
-  const std::string long_name(120, 'X');
+  // An unsupported component is named in full (not cut short), with what is
+  // supported; real names are far shorter than the 80 bytes quoted at most.
+  const std::string long_name(70, 'X');
   std::string msg = error_of(replaced(R"("type": "BPE")", "\"type\": \"" + long_name + "\""));
   EXPECT_NE(msg.find("field 'model' has type \"" + long_name + "\""), std::string::npos) << msg;
   EXPECT_NE(msg.find("Unigram"), std::string::npos) << msg;

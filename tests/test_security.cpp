@@ -216,7 +216,7 @@ TEST_F(Security, ErrorsQuoteAtMostAFewDozenBytesOfAValue) {
   const std::string type_path = write("type/tokenizer.json", tj.dump());
   msg = error_of([&] { load_tokenizer(type_path); });
   EXPECT_NE(msg.find("not supported"), std::string::npos) << msg.substr(0, 300);
-  expect_short(msg, 400);  // a long temporary path, 128 bytes of the type and the supported list
+  expect_short(msg, 400);  // a long temporary path, 80 bytes of the type and the supported list
   const std::string byte_path = write("byte/tokenizer.model", "hymba-byte-tokenizer " + huge + "\n");
   msg = error_of([&] { load_tokenizer(byte_path); });
   EXPECT_NE(msg.find("byte tokenizer format"), std::string::npos) << msg.substr(0, 300);

@@ -30,7 +30,12 @@ std::unique_ptr<Model> load_model(const std::string& dir, bool training) {
   const nlohmann::json j = read_json_file(config_path);
   const CheckpointLayout layout = detect_layout(j, config_path);
   const ModelConfig cfg = config_from_published(j, layout, config_path);
-  auto model = std::make_unique<Model>(cfg, training);
+  std::unique_ptr<Model> model;
+  try {  // a model too large for this machine: name the config that asks for it
+    model = std::make_unique<Model>(cfg, training);
+  } catch (const Error& e) {
+    throw Error(excerpt(config_path, 300) + ": " + e.what());
+  }
   const fs::path weights = fs::path(dir) / kWeightsFile;
   if (layout == CheckpointLayout::kNative && fs::exists(weights, ec))
     load_params(weights.string(), model->params());

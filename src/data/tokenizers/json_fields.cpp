@@ -61,8 +61,7 @@ void check_sequence_depth(const std::string& where, int depth) {
 }
 
 void unsupported(const std::string& where, const std::string& type, const char* supported) {
-  // Real type names are short: quote one in full up to 128 bytes, never a whole hostile value.
-  fail(where, " has type \"", excerpt(type, 128), "\", which is not supported (supported: ", supported, ")");
+  fail(where, " has type \"", excerpt(type), "\", which is not supported (supported: ", supported, ")");
 }
 
 }  // namespace hymba::tok
