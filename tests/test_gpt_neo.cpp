@@ -28,6 +28,7 @@
 #include "model/memory_estimate.h"
 #include "model/presets.h"
 #include "model/summary.h"
+#include "import_reference.h"
 
 namespace hymba {
 namespace {
@@ -36,36 +37,10 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 const std::string kRoot = std::string(HYMBA_FIXTURES_DIR) + "/import";
 
-struct Logits {
-  std::vector<int32_t> ids;
-  int64_t B = 0, T = 0;
-  std::vector<float> want;
-};
-
-Logits expected(const std::string& dir) {
-  const SafetensorsFile f = SafetensorsFile::open(dir + "/expected.safetensors");
-  Logits l;
-  l.B = f.find("ids")->shape[0];
-  l.T = f.find("ids")->shape[1];
-  for (float v : f.read_f32("ids")) l.ids.push_back(static_cast<int32_t>(v));
-  l.want = f.read_f32("logits");
-  return l;
-}
-
-std::vector<float> run(Model& m, const Logits& l) {
-  m.forward(l.ids.data(), nullptr, l.B, l.T);
-  return std::vector<float>(m.logits(), m.logits() + l.B * l.T * m.config().vocab_size);
-}
-
-// Largest |got - want| over the largest |want|.
-double rel_err(const std::vector<float>& got, const std::vector<float>& want) {
-  double scale = 1e-9, err = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
-    err = std::max(err, std::abs(static_cast<double>(got[i]) - want[i]));
-  }
-  return err / scale;
-}
+using test::expected;
+using test::Logits;
+using test::rel_err;
+using test::run;
 
 fs::path copy_fixture(const std::string& layout, const std::string& name) {
   const fs::path d = fs::temp_directory_path() / ("hymba_gpt_neo_" + name + "_" + std::to_string(::getpid()));
