@@ -127,6 +127,23 @@ TEST_F(ServeLimits, KeepAliveRequestsAreNotDelayed) {
   EXPECT_LT(median_ms(completion_ms), 35.0) << "keep-alive completions wait for Nagle (TCP_NODELAY unset?)";
 }
 
+// httplib ignores a stop() that comes before its listen loop has started;
+// the server must not, or a server stopped right after it was started (a
+// test that skips, a signal at start-up) serves forever.
+TEST_F(ServeLimits, StopRightAfterListenStartsReturns) {
+  for (int i = 0; i < 20; ++i) {
+    serve::ServeOptions options;
+    options.port = 0;
+    options.model_name = "short-lived";
+    serve::Server short_lived(*served_, options);
+    short_lived.bind();
+    std::thread listener([&short_lived] { short_lived.listen(); });
+    if (i % 2 == 1) std::this_thread::yield();
+    short_lived.stop();
+    listener.join();  // a hang here is the defect: ctest's timeout fails it
+  }
+}
+
 TEST_F(ServeLimits, ASecondServerOnTheSamePortFails) {
   serve::ServeOptions options;
   options.port = port_;

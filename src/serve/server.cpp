@@ -10,9 +10,11 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <random>
+#include <thread>
 
 #include "serve/client_socket.h"
 #include "serve/completions.h"
@@ -159,10 +161,25 @@ int Server::bind() {
   return port;
 }
 
-void Server::listen() { http_->listen_after_bind(); }
+void Server::listen() {
+  {
+    const std::lock_guard<std::mutex> lock(listen_mutex_);
+    if (stopping_) return;
+    listening_ = true;
+  }
+  http_->listen_after_bind();
+  listening_ = false;
+}
 
 void Server::stop() {
+  {
+    const std::lock_guard<std::mutex> lock(listen_mutex_);
+    stopping_ = true;
+  }
   scheduler_->stop();  // first: it ends the streams that workers are waiting on
+  // A listen() that has begun but whose loop has not yet started would miss
+  // httplib's stop() and serve forever.
+  while (listening_ && !http_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   http_->stop();
 }
 

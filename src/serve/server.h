@@ -5,8 +5,10 @@
 // concurrent requests into shared decode steps.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "api/hymba.h"
@@ -64,6 +66,11 @@ class Server {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<httplib::Server> http_;
   int listen_socket_ = -1;  // seen by the socket-options hook, to set the backlog
+  // httplib's stop() is a no-op until its listen loop has started, so a
+  // stop() that races a just-started listen() must wait for the loop.
+  std::mutex listen_mutex_;
+  bool stopping_ = false;                // under listen_mutex_
+  std::atomic<bool> listening_{false};  // listen() entered and not returned
 };
 
 }  // namespace hymba::serve
