@@ -180,6 +180,10 @@ TEST_F(Ablate, WritesEveryOutputWithTheExpectedColumns) {
     EXPECT_EQ(label_slots[0], 0);
     const std::string script = slurp(out / "plots/report.gp");
     EXPECT_NE(script.find("set xrange [0:*]"), std::string::npos);
+    // Decode tok/s against cache: both axes from 0, no padding below either.
+    const std::string speed = script.substr(script.find("Decode throughput"));
+    EXPECT_NE(speed.find("set offsets 0, graph 0.1, graph 0.15, 0\n"), std::string::npos) << speed;
+    EXPECT_NE(speed.find("set yrange [0:*]"), std::string::npos) << speed;
     EXPECT_NE(script.find("$4==0?$2:NaN"), std::string::npos);
   }
   if (gnuplot_on_path()) {
@@ -473,6 +477,9 @@ TEST_F(Ablate, Seed003LongSuiteWritesTheTableAndPlotsAgainstT) {
   const std::string html = slurp(out / "report.html");
   EXPECT_NE(html.find("<h2>Seed 003 round 3: against sequence length</h2>"), std::string::npos);
   EXPECT_NE(html.find("<th>Activation peak (MB)</th>"), std::string::npos);
+  // The seed section is rendered, not shown as raw markdown.
+  EXPECT_EQ(html.find("| # |"), std::string::npos);
+  EXPECT_NE(html.find("<li>"), std::string::npos);
   if (gnuplot_on_path())
     for (const char* n : {"long_val_loss", "long_tok_s", "long_memory", "long_mixing"}) {
       const fs::path p = out / "plots" / (std::string(n) + ".png");

@@ -224,6 +224,14 @@ TEST_F(CliHostile, ResumeRefusesAChangedRecipeByName) {
                     path("other.model")).exit_code, 0);
   expect_one_line(run_cli(train_args(path("run"), 24) + " --resume --tokenizer " + path("other.model")),
                   {"--tokenizer " + path("other.model") + " is not the run's tokenizer"});
+  // A checkpoint whose tokenizer outgrew its model (a hand-copied file) is
+  // refused before any step, naming both files.
+  const std::string latest_tokenizer = path("run/ckpt-22/tokenizer.model");  // the resumed run's own
+  fs::copy_file(path("other.model"), latest_tokenizer, fs::copy_options::overwrite_existing);
+  // (The --tokenizer resume above kept the run's recorded tokenizer recipe:
+  // this plain --resume gets past the recipe check to the tokenizer.)
+  expect_one_line(run_cli(train_args(path("run"), 24) + " --resume"),
+                  {latest_tokenizer + ": the tokenizer has 300 tokens but the model has only", "config.json"});
 }
 
 TEST_F(CliHostile, CorruptTrainStateIsOneLineNamingFileAndField) {

@@ -55,6 +55,28 @@ TEST(ReportPlots, NearbyPointsGetDifferentLabelSlots) {
   EXPECT_EQ(ablate::label_slots({1, 2}, {5, 50}), (std::vector<int>{0, 0}));  // far apart: both default
 }
 
+// The seed sections of report.html come from the markdown report: headings,
+// lists, tables (with escaped bars and bold best cells) and paragraphs become
+// HTML; no markdown syntax and no unescaped input is left.
+TEST(ReportHtml, MarkdownSectionsBecomeHtml) {
+  const std::string md =
+      "## Seed 000's table\n\nColumns as seed 000 defines them (`a<b`).\nSecond line.\n\n"
+      "| # | Model | PPL |\n|--:|:--|--:|\n| 1 | Hybrid \\| SWA | **6.07** |\n| 2 | <script> | 7.1 |\n\n"
+      "- Mamba: **faster**\n- Transformer: `x`\n\n### Sub\n\n```\nkeep | *as* <is>\n```\n";
+  const std::string h = ablate::markdown_to_html(md);
+  EXPECT_EQ(h,
+            "<h2>Seed 000's table</h2>\n"
+            "<p>Columns as seed 000 defines them (<code>a&lt;b</code>). Second line.</p>\n"
+            "<table>\n<tr><th>#</th><th>Model</th><th>PPL</th></tr>\n"
+            "<tr><td>1</td><td>Hybrid | SWA</td><td><strong>6.07</strong></td></tr>\n"
+            "<tr><td>2</td><td>&lt;script&gt;</td><td>7.1</td></tr>\n</table>\n"
+            "<ul>\n<li>Mamba: <strong>faster</strong></li>\n<li>Transformer: <code>x</code></li>\n</ul>\n"
+            "<h3>Sub</h3>\n<pre>keep | *as* &lt;is&gt;\n</pre>\n")
+      << h;
+  // An unpaired ** stays text.
+  EXPECT_EQ(ablate::markdown_to_html("a ** b"), "<p>a ** b</p>\n");
+}
+
 TEST(ReportHtml, InlineCodeIsRenderedAndEverythingElseEscaped) {
   EXPECT_EQ(ablate::html_inline("suite `demo`, data `a<b`"), "suite <code>demo</code>, data <code>a&lt;b</code>");
   EXPECT_EQ(ablate::html_inline("one ` alone & more"), "one ` alone &amp; more");

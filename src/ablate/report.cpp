@@ -165,9 +165,10 @@ bool write_plots(const ReportInfo& info, const std::vector<RowResult>& rows, std
       "plot 'params_vs_ppl.dat' using 1:2 with points pt 7 ps 1.5 lc rgb '#e15759'" + slotted_labels(params_slots));
   charts.push_back("set title " + gp_str("Decode throughput (batch 1) vs cache per sequence at " + ctx + " tokens") +
                    "\nset xlabel 'KV cache + Mamba state (MB, fp16)'\nset ylabel 'decode tok/s'\nset key off\nset grid\n"
-                   "set offsets 0, graph 0.1, graph 0.15, graph 0.15\n"
-                   // A cache is never negative: no left padding (gnuplot pads even a fixed minimum).
-                   "set xrange [0:*]\n"
+                   "set offsets 0, graph 0.1, graph 0.15, 0\n"
+                   // Neither a cache nor a speed is negative: no left or bottom padding
+                   // (gnuplot pads even a fixed minimum), and both axes start at 0.
+                   "set xrange [0:*]\nset yrange [0:*]\n"
                    "plot 'throughput_vs_cache.dat' using 1:2 with points pt 7 ps 1.5 lc rgb '#59a14f'" +
                    slotted_labels(speed_slots));
   std::vector<std::pair<std::string, std::string>> named;
@@ -292,13 +293,8 @@ ReportFiles write_report(const ReportInfo& info, const std::vector<RowResult>& r
     << "<h1>" << html_escape(info.title) << "</h1>\n<p>" << html_inline(settings_line(info)) << ".</p>\n<p>Rows "
     << order << "; highlighted = best in its column. Cache figures per sequence at " << context
     << " tokens in fp16. " << html_inline(sampling_line(info)) << ".</p>\n" << html_table(result_table(rows));
-  if (info.seed == kLongSeed) {
-    h << "<h2>Seed 003 round 3: against sequence length</h2>\n" << html_table(long_seq_table(rows, info.skipped))
-      << "<pre>" << html_escape(seed_markdown(info, rows)) << "</pre>\n";
-  } else if (!info.seed.empty()) {
-    h << "<h2>Seed " << html_escape(info.seed) << "'s table</h2>\n" << html_table(seed_table(info.seed, rows, info.settings))
-      << "<pre>" << html_escape(seed_markdown(info, rows)) << "</pre>\n";
-  }
+  // The seed's own section (its table, conclusions, differences), rendered from the markdown report's.
+  if (!info.seed.empty()) h << markdown_to_html(seed_markdown(info, rows));
   if (files.plots_written) {
     h << "<h2>Plots</h2>\n";
     for (const std::string& n : names) h << "<img src=\"plots/" << n << ".svg\" alt=\"" << n << "\">\n";

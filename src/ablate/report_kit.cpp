@@ -80,6 +80,120 @@ std::string html_inline(const std::string& s) {
   return out + html_escape(s.substr(at));
 }
 
+namespace {
+
+// Inline markdown: `code` spans first (their text is literal), then **bold**
+// in the text between them.
+std::string inline_html(const std::string& s) {
+  std::string out;
+  size_t at = 0;
+  const auto text = [](const std::string& t) {
+    std::string h;
+    size_t i = 0;
+    bool open = false;
+    while (i < t.size()) {
+      if (t.compare(i, 2, "**") == 0 && (open || t.find("**", i + 2) != std::string::npos)) {
+        h += open ? "</strong>" : "<strong>";
+        open = !open;
+        i += 2;
+      } else {
+        h += html_escape(t.substr(i, 1));
+        ++i;
+      }
+    }
+    return h;
+  };
+  while (at < s.size()) {
+    const size_t open = s.find('`', at);
+    const size_t close = open == std::string::npos ? open : s.find('`', open + 1);
+    if (close == std::string::npos) break;
+    out += text(s.substr(at, open - at)) + "<code>" + html_escape(s.substr(open + 1, close - open - 1)) + "</code>";
+    at = close + 1;
+  }
+  return out + text(s.substr(at));
+}
+
+// The cells of a pipe-table row, with \| kept as a literal bar.
+std::vector<std::string> table_cells(const std::string& line) {
+  std::vector<std::string> cells;
+  std::string cell;
+  size_t i = line.find('|') + 1;
+  for (; i < line.size(); ++i) {
+    if (line[i] == '\\' && i + 1 < line.size() && line[i + 1] == '|') {
+      cell += '|';
+      ++i;
+    } else if (line[i] == '|') {
+      cells.push_back(cell);
+      cell.clear();
+    } else {
+      cell += line[i];
+    }
+  }
+  if (cell.find_first_not_of(' ') != std::string::npos) cells.push_back(cell);
+  for (std::string& c : cells) {
+    const size_t b = c.find_first_not_of(' '), e = c.find_last_not_of(' ');
+    c = b == std::string::npos ? "" : c.substr(b, e - b + 1);
+  }
+  return cells;
+}
+
+bool is_alignment_row(const std::string& line) {
+  return line.find_first_not_of("|:- ") == std::string::npos && line.find('-') != std::string::npos;
+}
+
+}  // namespace
+
+std::string markdown_to_html(const std::string& md) {
+  std::vector<std::string> lines;
+  std::istringstream in(md);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::ostringstream h;
+  std::string paragraph;
+  const auto flush = [&] {
+    if (!paragraph.empty()) h << "<p>" << inline_html(paragraph) << "</p>\n";
+    paragraph.clear();
+  };
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string& line = lines[i];
+    if (line.rfind("```", 0) == 0) {  // fenced code, to the closing fence or the end
+      flush();
+      h << "<pre>";
+      for (++i; i < lines.size() && lines[i].rfind("```", 0) != 0; ++i) h << html_escape(lines[i]) << "\n";
+      h << "</pre>\n";
+    } else if (line.rfind("#", 0) == 0) {
+      flush();
+      const size_t level = std::min<size_t>(line.find_first_not_of('#'), 6);
+      const size_t start = line.find_first_not_of(' ', level);
+      h << "<h" << level << ">" << inline_html(start == std::string::npos ? "" : line.substr(start)) << "</h" << level
+        << ">\n";
+    } else if (line.rfind("- ", 0) == 0) {
+      flush();
+      h << "<ul>\n";
+      for (; i < lines.size() && lines[i].rfind("- ", 0) == 0; ++i) h << "<li>" << inline_html(lines[i].substr(2)) << "</li>\n";
+      --i;
+      h << "</ul>\n";
+    } else if (line.rfind("|", 0) == 0 && i + 1 < lines.size() && is_alignment_row(lines[i + 1])) {
+      flush();
+      h << "<table>\n<tr>";
+      for (const std::string& c : table_cells(line)) h << "<th>" << inline_html(c) << "</th>";
+      h << "</tr>\n";
+      for (i += 2; i < lines.size() && lines[i].rfind("|", 0) == 0; ++i) {
+        h << "<tr>";
+        for (const std::string& c : table_cells(lines[i])) h << "<td>" << inline_html(c) << "</td>";
+        h << "</tr>\n";
+      }
+      --i;
+      h << "</table>\n";
+    } else if (line.find_first_not_of(' ') == std::string::npos) {
+      flush();
+    } else {
+      paragraph += (paragraph.empty() ? "" : " ") + line;
+    }
+  }
+  flush();
+  return h.str();
+}
+
 // A label row for each point of a scatter: points closer than a few percent of
 // the plot to an earlier one get the next free slot, so names like "Hymba" and
 // "Hymba-NoMeta" at almost the same place are not printed on top of each other.

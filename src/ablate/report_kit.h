@@ -30,6 +30,11 @@ std::string fmt(const char* format, double v);
 std::string html_escape(const std::string& s);
 // Escaped text with markdown's `inline code` as <code> (the report's prose is written as markdown).
 std::string html_inline(const std::string& s);
+// The subset of markdown the reports write, as HTML: #/##/### headings,
+// paragraphs, "- " lists, pipe tables (header, alignment row, body; \| is a
+// literal bar), fenced code, and inline `code` and **bold**. Everything else
+// is escaped text, so no input can inject markup.
+std::string markdown_to_html(const std::string& md);
 // For each point of a scatter, the label slot: 0, or the next free one when an
 // earlier point sits within a few percent of the plot (so labels do not overlap).
 std::vector<int> label_slots(const std::vector<double>& xs, const std::vector<double>& ys);

@@ -52,19 +52,22 @@ std::string resolve_checkpoint(const std::string& path) {
 LoadedCheckpoint load_checkpoint(const std::string& path, bool training) {
   LoadedCheckpoint c;
   c.dir = resolve_checkpoint(path);
-  CheckpointTokenizer tok = load_checkpoint_tokenizer(c.dir);  // the cheaper check first
+  // The tokenizer and config first: cheaper than the weights.
+  CheckpointTokenizer tok =
+      load_fitting_tokenizer(c.dir, load_config_file((fs::path(c.dir) / kConfigFile).string()).vocab_size);
   c.tokenizer = std::move(tok.tokenizer);
   c.tokenizer_path = tok.path;
   c.add_bos = tok.add_bos;
-  // A tokenizer with more ids than the model's embedding rows would fail at
-  // the first such token deep in a forward pass; refuse now, naming both.
-  const std::string config_path = (fs::path(c.dir) / kConfigFile).string();
-  const int64_t model_vocab = load_config_file(config_path).vocab_size;
-  HYMBA_CHECK(c.tokenizer->vocab_size() <= model_vocab, c.tokenizer_path, ": the tokenizer has ",
-              c.tokenizer->vocab_size(), " tokens but the model has only ", model_vocab, " (vocab_size in ",
-              config_path, "); they do not belong together");
   c.model = load_model(c.dir, training);
   return c;
+}
+
+CheckpointTokenizer load_fitting_tokenizer(const std::string& ckpt_dir, int64_t model_vocab) {
+  CheckpointTokenizer tok = load_checkpoint_tokenizer(ckpt_dir);
+  HYMBA_CHECK(tok.tokenizer->vocab_size() <= model_vocab, tok.path, ": the tokenizer has ", tok.tokenizer->vocab_size(),
+              " tokens but the model has only ", model_vocab, " (vocab_size in ",
+              (fs::path(ckpt_dir) / kConfigFile).string(), "); they do not belong together");
+  return tok;
 }
 
 void save_inference_checkpoint(const std::string& dir, const Model& model, const Tokenizer& tok,

@@ -18,6 +18,7 @@
 
 #include "core/atomic_file.h"  // read_json_file
 #include "data/tokenizer.h"
+#include "data/tokenizer_files.h"  // CheckpointTokenizer
 #include "model/model.h"
 
 namespace hymba {
@@ -46,6 +47,11 @@ struct LoadedCheckpoint {
 };
 // training: also allocate gradients and optimizer moments.
 LoadedCheckpoint load_checkpoint(const std::string& path, bool training);
+
+// The checkpoint's tokenizer, refused (naming both files) when it has more
+// ids than the model's vocab_size: such an id would fail deep in a forward
+// pass, mid-run, instead of now.
+CheckpointTokenizer load_fitting_tokenizer(const std::string& ckpt_dir, int64_t model_vocab);
 
 // Writes OUT/ckpt-<step> completely, points `latest` at it, and removes
 // older ckpt-* directories.

@@ -275,6 +275,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
   std::unique_ptr<Tokenizer> tok;
   std::unique_ptr<Model> model;
   SavedState state;
+  json saved_run = json::object();  // the resumed run's recipe
   int64_t start_step = 0;
   // The model's config and the recipe's memory need, checked before anything
   // of that size is allocated.
@@ -287,6 +288,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
     const json state_json = read_json_file(state_path);
     const JsonFields fields(state_json, state_path);
     state = read_train_state(fields);
+    saved_run = state_json.value("run", json::object());
     // A fine-tuning run resumes from its own checkpoint whether or not --init
     // is given again; given, it must name the run's.
     const std::string run_init = fields.object("run").has("init") ? fields.object("run").str("init") : "";
@@ -301,14 +303,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
     }
     resume_checks(fields.object("run"), run_recipe(opt, opt.dropout >= 0 ? opt.dropout : run_cfg.dropout),
                   asked ? &*asked : nullptr, run_cfg, opt.tokenizer_path, checkpoint_tokenizer_path(ckpt), log);
-    {
-      CheckpointTokenizer run_tok = load_checkpoint_tokenizer(ckpt);
-      // As load_checkpoint() does: ids past the embedding rows would fail mid-run.
-      HYMBA_CHECK(run_tok.tokenizer->vocab_size() <= run_cfg.vocab_size, run_tok.path, ": the tokenizer has ",
-                  run_tok.tokenizer->vocab_size(), " tokens but the model has only ", run_cfg.vocab_size,
-                  " (vocab_size in ", (fs::path(ckpt) / kConfigFile).string(), "); they do not belong together");
-      tok = std::move(run_tok.tokenizer);
-    }
+    tok = load_fitting_tokenizer(ckpt, run_cfg.vocab_size).tokenizer;
     require_memory(run_cfg);
     model = load_model(ckpt, true);
     load_optimizer_state(ckpt, *model);
@@ -415,6 +410,15 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
   const Rng dropout_root = Rng(opt.seed).split(0xD409);
   const bool use_dropout = model->config().dropout > 0;
 
+  // A resume given the run's own tokenizer file (compared by content) keeps
+  // the tokenizer the run recorded, so a later plain --resume still matches.
+  auto recipe_to_save = [&] {
+    json recipe = run_recipe(opt, model->config().dropout);
+    if (opt.resume && !opt.tokenizer_path.empty())
+      for (auto it = saved_run.begin(); it != saved_run.end(); ++it)
+        if (it.key().rfind("tokenizer_", 0) == 0) recipe[it.key()] = it.value();
+    return recipe;
+  };
   auto checkpoint_state = [&](int64_t step_done) {
     return json{{"step", step_done},
                 {"tokens", sum.tokens},
@@ -424,7 +428,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
                 {"final_train_loss", sum.final_train_loss},
                 {"final_val_loss", sum.final_val_loss},
                 {"final_val_accuracy", sum.final_val_acc},
-                {"run", run_recipe(opt, model->config().dropout)}};
+                {"run", recipe_to_save()}};
   };
   auto run_eval = [&](int64_t step_done, Progress& progress) {
     EvalResult r;
