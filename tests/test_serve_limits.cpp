@@ -211,6 +211,10 @@ TEST_F(ServeLimits, AFullQueueAnswers429WithRetryAfter) {
   const bool one_waiting = wait_for([] { return server_->scheduler().waiting() == 1; });
   httplib::Result res = one_running && one_waiting ? post(R"({"prompt": "hi", "max_tokens": 1})")
                                                     : httplib::Result(nullptr, httplib::Error::Unknown);
+  // A scoring request (echo, max_tokens 0) waits in the same queue: refused too.
+  httplib::Result scoring = one_running && one_waiting
+                                ? post(R"({"prompt": "hi", "max_tokens": 0, "echo": true, "logprobs": 1})")
+                                : httplib::Result(nullptr, httplib::Error::Unknown);
   hang_up = true;
   running.join();
   queued.join();
@@ -221,11 +225,75 @@ TEST_F(ServeLimits, AFullQueueAnswers429WithRetryAfter) {
   const json e = error_of(res);
   EXPECT_EQ(e["code"], "rate_limit_exceeded");
   EXPECT_NE(e["message"].get<std::string>().find("--max-queue"), std::string::npos) << e;
+  ASSERT_TRUE(scoring);
+  EXPECT_EQ(scoring->status, 429) << scoring->body;
   // Once the streams are gone the server takes requests again.
   ASSERT_TRUE(wait_for([] { return server_->scheduler().running() == 0 && server_->scheduler().waiting() == 0; }));
   auto again = post(R"({"prompt": "hi", "max_tokens": 1})");
   ASSERT_TRUE(again);
   EXPECT_EQ(again->status, 200) << again->body;
+  auto scored = post(R"({"prompt": "hi", "max_tokens": 0, "echo": true, "logprobs": 1})");
+  ASSERT_TRUE(scored);
+  EXPECT_EQ(scored->status, 200) << scored->body;
+}
+
+// Completions in flight hold an HTTP worker each: past
+// --max-concurrent-requests they are refused at once, and the spare workers
+// keep /health answering.
+TEST_F(ServeLimits, ConcurrentCompletionsAreCappedAndHealthStillAnswers) {
+  serve::ServeOptions options;
+  options.port = 0;
+  options.max_batch = 4;
+  options.model_name = "capped";
+  options.max_concurrent_requests = 1;
+  serve::Server capped(*served_, options);
+  const int port = capped.bind();
+  std::thread listener([&capped] { capped.listen(); });
+  auto capped_client = [port] {
+    httplib::Client c("127.0.0.1", port);
+    c.set_connection_timeout(10);
+    c.set_read_timeout(60);
+    return c;
+  };
+  std::atomic<bool> hang_up{false};
+  std::thread stream([&] {
+    httplib::Client c = capped_client();
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = R"({"prompt": "endless", "max_tokens": 100000, "temperature": 0, "stream": true})";
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return !hang_up.load(); };
+    c.send(req);
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (capped.scheduler().running() != 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const bool streaming = capped.scheduler().running() == 1;
+  httplib::Result second = capped_client().Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 1})",
+                                                "application/json");
+  httplib::Result health = capped_client().Get("/health");
+  hang_up = true;
+  stream.join();
+  // The slot comes back once the stream's response is gone.
+  int status = 0;
+  for (int i = 0; i < 400 && status != 200; ++i) {
+    auto again = capped_client().Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 1})", "application/json");
+    status = again ? again->status : -1;
+    if (status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  capped.stop();
+  listener.join();
+  ASSERT_TRUE(streaming) << "the stream never started";
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->status, 429) << second->body;
+  EXPECT_EQ(second->get_header_value("Retry-After"), "1");
+  EXPECT_NE(json::parse(second->body)["error"]["message"].get<std::string>().find("--max-concurrent-requests"),
+            std::string::npos)
+      << second->body;
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(status, 200) << "the stream's slot was not given back";
 }
 
 TEST_F(ServeLimits, AStoppedSchedulerRefusesWithStopping) {
@@ -314,7 +382,7 @@ TEST_F(ServeLimits, CompletionIdsAreUnique) {
 
 TEST_F(ServeLimits, CliRefusesBadCapsInOneLine) {
   for (const char* flags : {"--max-prompt-tokens 0", "--max-sequences-per-request 0", "--max-queue 0",
-                                  "--max-queue x"}) {
+                            "--max-queue x", "--max-concurrent-requests 0", "--max-concurrent-requests 5000"}) {
     const test::CliResult r = test::run_cli("serve --ckpt " + ckpt() + " --port 0 " + flags);
     EXPECT_NE(r.exit_code, 0) << flags;
     EXPECT_EQ(test::count_lines(r.output), 1) << flags << "\n" << r.output;

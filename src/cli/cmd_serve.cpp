@@ -37,6 +37,9 @@ void register_serve(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--max-queue", opts->serve.max_queue,
                   "Sequences that may wait for a decode slot; a request arriving past it gets HTTP 429")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+  cmd->add_option("--max-concurrent-requests", opts->serve.max_concurrent_requests,
+                  "Completions (streamed or not) served at once; one arriving past it gets HTTP 429")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
   cmd->add_option("--cors-origin", opts->serve.cors_origin,
                   "Send Access-Control-Allow-Origin with this value (e.g. '*') and answer OPTIONS preflights");
   cmd->add_option("--threads", opts->threads, "CPU threads for kernels (default: the global --threads)")

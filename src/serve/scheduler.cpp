@@ -88,25 +88,27 @@ void Scheduler::submit(const std::shared_ptr<Job>& job) {
 Scheduler::Admission Scheduler::try_submit(const std::shared_ptr<Job>& job, size_t max_queue) {
   std::lock_guard lock(mutex_);
   if (stopping_) return Admission::kStopping;
-  if (waiting_.size() >= max_queue) return Admission::kQueueFull;
+  if (waiting_.size() + tasks_.size() >= max_queue) return Admission::kQueueFull;
   for (size_t i = 0; i < job->size(); ++i) waiting_.push_back(Waiting{job, i});
   wake_.notify_one();
   return Admission::kQueued;
 }
 
-void Scheduler::run_exclusively(const std::function<void()>& run) {
+Scheduler::Admission Scheduler::run_exclusively(const std::function<void()>& run, size_t max_queue) {
   Task task{&run, nullptr, false};
   std::unique_lock lock(mutex_);
-  HYMBA_CHECK(!stopping_, "the server is shutting down");
+  if (stopping_) return Admission::kStopping;
+  if (waiting_.size() + tasks_.size() >= max_queue) return Admission::kQueueFull;
   tasks_.push_back(&task);
   wake_.notify_one();
   task_done_.wait(lock, [&] { return task.done; });
   if (task.error) std::rethrow_exception(task.error);
+  return task.stopped ? Admission::kStopping : Admission::kQueued;
 }
 
 int64_t Scheduler::waiting() const {
   std::lock_guard lock(mutex_);
-  return static_cast<int64_t>(waiting_.size());
+  return static_cast<int64_t>(waiting_.size() + tasks_.size());
 }
 
 void Scheduler::stop() {
@@ -145,8 +147,8 @@ void Scheduler::loop() {
         const bool stopping = stopping_;
         lock.unlock();
         try {
-          if (stopping) throw Error("the server is shutting down");
-          (*task->run)();
+          if (stopping) task->stopped = true;  // not run: the caller answers "shutting down"
+          else (*task->run)();
         } catch (...) {
           task->error = std::current_exception();
         }

@@ -89,9 +89,11 @@ class Scheduler {
   // left untouched.
   Admission try_submit(const std::shared_ptr<Job>& job, size_t max_queue);
   // Runs task on the scheduler thread between decode steps (the model is
-  // the scheduler's alone) and returns once it ran; an exception it throws
-  // comes back here. Throws Error when the scheduler is stopping.
-  void run_exclusively(const std::function<void()>& task);
+  // the scheduler's alone) and returns kQueued once it ran; an exception it
+  // throws comes back here. Not run: kStopping, or kQueueFull when max_queue
+  // sequences and tasks or more already wait (a scoring request queues like
+  // a sequence; work already admitted passes no max_queue).
+  Admission run_exclusively(const std::function<void()>& task, size_t max_queue = SIZE_MAX);
   // Fails what is queued or running ("the server is shutting down") and
   // joins the thread.
   void stop();
@@ -101,7 +103,7 @@ class Scheduler {
   int64_t decode_steps() const;
   int64_t widest_step() const;
   int64_t running() const;
-  int64_t waiting() const;  // sequences queued, not yet admitted
+  int64_t waiting() const;  // sequences and tasks queued, not yet admitted or run
 
  private:
   struct Waiting {
@@ -128,6 +130,7 @@ class Scheduler {
     const std::function<void()>* run = nullptr;
     std::exception_ptr error;
     bool done = false;
+    bool stopped = false;  // the scheduler stopped before running it
   };
   std::deque<Task*> tasks_;  // run_exclusively's, waiting for the scheduler thread
   std::condition_variable task_done_;

@@ -36,9 +36,10 @@ void reply(httplib::Response& res, int status, const json& body) {
   res.set_content(dump(body), "application/json");
 }
 
-// Streaming requests hold a worker each while they run, and idle keep-alive
-// connections one each for a few seconds: enough workers for both.
-constexpr size_t kHttpWorkers = 64;
+// Completions hold an HTTP worker each while they run (--max-concurrent-
+// requests of them at most); the spare workers answer everything else, and
+// idle keep-alive connections, which hold one each for a few seconds.
+constexpr size_t kSpareHttpWorkers = 16;
 constexpr size_t kMaxBodyBytes = size_t{16} << 20;
 // cpp-httplib's defaults close a keep-alive connection after 5 requests and
 // queue 5 pending connections: clients (every SDK keeps connections alive)
@@ -82,6 +83,28 @@ void refuse(httplib::Response& res, int status, const std::string& message, cons
   reply(res, status, error_body(message, status == 429 ? "rate_limit_error" : "server_error", "", code));
 }
 
+// One of --max-concurrent-requests slots, given back when the last owner
+// (the handler, or a stream's content provider) lets go.
+class CompletionSlot {
+ public:
+  explicit CompletionSlot(std::shared_ptr<std::atomic<int64_t>> active) : active_(std::move(active)) {}
+  ~CompletionSlot() { --*active_; }
+  CompletionSlot(const CompletionSlot&) = delete;
+  CompletionSlot& operator=(const CompletionSlot&) = delete;
+
+ private:
+  std::shared_ptr<std::atomic<int64_t>> active_;
+};
+
+// 429 or 503 for a request the queue or a stopping scheduler turned away.
+void refuse_admission(httplib::Response& res, Scheduler::Admission admission, int64_t max_queue) {
+  if (admission == Scheduler::Admission::kQueueFull)
+    refuse(res, 429, "the server is busy: " + std::to_string(max_queue) +
+                         " sequences already wait (--max-queue); retry later", "rate_limit_exceeded", 1);
+  else
+    refuse(res, 503, "the server is shutting down", "server_shutting_down", 5);
+}
+
 }  // namespace
 
 Server::Server(LanguageModel& lm, ServeOptions options)
@@ -91,7 +114,10 @@ Server::Server(LanguageModel& lm, ServeOptions options)
   HYMBA_CHECK(options_.max_batch >= 1 && options_.max_batch <= 4096, "--max-batch must be between 1 and 4096, got ",
               options_.max_batch);
   scheduler_ = std::make_unique<Scheduler>(lm_, options_.max_batch);
-  http_->new_task_queue = [] { return new httplib::ThreadPool(kHttpWorkers); };
+  HYMBA_CHECK(options_.max_concurrent_requests >= 1 && options_.max_concurrent_requests <= 4096,
+              "--max-concurrent-requests must be between 1 and 4096, got ", options_.max_concurrent_requests);
+  const size_t workers = static_cast<size_t>(options_.max_concurrent_requests) + kSpareHttpWorkers;
+  http_->new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
   http_->set_payload_max_length(kMaxBodyBytes);
   HYMBA_CHECK(options_.max_prompt_tokens >= 1, "--max-prompt-tokens must be >= 1, got ", options_.max_prompt_tokens);
   HYMBA_CHECK(options_.max_sequences_per_request >= 1, "--max-sequences-per-request must be >= 1, got ",
@@ -118,15 +144,17 @@ Server::Server(LanguageModel& lm, ServeOptions options)
 Server::~Server() { stop(); }
 
 void Server::reply_completion(httplib::Response& res, const CompletionMeta& meta, const CompletionRequest& request,
-                              const std::vector<infer::Generation>& generations) {
+                              const std::vector<infer::Generation>& generations, bool queues) {
   json body = completion_body(meta, generations, request.n);
   if (request.logprobs < 0 && !request.echo) {
     reply(res, 200, body);
     return;
   }
   const auto n = static_cast<size_t>(request.n);
+  Scheduler::Admission admission{};
   try {
-    scheduler_->run_exclusively([&] {
+    admission = scheduler_->run_exclusively(
+        [&] {
       for (size_t i = 0; i < generations.size(); ++i) {
         const infer::Generation& g = generations[i];
         json& choice = body["choices"][i];
@@ -136,10 +164,15 @@ void Server::reply_completion(httplib::Response& res, const CompletionMeta& meta
         ids.insert(ids.end(), g.tokens.begin(), g.tokens.end());
         choice["logprobs"] = logprobs_object(lm_, ids, request.echo ? 0 : g.prompt.size(), request.logprobs);
       }
-    });
+        },
+        queues ? static_cast<size_t>(options_.max_queue) : SIZE_MAX);
   } catch (const Error& e) {
     reply(res, 400, error_body(std::string("prompt: cannot score it: ") + e.what(), "invalid_request_error", "prompt",
                                "invalid_value"));
+    return;
+  }
+  if (admission != Scheduler::Admission::kQueued) {
+    refuse_admission(res, admission, options_.max_queue);
     return;
   }
   reply(res, 200, body);
@@ -234,25 +267,27 @@ void Server::add_routes() {
       return;
     }
 
+    if (active_completions_->fetch_add(1) >= options_.max_concurrent_requests) {
+      --*active_completions_;
+      refuse(res, 429, "the server is busy: " + std::to_string(options_.max_concurrent_requests) +
+                           " completions are being served (--max-concurrent-requests); retry later",
+             "rate_limit_exceeded", 1);
+      return;
+    }
+    const auto slot = std::make_shared<CompletionSlot>(active_completions_);
     const CompletionMeta meta{id_prefix + std::to_string(next_id++), static_cast<int64_t>(std::time(nullptr)),
                               options_.model_name};
     if (request.options.max_new_tokens == 0) {  // echo with max_tokens 0: score the prompts, generate nothing
       std::vector<infer::Generation> scored(prompts.size());
       for (size_t i = 0; i < prompts.size(); ++i) scored[i].prompt = std::move(prompts[i]);
-      reply_completion(res, meta, request, scored);
+      reply_completion(res, meta, request, scored, /*queues=*/true);  // a scoring request waits like a sequence
       return;
     }
     auto job = std::make_shared<Job>(std::move(prompts), request.options);
-    switch (scheduler_->try_submit(job, static_cast<size_t>(options_.max_queue))) {
-      case Scheduler::Admission::kQueued:
-        break;
-      case Scheduler::Admission::kQueueFull:
-        refuse(res, 429, "the server is busy: " + std::to_string(options_.max_queue) +
-                             " sequences already wait (--max-queue); retry later", "rate_limit_exceeded", 1);
-        return;
-      case Scheduler::Admission::kStopping:
-        refuse(res, 503, "the server is shutting down", "server_shutting_down", 5);
-        return;
+    if (const auto admission = scheduler_->try_submit(job, static_cast<size_t>(options_.max_queue));
+        admission != Scheduler::Admission::kQueued) {
+      refuse_admission(res, admission, options_.max_queue);
+      return;
     }
     if (!request.stream) {
       // Cancel when the client has gone (an SDK's retry would start a copy).
@@ -266,7 +301,7 @@ void Server::add_routes() {
         reply(res, 500, error_body(error, "server_error"));
         return;
       }
-      reply_completion(res, meta, request, job->results());
+      reply_completion(res, meta, request, job->results(), /*queues=*/false);  // admitted already
       return;
     }
     res.set_chunked_content_provider(
@@ -291,7 +326,10 @@ void Server::add_routes() {
           }
           return true;
         },
-        [job](bool) { job->cancel(); });
+        [job, slot](bool) {
+          job->cancel();
+          (void)slot;  // held until the stream ends: its concurrency slot is given back with it
+        });
   });
 
   // Browsers send a preflight OPTIONS before a cross-origin POST with a JSON body.

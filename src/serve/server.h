@@ -30,6 +30,10 @@ struct ServeOptions {
   int64_t max_prompt_tokens = 8192;            // tokens in one prompt
   int64_t max_sequences_per_request = 256;     // prompts x n
   int64_t max_queue = 256;                     // sequences waiting for a decode slot; past it: 429
+  // Completions (streamed or not) served at once; past it: 429. Each holds an
+  // HTTP worker while it runs; the server keeps kSpareHttpWorkers more, so
+  // /health, /v1/models and refusals are answered however busy it is.
+  int64_t max_concurrent_requests = 48;
   std::string cors_origin;  // non-empty: Access-Control-Allow-Origin on every response, and OPTIONS preflight
 };
 
@@ -57,15 +61,17 @@ class Server {
 
  private:
   void add_routes();
-  // 200 with the choices, plus echo and logprobs when asked (scored on the scheduler's thread).
+  // 200 with the choices, plus echo and logprobs when asked (scored on the
+  // scheduler's thread; queues: the scoring counts against --max-queue).
   void reply_completion(httplib::Response& res, const CompletionMeta& meta, const CompletionRequest& request,
-                        const std::vector<infer::Generation>& generations);
+                        const std::vector<infer::Generation>& generations, bool queues);
 
   LanguageModel& lm_;
   ServeOptions options_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<httplib::Server> http_;
   int listen_socket_ = -1;  // seen by the socket-options hook, to set the backlog
+  std::shared_ptr<std::atomic<int64_t>> active_completions_ = std::make_shared<std::atomic<int64_t>>(0);
   // httplib's stop() is a no-op until its listen loop has started, so a
   // stop() that races a just-started listen() must wait for the loop.
   std::mutex listen_mutex_;
