@@ -69,6 +69,25 @@ TEST(QuantQ8, RoundingAndZeroBlocks) {
   EXPECT_EQ(back, zeros);
 }
 
+// Non-finite inputs give no undefined conversion: NaN quantizes to 0, and an
+// infinite block's scale is infinite, so the product is not finite either
+// (the decoder's finite-logits check then names the problem).
+TEST(QuantQ8, NonFiniteInputsStayDefined) {
+  std::vector<float> x(32, 1.0f);
+  x[3] = NAN;
+  BlockQ8 b{};
+  cpu::quantize_q8(&b, x.data(), 1, 32);
+  EXPECT_EQ(b.q[3], 0);
+  EXPECT_EQ(b.q[0], 127);
+  x[3] = INFINITY;
+  cpu::quantize_q8(&b, x.data(), 1, 32);
+  EXPECT_TRUE(std::isinf(f16_to_f32(b.scale)));
+  float out = 0;
+  const std::vector<float> ones(32, 1.0f);
+  cpu::matmul_q8(&out, ones.data(), &b, nullptr, 1, 32, 1);
+  EXPECT_FALSE(std::isfinite(out));
+}
+
 // C = 37: two blocks per row, the second holding 5 values and 27 zero pads;
 // dequantizing writes exactly C values per row.
 TEST(QuantQ8, RaggedTailIsZeroPadded) {

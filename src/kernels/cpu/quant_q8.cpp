@@ -24,7 +24,8 @@ void quantize_q8(BlockQ8* out, const float* x, int64_t N, int64_t C) {
       const float d = f16_to_f32(blk.scale);
       for (int64_t i = 0; i < kQ8BlockSize; ++i) {
         const float v = i < len && d > 0 ? std::nearbyint(row[c0 + i] / d) : 0.0f;
-        blk.q[i] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
+        // NaN (from a non-finite input) becomes 0 rather than an undefined conversion.
+        blk.q[i] = static_cast<int8_t>(std::isnan(v) ? 0.0f : std::clamp(v, -127.0f, 127.0f));
       }
     }
   }

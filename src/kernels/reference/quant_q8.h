@@ -28,7 +28,7 @@ inline void quantize_q8(cpu::BlockQ8* out, const float* x, int64_t N, int64_t C)
       for (int64_t i = 0; i < cpu::kQ8BlockSize; ++i) {
         const int64_t c = b * cpu::kQ8BlockSize + i;
         const float v = c < C && d > 0 ? std::nearbyint(x[n * C + c] / d) : 0.0f;
-        blk.q[i] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
+        blk.q[i] = static_cast<int8_t>(std::isnan(v) ? 0.0f : std::clamp(v, -127.0f, 127.0f));
       }
     }
 }
