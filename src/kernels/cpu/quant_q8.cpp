@@ -10,10 +10,12 @@
 
 namespace hymba::cpu {
 
-void quantize_q8(BlockQ8* out, const float* x, int64_t N, int64_t C) {
+void quantize_q8(BlockQ8* out, const float* x, int64_t N, int64_t C) { quantize_q8(out, x, C, N, C); }
+
+void quantize_q8(BlockQ8* out, const float* x, int64_t ld_x, int64_t N, int64_t C) {
   const int64_t nb = q8_blocks_per_row(C);
   for (int64_t n = 0; n < N; ++n) {
-    const float* row = x + n * C;
+    const float* row = x + n * ld_x;
     for (int64_t b = 0; b < nb; ++b) {
       BlockQ8& blk = out[n * nb + b];
       const int64_t c0 = b * kQ8BlockSize, len = std::min(kQ8BlockSize, C - c0);
@@ -91,12 +93,18 @@ const char* to_string(Q8Isa isa) { return isa == Q8Isa::kAvx2 ? "avx2" : "portab
 
 void matmul_q8(float* out, const float* x, const BlockQ8* w, const float* bias, int64_t R, int64_t C, int64_t OC,
                Q8Isa isa) {
-  HYMBA_CHECK(R >= 0 && C >= 1 && OC >= 0, "matmul_q8: bad shape R=", R, " C=", C, " OC=", OC);
+  matmul_q8(out, OC, x, C, w, bias, R, C, OC, isa);
+}
+
+void matmul_q8(float* out, int64_t ld_out, const float* x, int64_t ld_x, const BlockQ8* w, const float* bias,
+               int64_t R, int64_t C, int64_t OC, Q8Isa isa) {
+  HYMBA_CHECK(R >= 0 && C >= 1 && OC >= 0 && ld_out >= OC && ld_x >= C, "matmul_q8: bad shape R=", R, " C=", C,
+              " OC=", OC, " ld_out=", ld_out, " ld_x=", ld_x);
   HYMBA_CHECK(isa == Q8Isa::kPortable || best_q8_isa() == Q8Isa::kAvx2, "matmul_q8: this CPU has no ",
               to_string(isa));
   const int64_t nb = q8_blocks_per_row(C);
   std::vector<BlockQ8> xq(static_cast<size_t>(R * nb));
-  quantize_q8(xq.data(), x, R, C);
+  quantize_q8(xq.data(), x, ld_x, R, C);
   std::vector<float> x_scales(xq.size());
   for (size_t i = 0; i < xq.size(); ++i) x_scales[i] = f16_to_f32(xq[i].scale);
   const auto dot = isa == Q8Isa::kAvx2 ? row_dot_avx2 : row_dot_portable;
@@ -106,7 +114,7 @@ void matmul_q8(float* out, const float* x, const BlockQ8* w, const float* bias, 
     const BlockQ8* wr = w + o * nb;
     const float b = bias != nullptr ? bias[o] : 0.0f;
     for (int64_t r = 0; r < R; ++r)
-      out[r * OC + o] = dot(wr, xq.data() + r * nb, x_scales.data() + r * nb, nb) + b;
+      out[r * ld_out + o] = dot(wr, xq.data() + r * nb, x_scales.data() + r * nb, nb) + b;
   }
 }
 

@@ -30,6 +30,8 @@ inline int64_t q8_blocks_per_row(int64_t C) { return (C + kQ8BlockSize - 1) / kQ
 // that rounded scale, clamped to [-127, 127]. Non-finite inputs are the
 // caller's to refuse (weights are checked at load).
 void quantize_q8(BlockQ8* out, const float* x, int64_t N, int64_t C);
+// The same for rows ld_x floats apart (ld_x >= C), e.g. a slice of a fused projection.
+void quantize_q8(BlockQ8* out, const float* x, int64_t ld_x, int64_t N, int64_t C);
 void dequantize_q8(float* out, const BlockQ8* blocks, int64_t N, int64_t C);
 
 // The instruction sets the product can use; best_q8_isa() is what the CPU
@@ -43,5 +45,8 @@ const char* to_string(Q8Isa isa);
 // output channels; results do not depend on the thread count.
 void matmul_q8(float* out, const float* x, const BlockQ8* w, const float* bias, int64_t R, int64_t C, int64_t OC,
                Q8Isa isa = best_q8_isa());
+// With row strides (ld_out >= OC, ld_x >= C), as matmul_forward takes them.
+void matmul_q8(float* out, int64_t ld_out, const float* x, int64_t ld_x, const BlockQ8* w, const float* bias,
+               int64_t R, int64_t C, int64_t OC, Q8Isa isa = best_q8_isa());
 
 }  // namespace hymba::cpu
