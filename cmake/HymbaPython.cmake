@@ -15,6 +15,11 @@ elseif(NOT HYMBA_PYTHON STREQUAL "OFF")
   # pybind11's own FindPython path (Python, not Python3) finds the interpreter
   # and the module development files together.
   set(PYBIND11_FINDPYTHON ON)
+  # Debian's interpreter first (not a pyenv/venv one earlier in PATH): numpy,
+  # pytest and pandas come from Debian packages. -DPython_EXECUTABLE=... picks another.
+  if(NOT DEFINED Python_EXECUTABLE AND EXISTS /usr/bin/python3)
+    set(Python_EXECUTABLE /usr/bin/python3)
+  endif()
   find_package(Python 3 COMPONENTS Interpreter Development.Module QUIET)
   if(Python_FOUND)
     find_package(pybind11 CONFIG QUIET)

@@ -203,7 +203,12 @@ void register_language_model(py::module_& m) {
         {
           py::gil_scoped_release nogil;
           c = h.lm.score_corpus(
-              {.data = data, .all_tokens = all_tokens, .seq_len = seq_len, .batch = batch, .max_windows = max_windows});
+              {.data = data,
+               .all_tokens = all_tokens,
+               .seq_len = seq_len,
+               .batch = batch,
+               .max_windows = max_windows,
+               .on_progress = {}});
         }
         py::dict d = score_dict(c.result);
         d["data"] = c.data;
