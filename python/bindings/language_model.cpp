@@ -125,9 +125,19 @@ py::array_t<float> forward(ModelHolder& h, const py::array_t<int32_t, py::array:
   {
     py::gil_scoped_release nogil;
     Model& model = h.lm.model();
-    model.forward(data, nullptr, B, T);
-    const float* src = hidden ? model.token_hidden() : model.logits();
-    out.assign(src, src + B * T * width);
+    if (hidden) {
+      // Up to the final norm only (no LM head); meta-token rows lead each sequence.
+      ForwardOptions fo;
+      fo.hidden_only = true;
+      model.forward(data, nullptr, B, T, fo);
+      const int64_t M = cfg.num_memory_tokens, d = cfg.hidden_size;
+      out.resize(static_cast<size_t>(B * T * d));
+      for (int64_t b = 0; b < B; ++b)
+        std::copy_n(model.hidden() + (b * (M + T) + M) * d, T * d, out.data() + b * T * d);
+    } else {
+      model.forward(data, nullptr, B, T);
+      out.assign(model.logits(), model.logits() + B * T * width);
+    }
   }
   return as_numpy(std::move(out), {B, T, width});
 }
