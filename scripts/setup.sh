@@ -37,8 +37,9 @@ for arg in "$@"; do
     --python)
       # The `hymba` Python package: pybind11 bindings (built when these are
       # present), numpy arrays, and its tests (pytest, pandas tables, tqdm
-      # progress bars).
-      PACKAGES+=(python3-dev pybind11-dev python3-numpy python3-pytest python3-pandas python3-tqdm)
+      # progress bars; examples/seed001.ipynb run headless by nbclient).
+      PACKAGES+=(python3-dev pybind11-dev python3-numpy python3-pytest python3-pandas python3-tqdm
+                 python3-nbclient python3-ipykernel python3-nbformat python3-matplotlib)
       ;;
     *)
       echo "setup: unknown option $arg (--fuzz, --python)" >&2

@@ -16,7 +16,8 @@ def test_ablate_rows_are_the_reports_table(tmp_path):
                        "tokenizer": "byte", "seed": 7},
              "prompts": ["the "],
              "rows": [{"name": "Mamba", "preset": "mamba-only", "overrides": {"num_hidden_layers": 2}},
-                      {"name": "Hybrid", "preset": "hybrid-official", "overrides": {"num_hidden_layers": 2}}]}
+                      {"name": "Hybrid", "preset": "hybrid-official",
+                       "overrides": {"num_hidden_layers": 2, "global_attn_idx": [0], "kv_reuse_group": "auto"}}]}
     (tmp_path / "suite.json").write_text(json.dumps(suite))
     rows = hymba.ablate(tmp_path / "suite.json", tmp_path / "out", data=tmp_path / "corpus.txt", sample_tokens=4,
                         cache_context=64, plots=False, steps=3)
