@@ -8,6 +8,7 @@
 
 // pybind11 is included as a system header (its own warnings are not ours).
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 #include <nlohmann/json.hpp>
 
 namespace hymba::python {

@@ -34,7 +34,8 @@ std::unique_ptr<ModelHolder> create(const std::string& preset, const std::string
     HYMBA_CHECK(!preset.empty(), "create: give a preset (hymba.presets()) or a config dict");
     j = scaled_config_json(find_preset(preset), parse_scale(scale));
   }
-  for (const auto& [k, v] : to_json(overrides, "overrides").items()) j[k] = v;
+  const nlohmann::json fields = to_json(overrides, "overrides");
+  for (const auto& [k, v] : fields.items()) j[k] = v;
   const ModelConfig cfg = ModelConfig::from_json(j, preset.empty() ? "config" : "preset '" + preset + "' with overrides");
   py::gil_scoped_release nogil;
   return std::make_unique<ModelHolder>(LanguageModel::create(cfg, make_byte_tokenizer(), seed));

@@ -122,7 +122,7 @@ class LanguageModel:
     def _stream(self, args, single):
         # The engine calls back as text becomes final; a thread runs it and
         # hands the chunks over, so the caller iterates at its own pace.
-        chunks = queue.Queue(maxsize=256)
+        chunks = queue.Queue(maxsize=4)  # the engine waits for a slow consumer
         done = object()
         cancel = threading.Event()
         failure = []
