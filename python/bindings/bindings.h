@@ -27,6 +27,7 @@ py::str text(std::string_view bytes);
 void register_language_model(py::module_& m);
 void register_training(py::module_& m);
 void register_suites(py::module_& m);
+void register_classify(py::module_& m);
 
 }  // namespace hymba::python
 

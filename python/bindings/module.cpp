@@ -123,4 +123,5 @@ PYBIND11_MODULE(_hymba, m) {
   register_language_model(m);
   register_training(m);
   register_suites(m);
+  register_classify(m);
 }

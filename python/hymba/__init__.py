@@ -14,6 +14,7 @@ from ._hymba import HymbaError, __version__, build_info, num_threads, presets, s
 from .model import LanguageModel
 from .training import train
 from .suites import ablate, synth
+from . import classify
 
 __all__ = [
     "HymbaError",
@@ -21,6 +22,7 @@ __all__ = [
     "__version__",
     "ablate",
     "build_info",
+    "classify",
     "num_threads",
     "presets",
     "set_threads",
