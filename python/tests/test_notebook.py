@@ -17,6 +17,10 @@ def test_seed001_notebook_runs(tmp_path, monkeypatch):
     # The kernel inherits the environment: PYTHONPATH (the built package) and these.
     monkeypatch.setenv("HYMBA_NOTEBOOK_OUT", str(tmp_path))
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    # The kernel runs in tmp_path: the package this test imports, by absolute path.
+    import hymba
+    here = str(pathlib.Path(hymba.__file__).resolve().parents[1])
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]))
     nb = nbformat.read(NOTEBOOK, as_version=4)
     start = time.monotonic()
     nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
