@@ -3,13 +3,19 @@
 // functions of each part of the module.
 #pragma once
 
+#include <atomic>
 #include <string>
 #include <string_view>
+#include <vector>
 
 // pybind11 is included as a system header (its own warnings are not ours).
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+
 #include <nlohmann/json.hpp>
+
+#include "api/hymba.h"
 
 namespace hymba::python {
 
@@ -28,17 +34,6 @@ void register_language_model(py::module_& m);
 void register_training(py::module_& m);
 void register_suites(py::module_& m);
 void register_classify(py::module_& m);
-
-}  // namespace hymba::python
-
-#include <atomic>
-#include <vector>
-
-#include <pybind11/numpy.h>
-
-#include "api/hymba.h"
-
-namespace hymba::python {
 
 // A LanguageModel shared with Python. The engine is not for two calls at
 // once, and a streaming generate runs on its own thread: BusyGuard refuses a

@@ -61,26 +61,41 @@ py::object classify_train(py::dict options) {
   int64_t seed = static_cast<int64_t>(o.seed);
   std::string format = o.read.format;
   apply(kw,
-        {{"backbones", [&o](const std::string& k, const json& v) {
+        {{"backbones",
+          [&o](const std::string& k, const json& v) {
             HYMBA_CHECK(v.is_array() && !v.empty() && v.size() <= 2, k, ": one or two checkpoint directories");
             for (const json& b : v) {
               HYMBA_CHECK(b.is_string(), k, ": checkpoint directories are strings");
               o.backbones.push_back(b.get<std::string>());
             }
           }},
-         {"data", str(o.train_path)},       {"val", str(o.val_path)},
-         {"format", str(format)},           {"label_field", str(o.read.label_field)},
-         {"text_field", str(o.read.text_field)}, {"classes", str(o.classes)},
-         {"out", str(o.out_dir)},           {"pooling", str(o.pooling)},
-         {"fusion", str(o.fusion)},         {"hidden", i64(o.hidden)},
-         {"unfreeze", flag(unfreeze)},      {"max_len", i64(o.max_len)},
-         {"batch", i64(o.batch)},           {"epochs", f64(o.epochs)},
-         {"steps", i64(o.steps)},           {"lr", f64(o.lr)},
-         {"backbone_lr", f64(o.backbone_lr)}, {"min_lr_ratio", f64(o.min_lr_ratio)},
-         {"warmup", i64(o.warmup)},         {"weight_decay", f64(o.adamw.weight_decay)},
-         {"grad_clip", f64(o.grad_clip)},   {"val_fraction", f64(o.val_fraction)},
-         {"eval_interval", i64(o.eval_interval)}, {"log_interval", i64(o.log_interval)},
-         {"seed", i64(seed)},               {"progress", [&o](const std::string& k, const json& v) {
+         {"data", str(o.train_path)},
+         {"val", str(o.val_path)},
+         {"format", str(format)},
+         {"label_field", str(o.read.label_field)},
+         {"text_field", str(o.read.text_field)},
+         {"classes", str(o.classes)},
+         {"out", str(o.out_dir)},
+         {"pooling", str(o.pooling)},
+         {"fusion", str(o.fusion)},
+         {"hidden", i64(o.hidden)},
+         {"unfreeze", flag(unfreeze)},
+         {"max_len", i64(o.max_len)},
+         {"batch", i64(o.batch)},
+         {"epochs", f64(o.epochs)},
+         {"steps", i64(o.steps)},
+         {"lr", f64(o.lr)},
+         {"backbone_lr", f64(o.backbone_lr)},
+         {"min_lr_ratio", f64(o.min_lr_ratio)},
+         {"warmup", i64(o.warmup)},
+         {"weight_decay", f64(o.adamw.weight_decay)},
+         {"grad_clip", f64(o.grad_clip)},
+         {"val_fraction", f64(o.val_fraction)},
+         {"eval_interval", i64(o.eval_interval)},
+         {"log_interval", i64(o.log_interval)},
+         {"seed", i64(seed)},
+         {"progress",
+          [&o](const std::string& k, const json& v) {
             HYMBA_CHECK(v.is_boolean(), k, ": expected True or False");
             o.quiet = !v.get<bool>();
             o.plain_progress = true;
@@ -103,8 +118,12 @@ py::object classify_eval(py::dict options) {
   classify::ClassifyEvalOptions o;
   o.quiet = true;
   apply(kw,
-        {{"classifier", str(o.classifier_dir)}, {"data", str(o.data_path)}, {"format", str(o.read.format)},
-         {"label_field", str(o.read.label_field)}, {"text_field", str(o.read.text_field)}, {"out", str(o.out_dir)},
+        {{"classifier", str(o.classifier_dir)},
+         {"data", str(o.data_path)},
+         {"format", str(o.read.format)},
+         {"label_field", str(o.read.label_field)},
+         {"text_field", str(o.read.text_field)},
+         {"out", str(o.out_dir)},
          {"batch", i64(o.batch)}},
         "classify.evaluate");
   json summary;

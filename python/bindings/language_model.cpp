@@ -36,7 +36,8 @@ std::unique_ptr<ModelHolder> create(const std::string& preset, const std::string
   }
   const nlohmann::json fields = to_json(overrides, "overrides");
   for (const auto& [k, v] : fields.items()) j[k] = v;
-  const ModelConfig cfg = ModelConfig::from_json(j, preset.empty() ? "config" : "preset '" + preset + "' with overrides");
+  const ModelConfig cfg =
+      ModelConfig::from_json(j, preset.empty() ? "config" : "preset '" + preset + "' with overrides");
   py::gil_scoped_release nogil;
   return std::make_unique<ModelHolder>(LanguageModel::create(cfg, make_byte_tokenizer(), seed));
 }
@@ -57,9 +58,9 @@ std::vector<int32_t> ids_from(const py::array_t<int32_t, py::array::c_style | py
   return std::vector<int32_t>(a.data(), a.data() + a.size());
 }
 
-py::list generate(ModelHolder& h, const std::vector<std::string>& prompts, int64_t max_new_tokens,
-                  double temperature, int64_t top_k, double top_p, uint64_t seed, const std::vector<std::string>& stop,
-                  bool stop_at_eos, py::object on_text) {
+py::list generate(ModelHolder& h, const std::vector<std::string>& prompts, int64_t max_new_tokens, double temperature,
+                  int64_t top_k, double top_p, uint64_t seed, const std::vector<std::string>& stop, bool stop_at_eos,
+                  py::object on_text) {
   BusyGuard busy(h);
   infer::GenerateOptions opt;
   opt.max_new_tokens = max_new_tokens;
@@ -213,13 +214,12 @@ void register_language_model(py::module_& m) {
         CorpusScore c;
         {
           py::gil_scoped_release nogil;
-          c = h.lm.score_corpus(
-              {.data = data,
-               .all_tokens = all_tokens,
-               .seq_len = seq_len,
-               .batch = batch,
-               .max_windows = max_windows,
-               .on_progress = {}});
+          c = h.lm.score_corpus({.data = data,
+                                 .all_tokens = all_tokens,
+                                 .seq_len = seq_len,
+                                 .batch = batch,
+                                 .max_windows = max_windows,
+                                 .on_progress = {}});
         }
         py::dict d = score_dict(c.result);
         d["data"] = c.data;

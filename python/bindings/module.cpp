@@ -3,25 +3,31 @@
 // pure-Python layer in python/hymba/ is the public face (docs/python.md).
 #include <cmath>
 
+#include "api/hymba.h"
 #include "bindings.h"
 #include "core/build_info.h"
 #include "core/error.h"
 #include "core/threading.h"
 #include "model/presets.h"
 #include "model/summary.h"
-#include "api/hymba.h"
 #include "train/stop_signal.h"
 
 namespace hymba::python {
 
 py::object to_python(const nlohmann::json& j) {
   switch (j.type()) {
-    case nlohmann::json::value_t::null: return py::none();
-    case nlohmann::json::value_t::boolean: return py::bool_(j.get<bool>());
-    case nlohmann::json::value_t::number_integer: return py::int_(j.get<int64_t>());
-    case nlohmann::json::value_t::number_unsigned: return py::int_(j.get<uint64_t>());
-    case nlohmann::json::value_t::number_float: return py::float_(j.get<double>());
-    case nlohmann::json::value_t::string: return text(j.get_ref<const std::string&>());
+    case nlohmann::json::value_t::null:
+      return py::none();
+    case nlohmann::json::value_t::boolean:
+      return py::bool_(j.get<bool>());
+    case nlohmann::json::value_t::number_integer:
+      return py::int_(j.get<int64_t>());
+    case nlohmann::json::value_t::number_unsigned:
+      return py::int_(j.get<uint64_t>());
+    case nlohmann::json::value_t::number_float:
+      return py::float_(j.get<double>());
+    case nlohmann::json::value_t::string:
+      return text(j.get_ref<const std::string&>());
     case nlohmann::json::value_t::array: {
       py::list out;
       for (const auto& v : j) out.append(to_python(v));
@@ -32,7 +38,8 @@ py::object to_python(const nlohmann::json& j) {
       for (const auto& [k, v] : j.items()) out[text(k)] = to_python(v);
       return out;
     }
-    default: return py::none();
+    default:
+      return py::none();
   }
 }
 
@@ -45,7 +52,8 @@ nlohmann::json to_json(py::handle obj, const std::string& what) {
   if (py::isinstance<py::dict>(obj)) {
     nlohmann::json out = nlohmann::json::object();
     for (const auto& [k, v] : obj.cast<py::dict>()) {
-      HYMBA_CHECK(py::isinstance<py::str>(k), what, ": keys must be strings (got ", std::string(py::str(py::repr(k))), ")");
+      HYMBA_CHECK(py::isinstance<py::str>(k), what, ": keys must be strings (got ", std::string(py::str(py::repr(k))),
+                  ")");
       const std::string key = k.cast<std::string>();
       out[key] = to_json(v, what + "." + key);
     }
@@ -112,8 +120,9 @@ PYBIND11_MODULE(_hymba, m) {
   });
 
   m.attr("__version__") = HYMBA_VERSION;
-  m.def("build_info", [] { return to_python(hymba::to_json(hymba::build_info())); },
-        "The build and machine, as `hymba info --json` reports them.");
+  m.def(
+      "build_info", [] { return to_python(hymba::to_json(hymba::build_info())); },
+      "The build and machine, as `hymba info --json` reports them.");
   m.def("set_threads", &hymba::set_threads, py::arg("n"),
         "CPU threads of every kernel, process-wide (0: OMP_NUM_THREADS or all cores), as `hymba --threads N`.");
   m.def("num_threads", &hymba::num_threads, "The kernels' current thread count.");

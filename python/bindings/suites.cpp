@@ -145,7 +145,8 @@ py::dict synth_run(py::dict options, py::object on_epoch) {
     }
     if (!task.empty()) {
       const synth::TaskKind kind = synth::parse_task(task);
-      HYMBA_CHECK(preset.empty() || kind == suite.task.kind, "task: ", task, " differs from preset ", preset, "'s task");
+      HYMBA_CHECK(preset.empty() || kind == suite.task.kind, "task: ", task, " differs from preset ", preset,
+                  "'s task");
       suite.task.kind = kind;
     }
     synth::SynthRow row;
