@@ -6,7 +6,7 @@ number comes from the same engine code as the ``hymba`` command, so results
 equal the command's for the same inputs. See docs/python.md.
 
     import hymba
-    lm = hymba.LanguageModel.load("runs/demo/runs/hymba/best")
+    lm = hymba.LanguageModel.load("runs/demo/runs/compare-hymba/best")
     print(lm.generate("Once upon a time", max_new_tokens=64, seed=1))
 """
 
