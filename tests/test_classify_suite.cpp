@@ -215,7 +215,9 @@ TEST(ClassifySample, SeededCapKeepsFileOrderAndEveryClass) {
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].text, b[i].text);
     pos += a[i].label == "pos";
-    if (i > 0) EXPECT_LT(std::stoi(a[i - 1].text.substr(1)), std::stoi(a[i].text.substr(1)));  // file order
+    if (i > 0) {
+      EXPECT_LT(std::stoi(a[i - 1].text.substr(1)), std::stoi(a[i].text.substr(1)));  // file order
+    }
   }
   EXPECT_GT(pos, 0);  // a sorted file still gives both classes
   EXPECT_LT(pos, 10);
