@@ -186,6 +186,26 @@ TEST_F(ClassifySuite, GivenBackbonesAndSizeCaps) {
   EXPECT_FALSE(fs::exists(dir_ / "given" / "tokenizer"));
 }
 
+// One backbone given, the other drawn: the drawn one gets a BPE trained on
+// the training texts (kept under OUT/tokenizer for reruns), the given one
+// keeps its own tokenizer.
+TEST_F(ClassifySuite, ADrawnBackboneGetsATokenizerTrainedOnTheTrainingTexts) {
+  const auto res = run_cli(command("mixed", "--gpt-neo " + kImport +
+                                                "/hf_gpt_neo --tokenizer-type bpe --tokenizer-vocab 300 --max-len 8"));
+  ASSERT_EQ(res.exit_code, 0) << res.output;
+  const json r = results("mixed");
+  EXPECT_TRUE(fs::exists(dir_ / "mixed" / "tokenizer" / "tokenizer.model"));
+  const json& hybrid = r["rows"][2];
+  ASSERT_EQ(hybrid["backbones"].size(), 2u);
+  EXPECT_EQ(hybrid["backbones"][0]["origin"], "given");
+  EXPECT_EQ(hybrid["backbones"][1]["origin"], "random");
+  EXPECT_EQ(hybrid["backbones"][1]["vocab_size"], 300);
+  EXPECT_NE(hybrid["backbones"][0]["vocab_size"], 300);
+  const std::string diffs = hybrid["differences"].dump();
+  EXPECT_NE(diffs.find("Mamba tokenizer: bpe 300 trained on the training texts"), std::string::npos) << diffs;
+  EXPECT_NE(diffs.find("GPT-Neo tokenizer: the given directory's"), std::string::npos) << diffs;
+}
+
 TEST_F(ClassifySuite, BadInputGivesOneLineErrors) {
   auto expect_error = [](const std::string& args, const std::string& what) {
     const auto res = run_cli(args);

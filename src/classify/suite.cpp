@@ -136,6 +136,9 @@ SuiteTokenizer suite_tokenizer(const ClassifySuiteOptions& o, const fs::path& di
   t.vocab_size = o.tokenizer_vocab;
   t.seed = o.seed;
   s.tok = train_tokenizer(training_texts(o), t);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  HYMBA_CHECK(!ec, dir.string(), ": cannot create the directory (", ec.message(), ")");
   save_tokenizer_files(*s.tok, dir.string());
   return s;
 }
