@@ -499,6 +499,64 @@ TEST_F(Ablate, Seed003LongSuiteWritesTheTableAndPlotsAgainstT) {
       << bad.output;
 }
 
+// A validation split shorter than the longest T stops before any row trains,
+// naming --seq-lens (the suite refuses --seq-len, the trainer's advice).
+TEST_F(Ablate, Seed003LongValidationShorterThanTheLongestTNamesSeqLens) {
+  const fs::path out = dir_ / "long-short-val";
+  const auto res = run_cli("--threads 1 ablate --suite seed-003-long --scale tiny --steps 1 --batch 1 "
+                           "--tokenizer-type byte --quiet --data " +
+                           (dir_ / "corpus.txt").string() + " --out " + out.string() + " --seq-lens 16,4096");
+  EXPECT_NE(res.exit_code, 0) << res.output;
+  EXPECT_NE(res.output.find("--seq-lens: T 4096 needs a validation window of 4097 tokens but the validation split of " +
+                            (dir_ / "corpus.txt").string() + " has "),
+            std::string::npos)
+      << res.output;
+  EXPECT_NE(res.output.find(" or a larger --data"), std::string::npos) << res.output;
+  EXPECT_EQ(res.output.find("lower --seq-len"), std::string::npos) << res.output;
+  EXPECT_EQ(test::count_lines(res.output), 1) << res.output;
+  EXPECT_FALSE(fs::exists(out / "results.json"));
+  EXPECT_TRUE(!fs::exists(out / "runs") || fs::is_empty(out / "runs"));  // not even the T=16 rows trained
+}
+
+// --tokenizer: a tokenizer file (HF tokenizer.json, sentencepiece .model)
+// replaces the trained one; the rows take its vocabulary; results and report
+// say where it came from.
+TEST_F(Ablate, LoadedTokenizerReplacesTheTrainedOne) {
+  const std::string fixtures = HYMBA_FIXTURES_DIR;
+  for (const std::string& file : {fixtures + "/import/hf_gpt_neo/tokenizer.json",
+                                  fixtures + "/tokenizers/spm_bpe/tokenizer.model"}) {
+    const std::string name = "loaded-" + fs::path(file).parent_path().filename().string();
+    const auto res = run_cli(command(name, "--steps 2 --eval-interval 2 --no-plots --tokenizer " + file));
+    ASSERT_EQ(res.exit_code, 0) << res.output;
+    EXPECT_EQ(res.output.find("training the suite's"), std::string::npos) << res.output;
+    const auto tok = load_tokenizer(file);
+    const json r = results(name);
+    EXPECT_EQ(r["settings"]["train"]["tokenizer"], "loaded from " + file + " (" + to_string(tok->kind()) +
+                                                       ", vocab " + std::to_string(tok->vocab_size()) + ")");
+    EXPECT_FALSE(r["settings"]["train"].contains("tokenizer_vocab"));
+    // The copy in the output directory is the file's tokenizer.
+    const auto copy = load_tokenizer_or_directory((dir_ / name).string());
+    EXPECT_EQ(copy->vocab_size(), tok->vocab_size());
+    EXPECT_EQ(copy->encode("the cat sat"), tok->encode("the cat sat"));
+    // The rows' vocab_size is the tokenizer's.
+    for (const json& row : r["rows"]) {
+      json cfg = json::parse(slurp(dir_ / name / "runs" / row["id"].get<std::string>() / "best" / "config.json"));
+      EXPECT_EQ(cfg["vocab_size"], tok->vocab_size()) << row["id"];
+    }
+    EXPECT_NE(slurp(dir_ / name / "report.md").find("tokenizer loaded from " + file), std::string::npos);
+  }
+  const std::string gpt2 = fixtures + "/import/hf_gpt_neo/tokenizer.json";
+  const auto both = run_cli(command("loaded-bad", "--tokenizer " + gpt2 + " --tokenizer-type bpe"));
+  EXPECT_NE(both.exit_code, 0);
+  EXPECT_NE(both.output.find("--tokenizer: a loaded tokenizer replaces the trained one"), std::string::npos)
+      << both.output;
+  const auto missing = run_cli(command("loaded-bad", "--tokenizer /no/such/tokenizer.json"));
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.output.find("--tokenizer: /no/such/tokenizer.json is not a file"), std::string::npos)
+      << missing.output;
+  EXPECT_EQ(test::count_lines(missing.output), 1) << missing.output;
+}
+
 TEST(AblateSuites, BuiltInSuitesHaveTheSeedsRowsAtEveryScale) {
   for (const char* scale : {"tiny", "small", "seed"}) {
     const auto roadmap = ablate::load_suite("hymba-roadmap", scale);

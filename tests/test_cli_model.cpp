@@ -31,13 +31,14 @@ TEST_F(CliModel, PresetsListsEveryFamily) {
   auto r = run_cli("presets --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto j = nlohmann::json::parse(r.output);
-  EXPECT_EQ(j.size(), 36u);
+  EXPECT_EQ(j.size(), 37u);
   auto text = run_cli("presets --scale tiny");
   EXPECT_NE(text.output.find("roadmap-13"), std::string::npos);
   EXPECT_NE(text.output.find("hymba-1.5b"), std::string::npos);
   EXPECT_NE(text.output.find("seed000-hybrid-5050"), std::string::npos);
   EXPECT_NE(text.output.find("hymba-v2"), std::string::npos);
   EXPECT_NE(text.output.find("gpt-neo-125m"), std::string::npos);
+  EXPECT_NE(text.output.find("mamba-130m"), std::string::npos);
 }
 
 TEST_F(CliModel, InfoReportsParamsAndCache) {

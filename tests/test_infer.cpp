@@ -103,6 +103,14 @@ std::vector<Family> families() {
         {"mlp_bias", true}, {"position_embedding", "learned"}, {"max_position_embeddings", 18},
         {"attention_out_bias", true}, {"attention_scale", "none"}, {"global_attn_idx", {0, 2}},
         {"sliding_window", 3}, {"init_scheme", "torch"}}},
+      // GPT-2's c_attn bias (attention_qkv_bias, torch init: non-zero) with
+      // RoPE, a window and KV sharing (the consumer reuses biased K/V).
+      {"qkv_bias_kvshare_window",
+       {{"layer_types", "attention"}, {"num_hidden_layers", 4}, {"attention_qkv_bias", true},
+        {"init_scheme", "torch"}, {"sliding_window", 3}, {"global_attn_idx", {0}}, {"kv_reuse_group", "auto"}}},
+      {"qkv_bias_hybrid_separate_meta",
+       {{"layer_types", "hybrid"}, {"proj_style", "separate"}, {"fusion", "mean"}, {"attention_qkv_bias", true},
+        {"init_scheme", "torch"}, {"num_memory_tokens", 2}, {"sliding_window", 4}, {"global_attn_idx", {0}}}},
       {"sequential_gated_blocks",
        {{"layer_types", {"attention", "attention", "mamba", "mamba"}}, {"block_layers", 2}, {"block_link", "gated"},
         {"sliding_window", 3}, {"global_attn_idx", {0}}}},

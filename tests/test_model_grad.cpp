@@ -101,6 +101,19 @@ std::vector<Family> families() {
              {"attention_out_bias", true}, {"attention_scale", "none"}, {"sliding_window", 2},
              {"global_attn_idx", {1}}}),
        2, 5, 0.0},
+      // GPT-2's c_attn bias (attention_qkv_bias, torch init: non-zero) with
+      // KV sharing (the consumer has a q bias only), RoPE, a window; and on
+      // separate hybrids. hidden 6: q/k/v not back to back (the unstacked path).
+      {"qkv_bias_kvshare_torch_init",
+       base({{"layer_types", "attention"}, {"num_hidden_layers", 3}, {"attention_qkv_bias", true},
+             {"attention_out_bias", true}, {"init_scheme", "torch"}, {"sliding_window", 2}, {"global_attn_idx", {0}},
+             {"kv_reuse_group", {{1, 2}}}}),
+       2, 6, 0.0},
+      {"qkv_bias_unstacked_hybrid_separate_meta",
+       base({{"layer_types", "hybrid"}, {"hidden_size", 6}, {"num_attention_heads", 1}, {"proj_style", "separate"},
+             {"fusion", "learned_beta"}, {"attention_qkv_bias", true}, {"init_scheme", "torch"},
+             {"num_memory_tokens", 2}}),
+       2, 5, 0.0},
       {"sequential_gated_one_layer_blocks",
        base({{"layer_types", {"attention", "mamba"}}, {"block_layers", 1}, {"block_link", "gated"},
              {"intermediate_size", 0}}),

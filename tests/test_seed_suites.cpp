@@ -16,7 +16,9 @@
 #include "ablate/seed_metrics.h"
 #include "ablate/seed_report.h"
 #include "ablate/suite.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
+#include "model/hf_import.h"
 #include "model/memory_estimate.h"
 #include "model/presets.h"
 #include "model/summary.h"
@@ -121,6 +123,31 @@ TEST(SeedPresets, ParameterCountsByHand) {
   };
   EXPECT_EQ(params("hymba-v1"), emb003 + d + 6 * hymba_layer(1024));
   EXPECT_EQ(params("hymba-v2"), emb003 + d + 8 * hymba_layer(1536));
+}
+
+TEST(SeedPresets, Mamba130mIsThePublishedModel) {
+  // state-spaces/mamba-130m: d 768, 24 layers, d_inner 1536, dt_rank 48,
+  // d_state 16, conv 4, vocab 50,280 tied: 129,135,360 parameters.
+  const int64_t d = 768, di = 1536, R = 48, N = 16;
+  const int64_t layer = d + 2 * di * d + (di * 4 + di) + (R + 2 * N) * di + (di * R + di) + di * N + di + di * d;
+  EXPECT_EQ(50280 * d + 24 * layer + d, 129135360);
+  const ModelConfig c = preset_config("mamba-130m");
+  EXPECT_EQ(summarize(c, 256).total_params, 129135360);
+  // The published MambaForCausalLM config.json maps to exactly the preset.
+  json j = read_json_file(std::string(HYMBA_FIXTURES_DIR) + "/import/hf_mamba/config.json");
+  for (const char* k : {"hidden_size", "d_model"}) j[k] = d;
+  for (const char* k : {"num_hidden_layers", "n_layer"}) j[k] = 24;
+  for (const char* k : {"intermediate_size", "d_inner"}) j[k] = di;
+  j["state_size"] = N;
+  j["vocab_size"] = 50280;
+  j["tie_word_embeddings"] = true;
+  const ModelConfig imported = config_from_published(j, CheckpointLayout::kHfMamba, "mamba-130m-hf");
+  EXPECT_EQ(imported.to_json(), c.to_json());
+  // Its tiny scale (the classify suite's default) stays a pure Mamba stack.
+  const ModelConfig tiny = preset_config("mamba-130m", Scale::kTiny);
+  EXPECT_EQ(tiny.num_hidden_layers, 12);
+  EXPECT_EQ(tiny.hidden_size, 192);
+  EXPECT_EQ(tiny.intermediate_size, 0);
 }
 
 TEST(SeedPresets, Seed003SizesAtGpt2sVocabulary) {

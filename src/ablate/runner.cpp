@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <utility>
 
 #include "ablate/long_suite.h"
 #include "ablate/report.h"
@@ -207,13 +209,18 @@ std::vector<Sample> untrained_samples(const ModelConfig& cfg, const Tokenizer& t
 }
 
 // The suite's tokenizer in `dir` (tokenizer.model, or tokenizer.json with its
-// tokenizer_config.json), trained on the first run; sets t.tokenizer_path.
-std::unique_ptr<Tokenizer> suite_tokenizer(const fs::path& dir, TrainOptions& t) {
+// tokenizer_config.json): on the first run a copy of `given` (--tokenizer),
+// else trained; sets t.tokenizer_path.
+std::unique_ptr<Tokenizer> suite_tokenizer(const fs::path& dir, TrainOptions& t, std::unique_ptr<Tokenizer> given) {
   if (const std::string path = checkpoint_tokenizer_path(dir.string()); !path.empty()) {
     t.tokenizer_path = path;
     return load_tokenizer(path);
   }
-  std::unique_ptr<Tokenizer> tok;
+  std::unique_ptr<Tokenizer> tok = std::move(given);
+  if (tok) {
+    t.tokenizer_path = save_tokenizer_files(*tok, dir.string());
+    return tok;
+  }
   const TokenizerKind kind = parse_tokenizer_kind(t.tokenizer_type, "tokenizer");
   if (kind == TokenizerKind::kByte) {
     tok = make_byte_tokenizer();
@@ -224,6 +231,37 @@ std::unique_ptr<Tokenizer> suite_tokenizer(const fs::path& dir, TrainOptions& t)
   }
   t.tokenizer_path = save_tokenizer_files(*tok, dir.string());
   return tok;
+}
+
+// Every row's recipe: the suite's, its own keys, then the flags again (they win).
+TrainOptions row_train_options(const TrainOptions& base, const SuiteRow& row, const json& flags) {
+  TrainOptions t = base;
+  apply_train_settings(t, row.train, "row '" + row.id + "'");
+  apply_train_settings(t, flags, "flags");
+  return t;
+}
+
+// A suite with a T axis: the longest T still to train must fit one
+// validation window, checked before any row trains (the trainer would stop
+// at that row, after the others, advising --seq-len, which such a suite refuses).
+void check_validation_holds_longest_t(const std::vector<std::pair<const SuiteRow*, TrainOptions>>& to_train,
+                                      const Tokenizer& tok) {
+  std::map<std::pair<double, uint64_t>, int64_t> longest;  // (val_fraction, split seed) -> largest T
+  for (const auto& row : to_train) {
+    int64_t& T = longest[{row.second.val_fraction, row.second.seed}];
+    T = std::max(T, row.second.seq_len);
+  }
+  for (const auto& split : longest) {
+    DatasetOptions d;
+    d.val_fraction = split.first.first;
+    d.split_seed = split.first.second;
+    const std::string& data = to_train.front().second.data;
+    const TokenDataset set = TokenDataset::build(data, tok, d);
+    const int64_t have = static_cast<int64_t>(set.val().size()), T = split.second;
+    HYMBA_CHECK(num_eval_windows(set.val(), T) > 0, "--seq-lens: T ", T, " needs a validation window of ", T + 1,
+                " tokens but the validation split of ", data, " has ", have, "; give --seq-lens up to ", have - 1,
+                " or a larger --data");
+  }
 }
 
 // The first setting that differs, for the "run with other settings" error.
@@ -289,6 +327,21 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     settings["seq_axis"] = {{"batch", fixed ? "fixed" : "tokens_per_step / T"},
                             {"tokens_per_step", fixed ? json() : json(suite.tokens_per_step)}};
   }
+  // --tokenizer: a tokenizer file used instead of training one; the rows'
+  // vocab_size becomes its vocabulary (as with a trained one).
+  std::unique_ptr<Tokenizer> given_tok;
+  if (!opt.tokenizer_file.empty()) {
+    for (const char* key : {"tokenizer", "tokenizer_vocab", "tokenizer_min_frequency", "tokenizer_alphabet"})
+      HYMBA_CHECK(!opt.train_overrides.contains(key),
+                  "--tokenizer: a loaded tokenizer replaces the trained one; drop --tokenizer-type / --tokenizer-vocab");
+    HYMBA_CHECK(fs::is_regular_file(opt.tokenizer_file), "--tokenizer: ", opt.tokenizer_file,
+                " is not a file (give a tokenizer.json, a sentencepiece .model or a hymba tokenizer.model)");
+    given_tok = load_tokenizer(opt.tokenizer_file);
+    json& t = settings["train"];
+    for (const char* key : {"tokenizer_vocab", "tokenizer_min_frequency", "tokenizer_alphabet"}) t.erase(key);
+    t["tokenizer"] = "loaded from " + opt.tokenizer_file + " (" + to_string(given_tok->kind()) + ", vocab " +
+                     std::to_string(given_tok->vocab_size()) + ")";
+  }
   const std::string results_json = (dir / "results.json").string();
   std::map<std::string, RowResult> done;
   if (fs::exists(results_json)) {
@@ -310,7 +363,7 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     for (RowResult& r : stored.rows) done.emplace(r.id, std::move(r));
   }
 
-  const auto tok = suite_tokenizer(dir, base);
+  const auto tok = suite_tokenizer(dir, base, std::move(given_tok));
   const int64_t vocab = tok->vocab_size();
 
   // Check every row's config and its changes against earlier results before
@@ -334,6 +387,23 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     std::fprintf(stderr, "note: %s has a row '%s' that is not in this suite; kept there, left out of the report\n",
                  results_json.c_str(), id.c_str());
     extra_rows.push_back(r);
+  }
+
+  // Rows over the memory available are skipped (with the reason) instead of stopping the suite.
+  auto memory_skip = [&](const SuiteRow& row, const MemoryEstimate& need) -> std::optional<std::string> {
+    if (!suite.skip_over_memory || fs::exists(dir / "runs" / row.id / kSummaryFile)) return std::nullopt;
+    return memory_skip_reason(need, available_memory_bytes());
+  };
+  auto row_memory = [&](const TrainOptions& t, const SuiteRow& row) {
+    return model_run_memory(row_config(row, vocab), t.batch, t.seq_len, true);
+  };
+  if (!suite.seq_lens.empty()) {
+    std::vector<std::pair<const SuiteRow*, TrainOptions>> to_train;
+    for (const SuiteRow& row : suite.rows) {
+      TrainOptions t = row_train_options(base, row, opt.train_overrides);
+      if (!done.count(row.id) && !memory_skip(row, row_memory(t, row))) to_train.emplace_back(&row, t);
+    }
+    if (!to_train.empty()) check_validation_holds_longest_t(to_train, *tok);
   }
 
   // ETA: seconds per parameter of the rows trained so far.
@@ -368,18 +438,13 @@ AblateSummary run_ablation(const AblateOptions& opt) {
                  eta.c_str());
     const auto t_row = std::chrono::steady_clock::now();
 
-    // The row's recipe: the suite's, its own keys, then the flags again (they win).
-    TrainOptions row_opt = base;
-    apply_train_settings(row_opt, row.train, "row '" + row.id + "'");
-    apply_train_settings(row_opt, opt.train_overrides, "flags");
-    const MemoryEstimate need = model_run_memory(row_config(row, vocab), row_opt.batch, row_opt.seq_len, true);
-    if (suite.skip_over_memory && !fs::exists(dir / "runs" / row.id / kSummaryFile)) {
-      if (const auto why = memory_skip_reason(need, available_memory_bytes())) {
-        std::fprintf(stderr, "[%zu/%zu] %s: skipped: %s\n", i + 1, n, row.name.c_str(), why->c_str());
-        summary.skipped_rows.push_back(
-            {row.id, row.name, row.group, row_opt.seq_len, row_opt.batch, need.total() / (1024.0 * 1024.0), *why});
-        continue;
-      }
+    const TrainOptions row_opt = row_train_options(base, row, opt.train_overrides);
+    const MemoryEstimate need = row_memory(row_opt, row);
+    if (const auto why = memory_skip(row, need)) {
+      std::fprintf(stderr, "[%zu/%zu] %s: skipped: %s\n", i + 1, n, row.name.c_str(), why->c_str());
+      summary.skipped_rows.push_back(
+          {row.id, row.name, row.group, row_opt.seq_len, row_opt.batch, need.total() / (1024.0 * 1024.0), *why});
+      continue;
     }
     const fs::path run_dir = dir / "runs" / row.id;
     RowResult r;

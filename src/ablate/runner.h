@@ -3,7 +3,7 @@
 // the report. A rerun skips rows already measured, resumes a row whose
 // training was killed, and re-measures rows whose record is corrupt.
 //
-// DIR/tokenizer.model     the suite's one tokenizer
+// DIR/tokenizer.model     the suite's one tokenizer (trained, or a copy of --tokenizer)
 // DIR/runs/<row id>/      each row's training run (checkpoints, metrics)
 // DIR/results.json        settings + one record per measured row
 // DIR/results.csv, report.md, report.html, plots/
@@ -25,6 +25,7 @@ struct AblateOptions {
   std::string transformer;       // seed-003 suites: "gpt" (default) or "rope"
   std::vector<int64_t> seq_lens; // seed-003-long: T values (empty: the suite's)
   std::string data = "default";  // corpus SPEC
+  std::string tokenizer_file;    // --tokenizer: used instead of training one ("" = train)
   std::string out_dir;
   nlohmann::json train_overrides = nlohmann::json::object();  // recipe keys from flags
   nlohmann::json model_overrides = nlohmann::json::object();  // config fields from flags, merged into every row

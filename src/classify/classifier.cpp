@@ -1,13 +1,12 @@
 #include "classify/classifier.h"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <filesystem>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/safetensors.h"
+#include "core/system_memory.h"
 #include "data/tokenizer_files.h"
 #include "model/checkpoint.h"
 #include "train/run_state.h"
@@ -229,10 +228,7 @@ int64_t Classifier::activation_peak_bytes() const {
   return n;
 }
 
-int64_t peak_rss_bytes() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports kilobytes
-}
+// VmHWM, which reset_peak_rss() can rewind between the rows of a suite.
+int64_t peak_rss_bytes() { return hymba::peak_rss_bytes(); }
 
 }  // namespace hymba::classify

@@ -138,6 +138,20 @@ void split_train_val(const std::vector<LabeledText>& all, double val_fraction, u
   for (size_t i = 0; i < order.size(); ++i) (i < order.size() - n_val ? train : val).push_back(all[order[i]]);
 }
 
+std::vector<LabeledText> sample_examples(const std::vector<LabeledText>& all, int64_t n, uint64_t seed) {
+  if (n <= 0 || static_cast<size_t>(n) >= all.size()) return all;
+  std::vector<size_t> order(all.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  Rng rng = Rng(seed).split(0x5A3D1E);
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+  order.resize(static_cast<size_t>(n));
+  std::sort(order.begin(), order.end());
+  std::vector<LabeledText> out;
+  out.reserve(order.size());
+  for (size_t i : order) out.push_back(all[i]);
+  return out;
+}
+
 std::vector<Example> encode_examples(const std::vector<LabeledText>& texts, const std::vector<std::string>& classes,
                                      const std::vector<const Tokenizer*>& tokenizers, int64_t max_len) {
   std::vector<Example> out(texts.size());

@@ -42,6 +42,10 @@ std::vector<std::string> class_list(const std::vector<LabeledText>& examples, co
 void split_train_val(const std::vector<LabeledText>& all, double val_fraction, uint64_t seed,
                      std::vector<LabeledText>& train, std::vector<LabeledText>& val);
 
+// At most n examples (n <= 0 or n >= size: all), chosen by a seeded shuffle
+// so a file sorted by label (IMDB's) still gives every class; kept in file order.
+std::vector<LabeledText> sample_examples(const std::vector<LabeledText>& all, int64_t n, uint64_t seed);
+
 // One tokenized example: ids per backbone (each backbone has its own
 // tokenizer) and the class index.
 struct Example {

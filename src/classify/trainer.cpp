@@ -46,6 +46,7 @@ void validate(const ClassifyTrainOptions& o) {
   HYMBA_CHECK(o.adamw.weight_decay >= 0, "--weight-decay must be >= 0");
   HYMBA_CHECK(o.val_fraction > 0 && o.val_fraction < 1, "--val-fraction must be in (0, 1)");
   HYMBA_CHECK(o.hidden >= 0, "--hidden must be >= 0");
+  HYMBA_CHECK(o.train_size >= 0 && o.eval_size >= 0, "--train-size and --eval-size must be >= 0 (0: all)");
   HYMBA_CHECK(o.eval_interval >= 0 && o.log_interval >= 1, "--eval-interval must be >= 0 and --log-interval >= 1");
 }
 
@@ -125,6 +126,9 @@ json train_classifier(const ClassifyTrainOptions& opt) {
     train_texts = all;
     val_texts = read_labeled(opt.val_path, opt.read);
   }
+  const size_t read_train = train_texts.size(), read_val = val_texts.size();
+  train_texts = sample_examples(train_texts, opt.train_size, opt.seed);
+  val_texts = sample_examples(val_texts, opt.eval_size, opt.seed + 1);
   const std::vector<std::string> classes = class_list(train_texts, opt.classes);
 
   HeadConfig hc;
@@ -292,6 +296,8 @@ json train_classifier(const ClassifyTrainOptions& opt) {
                          {"train", opt.train_path},
                          {"val", opt.val_path.empty() ? "split of --data" : opt.val_path},
                          {"val_fraction", opt.val_fraction},
+                         {"train_size", opt.train_size},
+                         {"eval_size", opt.eval_size},
                          {"pooling", opt.pooling},
                          {"fusion", to_string(plan.cfg.fusion)},
                          {"hidden", opt.hidden},
@@ -314,7 +320,12 @@ json train_classifier(const ClassifyTrainOptions& opt) {
       {"head", plan.cfg.to_json()},
       {"head_params", clf.head_params().num_params()},
       {"classes", classes},
-      {"data", {{"train_examples", n_train}, {"val_examples", val_ex.size()}, {"max_len", opt.max_len}}},
+      {"data",
+       {{"train_examples", n_train},
+        {"val_examples", val_ex.size()},
+        {"train_examples_read", read_train},
+        {"val_examples_read", read_val},
+        {"max_len", opt.max_len}}},
       {"settings", settings},
       {"train",
        {{"steps", total},

@@ -35,6 +35,9 @@ struct ClassifyTrainOptions {
   AdamWConfig adamw{0.9, 0.999, 1e-8, 0.01};
   double grad_clip = 1.0;
   double val_fraction = 0.2;
+  // Caps on the examples used (0: all), drawn by a seeded shuffle after the
+  // split (seed 004's train_size / eval_size).
+  int64_t train_size = 0, eval_size = 0;
   int64_t eval_interval = 0;  // steps between validations (0: once per epoch)
   int64_t log_interval = 10;
   uint64_t seed = 1234;

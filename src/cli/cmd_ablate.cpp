@@ -84,6 +84,9 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
                            ->check(CLI::Range(0, 1 << 30));
   auto* seed = cmd->add_option("--seed", o->seed, "Seed for init, data order and sampling")
                    ->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
+  cmd->add_option("--tokenizer", a.tokenizer_file,
+                  "Tokenizer file to use instead of training one (tokenizer.json or sentencepiece .model); "
+                  "the rows' vocab_size becomes its vocabulary");
   auto* tok_type = cmd->add_option("--tokenizer-type", o->tokenizer_type, "byte, bpe, unigram or byte-level-bpe")
                        ->check(CLI::IsMember({"byte", "bpe", "unigram", "byte-level-bpe"}));
   auto* tok_vocab = cmd->add_option("--tokenizer-vocab", o->tokenizer_vocab, "Vocabulary of a trained tokenizer")

@@ -4,6 +4,8 @@
 #include <iostream>
 #include <memory>
 
+#include "classify/suite.h"
+#include "classify/suite_report.h"
 #include "classify/trainer.h"
 #include "cli/commands.h"
 
@@ -31,6 +33,73 @@ void print_metrics(const nlohmann::json& s) {
   std::printf("peak RSS %.1f MB, backbone grads + AdamW %.2f MB, activations %.2f MB\n",
               mem.at("peak_rss_mb").get<double>(), mem.at("backbone_grads_optimizer_mb").get<double>(),
               mem.at("activation_peak_mb").get<double>());
+}
+
+void register_classify_suite(CLI::App* group, const GlobalOptions& global) {
+  struct SuiteOpts {
+    classify::ClassifySuiteOptions o;
+    bool list = false;
+  };
+  auto so = std::make_shared<SuiteOpts>();
+  classify::ClassifySuiteOptions& o = so->o;
+  CLI::App* cmd = group->add_subcommand(
+      "suite", "A seed's classification table as one command: every row trained and reported beside the seed's");
+  cmd->footer(
+      "Suite seed-004: heads on frozen GPT-Neo-125M, Mamba-130M and both, with the seed's recipe (batch 1, lr 5e-5,\n"
+      "1 epoch, log-softmax loss). Give the published checkpoints with --gpt-neo / --mamba; a backbone left out is\n"
+      "its preset drawn at random at --scale (not pretrained). docs/classify.md.");
+  cmd->add_option("--suite", o.suite, "Suite name (see --list)")->capture_default_str();
+  cmd->add_option("--data", o.data, "Labelled training data: TSV label<TAB>text, or JSONL");
+  cmd->add_option("--val", o.val_path, "Separate validation (dev) file (default: split --val-fraction off --data)");
+  add_read_options(cmd, o.read);
+  cmd->add_option("--out", o.out_dir, "Output directory (rows/, results.json/.csv, report.md/.html)");
+  cmd->add_option("--gpt-neo", o.gpt_neo, "GPT-Neo backbone: checkpoint or Hugging Face directory (gpt-neo-125M)");
+  cmd->add_option("--mamba", o.mamba, "Mamba backbone: checkpoint or Hugging Face directory (mamba-130m-hf)");
+  cmd->add_option("--scale", o.scale, "Scale of the random preset backbones: tiny, small or seed")
+      ->check(CLI::IsMember({"tiny", "small", "seed"}))->capture_default_str();
+  cmd->add_option("--tokenizer", o.tokenizer, "Tokenizer file for the random backbones (default: train one)");
+  cmd->add_option("--tokenizer-type", o.tokenizer_type, "Tokenizer trained for the random backbones: byte, bpe or unigram")
+      ->check(CLI::IsMember({"byte", "bpe", "unigram"}))->capture_default_str();
+  cmd->add_option("--tokenizer-vocab", o.tokenizer_vocab, "Its vocabulary")->check(CLI::Range(16, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--train-size", o.train_size, "At most this many training examples per row (0: all)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
+  cmd->add_option("--eval-size", o.eval_size, "At most this many validation examples per row (0: all)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
+  cmd->add_flag("--seed-sizes", o.seed_sizes, "Each row's own sizes from the seed (GPT-Neo 20,000; Mamba 5,000 / 200)");
+  cmd->add_option("--fusion", o.fusion, "Head of the two-backbone row: concat or gated")
+      ->check(CLI::IsMember({"concat", "gated"}))->capture_default_str();
+  cmd->add_option("--pooling", o.pooling, "Features: mean or last")->check(CLI::IsMember({"last", "mean"}))
+      ->capture_default_str();
+  cmd->add_option("--max-len", o.max_len, "Tokens kept per text")->check(CLI::Range(1, 1 << 24))->capture_default_str();
+  cmd->add_option("--batch", o.batch, "Examples per step (the seed: 1)")->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--epochs", o.epochs, "Passes over the training examples (the seed: 1)")
+      ->check(CLI::Range(1e-6, 1e6))->capture_default_str();
+  cmd->add_option("--lr", o.lr, "Head learning rate (the seed: 5e-5)")->check(CLI::Range(1e-12, 10.0))
+      ->capture_default_str();
+  cmd->add_option("--val-fraction", o.val_fraction, "Share of --data held out when there is no --val")
+      ->check(CLI::Range(0.001, 0.9))->capture_default_str();
+  cmd->add_option("--eval-interval", o.eval_interval, "Steps between validations (the seed: 1,000)")
+      ->check(CLI::Range(0, 1 << 30))->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Seed for random backbones, heads, splits and order")->capture_default_str();
+  cmd->add_flag("--plain-progress", o.plain_progress, "Periodic lines instead of a live bar");
+  cmd->add_flag("--quiet", o.quiet, "No per-row training progress (row start/end lines remain)");
+  cmd->add_flag("--list", so->list, "List the suites and their rows as the seed reports them, and exit");
+  cmd->callback([so, &global] {
+    apply_global_options(global);
+    if (so->list) {
+      for (const classify::ClassifySuiteInfo& s : classify::builtin_classify_suites()) {
+        std::printf("%s — %s\n", s.name.c_str(), s.description.c_str());
+        for (const classify::SeedClassifyRow& r : s.rows)
+          std::printf("  %-8s %-32s seed: %s\n", r.id.c_str(), r.name.c_str(), r.recipe.c_str());
+      }
+      return;
+    }
+    const classify::ClassifySuiteSummary s = classify::run_classify_suite(so->o);
+    std::printf("%s\n", ablate::markdown_table(classify::suite_table(s.results.at("rows"))).c_str());
+    std::printf("report: %s\n        %s\n", s.report_md.c_str(), s.report_html.c_str());
+  });
 }
 
 }  // namespace
@@ -84,6 +153,10 @@ void register_classify(CLI::App& app, const GlobalOptions& global) {
       ->check(CLI::Range(0, 1 << 30))->capture_default_str();
   train->add_option("--log-interval", o.log_interval, "Steps between metric records")
       ->check(CLI::Range(1, 1 << 30))->capture_default_str();
+  train->add_option("--train-size", o.train_size, "Use at most this many training examples, drawn by --seed (0: all)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
+  train->add_option("--eval-size", o.eval_size, "Use at most this many validation examples, drawn by --seed (0: all)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
   train->add_option("--seed", o.seed, "Seed for the head's init, the split and the example order")->capture_default_str();
   train->add_flag("--plain-progress", o.plain_progress, "Periodic lines instead of a live bar");
   train->add_flag("--quiet", o.quiet, "No progress output");
@@ -121,6 +194,8 @@ void register_classify(CLI::App& app, const GlobalOptions& global) {
     }
     print_metrics(s);
   });
+
+  register_classify_suite(group, global);
 }
 
 }  // namespace hymba::cli

@@ -63,9 +63,9 @@ void print_model(const std::string& label, const ModelConfig& cfg, const ModelSu
       std::printf(" (%lld, meta tokens first)", static_cast<long long>(cfg.max_position_embeddings));
     std::printf("\n");
   }
-  if (cfg.attention_out_bias || cfg.attention_scale != AttentionScale::kInvSqrtD)
-    std::printf("  attention: logits %s%s\n", cfg.attention_scale == AttentionScale::kNone ? "q.k (unscaled)" : "q.k/sqrt(d)",
-                cfg.attention_out_bias ? ", o_proj with bias" : "");
+  if (cfg.attention_out_bias || cfg.attention_qkv_bias || cfg.attention_scale != AttentionScale::kInvSqrtD)
+    std::printf("  attention: logits %s%s%s\n", cfg.attention_scale == AttentionScale::kNone ? "q.k (unscaled)" : "q.k/sqrt(d)",
+                cfg.attention_qkv_bias ? ", q/k/v with biases" : "", cfg.attention_out_bias ? ", o_proj with bias" : "");
   bool any_attention = false;
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) any_attention = any_attention || cfg.has_attention(l);
   if (any_attention) {

@@ -44,6 +44,17 @@ const float* through_mask(Arena& arena, const float* dy, const float* mask, int6
   return out;
 }
 
+// g[c] += sum over rows of d[r * ld + c], c < n (a bias gradient). Each
+// column has one owner and rows add in order: deterministic at any thread count.
+void column_sums(float* g, const float* d, int64_t ld, int64_t R, int64_t n) {
+#pragma omp parallel for schedule(static) if (R * n > 16384)
+  for (int64_t c = 0; c < n; ++c) {
+    float s = 0.0f;
+    for (int64_t r = 0; r < R; ++r) s += d[r * ld + c];
+    g[c] += s;
+  }
+}
+
 class Backward {
  public:
   Backward(const ModelPlan& plan, const float* P, float* G, const Acts& acts, Arena& arena)
@@ -168,6 +179,10 @@ class Backward {
         }
       }
       if (lp.mamba) project_back(lp.mamba_in_proj, lp.x_col, 2 * lp.dims.d_inner);
+      // q/k/v biases: column sums of their slices of d(proj).
+      if (lp.q_proj_b >= 0) column_sums(G_ + lp.q_proj_b, dp + lp.q_col, W, R, lp.dims.q_width);
+      if (lp.k_proj_b >= 0) column_sums(G_ + lp.k_proj_b, dp + lp.k_col, W, R, lp.dims.k_width);
+      if (lp.v_proj_b >= 0) column_sums(G_ + lp.v_proj_b, dp + lp.v_col, W, R, lp.dims.v_width);
     }
     norm_backward(dx, lp.input_norm, lp.input_norm_b, dh, a.x_in, a.mean_in, a.rstd_in);
   }

@@ -266,6 +266,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   r.get("sliding_window", c.sliding_window);
   r.get("num_memory_tokens", c.num_memory_tokens);
   r.get("attention_out_bias", c.attention_out_bias);
+  r.get("attention_qkv_bias", c.attention_qkv_bias);
   const std::string scale = r.get_string("attention_scale", "inv_sqrt_d");
   if (scale == "inv_sqrt_d") c.attention_scale = AttentionScale::kInvSqrtD;
   else if (scale == "none") c.attention_scale = AttentionScale::kNone;
@@ -602,9 +603,14 @@ void ModelConfig::validate() const {
                                                            (fusion == Fusion::kMean || fusion == Fusion::kLearnedBeta)),
                   "config: field 'attention_out_bias' needs every attention layer to own an o_proj (hybrid layer ", l,
                   " has fusion \"", to_string(fusion), "\"; use attention layers, or fusion mean or learned_beta)");
+    for (int64_t l = 0; l < num_hidden_layers && attention_qkv_bias; ++l)
+      HYMBA_CHECK(!(has_attention(l) && has_mamba(l)) || proj_style == ProjStyle::kSeparate,
+                  "config: field 'attention_qkv_bias' needs separate q/k/v projections (hybrid layer ", l,
+                  " has proj_style \"fused\"; use attention layers, or proj_style separate)");
   } else {
     HYMBA_CHECK(global_attn_idx.empty(), "config: field 'global_attn_idx' is set but no layer has attention");
     HYMBA_CHECK(!attention_out_bias, "config: field 'attention_out_bias' is set but no layer has attention");
+    HYMBA_CHECK(!attention_qkv_bias, "config: field 'attention_qkv_bias' is set but no layer has attention");
     HYMBA_CHECK(attention_scale == AttentionScale::kInvSqrtD,
                 "config: field 'attention_scale' is set but no layer has attention");
   }
@@ -689,6 +695,7 @@ json ModelConfig::to_json() const {
   j["sliding_window"] = sliding_window;
   j["num_memory_tokens"] = num_memory_tokens;
   if (attention_out_bias) j["attention_out_bias"] = true;
+  if (attention_qkv_bias) j["attention_qkv_bias"] = true;
   if (attention_scale != AttentionScale::kInvSqrtD) j["attention_scale"] = to_string(attention_scale);
   j["kv_reuse_group"] = kv_reuse_group;
   j["mamba_d_state"] = mamba_d_state;

@@ -98,6 +98,10 @@ struct ModelConfig {
   // A bias on each attention output projection o_proj (GPT-Neo's out_proj);
   // needs every attention layer to own an o_proj (hybrids: fusion mean or learned_beta).
   bool attention_out_bias = false;
+  // Biases on the q/k/v projections (GPT-2's c_attn bias): q_proj.bias, and
+  // k_proj.bias / v_proj.bias on layers that produce K/V; needs separate
+  // q/k/v weights (attention layers, or hybrids with proj_style separate).
+  bool attention_qkv_bias = false;
   AttentionScale attention_scale = AttentionScale::kInvSqrtD;
   // What the graph multiplies Q by before the attention kernels, which always
   // divide by sqrt(qk_head_dim): 1, or sqrt(qk_head_dim) to undo it.

@@ -25,6 +25,13 @@ void add_bias(T* x, const T* bias, int64_t R, int64_t n) {
     for (int64_t c = 0; c < n; ++c) x[r * n + c] += bias[c];
 }
 
+// columns [0, n) of rows of x with row stride ld, [R, ld] += bias [n]
+template <typename T>
+void add_bias_strided(T* x, int64_t ld, const T* bias, int64_t R, int64_t n) {
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < n; ++c) x[r * ld + c] += bias[c];
+}
+
 template <typename T>
 void add(T* __restrict out, const T* __restrict a, const T* __restrict b, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > 16384)
@@ -194,6 +201,10 @@ void layer_input_projection(const ModelPlan& plan, const LayerPlan& lp, const T*
       }
     }
     if (lp.mamba) mm(a.proj + lp.x_col, W, a.h, d, P + lp.mamba_in_proj, R, d, 2 * lp.dims.d_inner);
+    // attention_qkv_bias: before RoPE and the query scaling, as GPT-2's c_attn.
+    if (lp.q_proj_b >= 0) add_bias_strided(a.proj + lp.q_col, W, P + lp.q_proj_b, R, lp.dims.q_width);
+    if (lp.k_proj_b >= 0) add_bias_strided(a.proj + lp.k_col, W, P + lp.k_proj_b, R, lp.dims.k_width);
+    if (lp.v_proj_b >= 0) add_bias_strided(a.proj + lp.v_col, W, P + lp.v_proj_b, R, lp.dims.v_width);
   }
 }
 

@@ -141,6 +141,11 @@ ModelTensorNames tensor_names(const ModelConfig& cfg) {
       t.link_gate_bias = g + "bias";
     }
     if (cfg.attention_out_bias && !t.o_proj.empty()) t.o_proj_bias = p + "self_attn.o_proj.bias";
+    if (cfg.attention_qkv_bias) {
+      if (!t.q_proj.empty()) t.q_proj_bias = p + "self_attn.q_proj.bias";
+      if (!t.k_proj.empty()) t.k_proj_bias = p + "self_attn.k_proj.bias";
+      if (!t.v_proj.empty()) t.v_proj_bias = p + "self_attn.v_proj.bias";
+    }
     n.layers.push_back(t);
   }
   return n;
@@ -252,6 +257,10 @@ void declare_parameters(const ModelConfig& cfg, ParamTable& table) {
     add(t.q_proj, {ld.q_width, d}, rule.dense(d), true, "attention");
     add(t.k_proj, {ld.k_width, d}, rule.dense(d), true, "attention");
     add(t.v_proj, {ld.v_width, d}, rule.dense(d), true, "attention");
+    // After the weights, which stay back to back for the stacked q/k/v GEMM.
+    add(t.q_proj_bias, {ld.q_width}, rule.linear_bias(d), false, "attention");
+    add(t.k_proj_bias, {ld.k_width}, rule.linear_bias(d), false, "attention");
+    add(t.v_proj_bias, {ld.v_width}, rule.linear_bias(d), false, "attention");
     add(t.mamba_in_proj, {2 * ld.d_inner, d}, rule.dense(d), true, "mamba");
     if (ld.d_inner > 0) {
       const int64_t di = ld.d_inner, K = cfg.mamba_d_conv, N = cfg.mamba_d_state, R = cfg.dt_rank();

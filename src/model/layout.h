@@ -19,6 +19,7 @@ struct LayerTensorNames {
   std::string in_proj;  // fused: rows [Q | K | V | x | z] (consumers: [Q | x | z])
   std::string q_proj, k_proj, v_proj, o_proj;
   std::string o_proj_bias;  // attention_out_bias
+  std::string q_proj_bias, k_proj_bias, v_proj_bias;  // attention_qkv_bias (k/v: producers only)
   // Mamba branch
   std::string mamba_in_proj;  // separate / mamba layers: rows [x | z]
   std::string conv_weight, conv_bias, x_proj, dt_proj_weight, dt_proj_bias, a_log, d_skip;

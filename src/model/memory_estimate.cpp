@@ -83,6 +83,7 @@ double parameter_floats(const ModelConfig& cfg) {
       if (cfg.mamba_inner_layernorms && !hf_mamba) n += R + 2 * N;
     }
     if (attn && cfg.attention_out_bias) n += d;  // o_proj bias
+    if (attn && !fused && cfg.attention_qkv_bias) n += static_cast<double>(ld.q_width + ld.k_width + ld.v_width);
     if (hybrid) {
       switch (cfg.fusion) {
         case Fusion::kNormMean: n += ao + di + d * di; break;

@@ -53,6 +53,9 @@ ModelPlan make_plan(const ModelConfig& cfg, const ParamTable& table) {
     p.v_proj = off(t.v_proj);
     p.o_proj = off(t.o_proj);
     p.o_proj_b = off(t.o_proj_bias);
+    p.q_proj_b = off(t.q_proj_bias);
+    p.k_proj_b = off(t.k_proj_bias);
+    p.v_proj_b = off(t.v_proj_bias);
     p.mamba_in_proj = off(t.mamba_in_proj);
     p.conv_w = off(t.conv_weight);
     p.conv_b = off(t.conv_bias);

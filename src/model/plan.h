@@ -32,6 +32,7 @@ struct LayerPlan {
   // LayerNorm biases (norm "layernorm") and GELU MLP biases (mlp_bias); -1: absent.
   int64_t input_norm_b = -1, ffn_norm_b = -1, ffn_up_b = -1, ffn_down_b = -1;
   int64_t o_proj_b = -1;  // attention_out_bias
+  int64_t q_proj_b = -1, k_proj_b = -1, v_proj_b = -1;  // attention_qkv_bias
   // Sequential blocks: on a layer closing a block with a residual or gated
   // link, the block's first layer (whose x_in the link adds back); else -1.
   int64_t block_first = -1;

@@ -203,6 +203,16 @@ void add_seed004(std::vector<Preset>& out) {
                   {"mlp_activation", "gelu"}, {"mlp_bias", true}, {"position_embedding", "learned"},
                   {"max_position_embeddings", 2048}, {"attention_out_bias", true}, {"attention_scale", "none"},
                   {"global_attn_idx", alternating}, {"sliding_window", 256}, {"tie_word_embeddings", true}}});
+  // state-spaces/mamba-130m(-hf) as published (hymba import loads it): 24
+  // Mamba blocks of d 768, no FFN, vocab padded to 50,280, tied embeddings.
+  out.push_back({"mamba-130m", "Mamba-130M", "seed-004",
+                 "state-spaces/mamba-130m: 24 Mamba layers, hidden 768, d_state 16, expand 2, vocab 50,280, "
+                 "129,135,360 parameters",
+                 {{"vocab_size", 50280}, {"hidden_size", 768}, {"num_hidden_layers", 24}, {"layer_types", "mamba"},
+                  {"num_attention_heads", 0}, {"num_key_value_heads", 0}, {"intermediate_size", 0},
+                  {"num_memory_tokens", 0}, {"sliding_window", 0}, {"mamba_d_state", 16}, {"mamba_d_conv", 4},
+                  {"mamba_expand", 2}, {"mamba_conv_bias", true}, {"mamba_inner_layernorms", false},
+                  {"rms_norm_eps", 1e-5}, {"tie_word_embeddings", true}}});
 }
 
 void add_paper(std::vector<Preset>& out) {

@@ -1,0 +1,30 @@
+// The records and report of `hymba classify suite` (classify/suite.h): one
+// record per row (the seed's figures, ours, and every way the row differs
+// from the seed's), results.csv and report.md / report.html.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "ablate/report_kit.h"
+#include "classify/suite.h"
+
+namespace hymba::classify {
+
+// A row's results.json record from its `classify train` summary; backbones
+// maps each role to prepare_backbone's record (dir, origin, preset, ...).
+nlohmann::json suite_row_record(const SeedClassifyRow& row, const nlohmann::json& trained,
+                                const nlohmann::json& backbones, const ClassifySuiteOptions& opt);
+
+// The seed's table beside ours: one line per row record.
+ablate::TextTable suite_table(const nlohmann::json& rows);
+
+struct SuiteReportFiles {
+  std::string markdown, html, csv;
+};
+// Writes results.csv, report.md and report.html into dir (atomically) from
+// results.json's contents.
+SuiteReportFiles write_suite_report(const std::string& dir, const nlohmann::json& results);
+
+}  // namespace hymba::classify
