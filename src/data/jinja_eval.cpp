@@ -175,6 +175,39 @@ std::string replace_all(const std::string& s, const std::string& from, const std
   return check_size(out);
 }
 
+// compareRuntimeValues: numbers (booleans count) and strings (case-folded
+// unless case_sensitive); anything else cannot be ordered.
+int compare_values(const Value& a, const Value& b, bool case_sensitive) {
+  if (a.is_undefined_or_null() || b.is_undefined_or_null()) {
+    if (a.kind == b.kind) return 0;
+    throw SyntaxError(std::string("cannot compare ") + a.type_name() + " with " + b.type_name());
+  }
+  const bool a_num = a.is_number() || a.is(Kind::kBool), b_num = b.is_number() || b.is(Kind::kBool);
+  if (a_num && b_num) return a.as_double() < b.as_double() ? -1 : a.as_double() > b.as_double() ? 1 : 0;
+  if (!a.is(Kind::kString) || !b.is(Kind::kString))
+    throw SyntaxError(std::string("cannot compare ") + a.type_name() + " with " + b.type_name());
+  const std::string x = case_sensitive ? a.string : ascii_case(a.string, false);
+  const std::string y = case_sensitive ? b.string : ascii_case(b.string, false);
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+Value sorted(const std::vector<Value>& items, bool reverse, bool case_sensitive, const std::string& attribute) {
+  std::vector<Value> out = items;
+  const auto key = [&](const Value& v) -> Value {
+    if (attribute.empty()) return v;
+    if (v.is(Kind::kObject) || v.is(Kind::kNamespace)) {
+      const Value* found = v.object->find(attribute);
+      return found != nullptr ? *found : Value{};
+    }
+    return Value{};
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const Value& a, const Value& b) {
+    const int c = compare_values(key(a), key(b), case_sensitive);
+    return reverse ? c > 0 : c < 0;
+  });
+  return Value::of(std::move(out));
+}
+
 Value items_of(const Object& o) {
   std::vector<Value> items;
   for (const auto& [k, v] : o.entries) items.push_back(Value::of(std::vector<Value>{Value::of(k), v}));
@@ -572,7 +605,7 @@ class Interpreter {
     bool no_iteration = true;
     const auto count = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < count; ++i) {
-      if (++iterations_ > kMaxLoopIterations) throw SyntaxError("the template ran more than 1,000,000 loop iterations");
+      if (++iterations_ > kMaxLoopIterations) throw SyntaxError("the template ran more than 200,000 loop iterations");
       auto loop = std::make_shared<Object>();
       loop->entries = {{"index", Value::of_int(i + 1)},
                        {"index0", Value::of_int(i)},
@@ -600,7 +633,7 @@ class Interpreter {
     if (no_iteration) block(n.alternate, scope, out);
   }
 
-  bool test(const std::string& name, const Value& v) {
+  bool test(const std::string& name, const Value& v, const Value* other = nullptr) {
     if (name == "boolean") return v.is(Kind::kBool);
     if (name == "callable") return v.is(Kind::kFunction);
     if (name == "odd" || name == "even") {
@@ -620,6 +653,7 @@ class Interpreter {
     if (name == "upper") return v.is(Kind::kString) && v.string == ascii_case(v.string, true);
     if (name == "defined") return !v.is(Kind::kUndefined);
     if (name == "undefined") return v.is(Kind::kUndefined);
+    if (name == "equalto" || name == "eq") return other != nullptr ? strict_equal(v, *other) : v.is(Kind::kUndefined);
     throw SyntaxError("unknown test: " + name);
   }
 
@@ -688,6 +722,13 @@ class Interpreter {
                               blank != nullptr && blank->truthy()));
     }
     if (v.is(Kind::kString) && name == "replace") return (*string_builtin(v.string, "replace").function)(args);
+    if (v.is(Kind::kArray) && name == "sort") {
+      const Value* reverse = args.get(0, "reverse");
+      const Value* case_sensitive = args.get(1, "case_sensitive");
+      const Value* attribute = args.get(2, "attribute");
+      return sorted(*v.array, reverse != nullptr && reverse->truthy(), case_sensitive != nullptr && case_sensitive->truthy(),
+                    attribute == nullptr || attribute->is(Kind::kNull) ? "" : raw_string(*attribute));
+    }
     if (v.is(Kind::kArray) && name == "map") {
       const Value* attribute = args.kwarg("attribute");
       if (attribute == nullptr || !attribute->is(Kind::kString)) throw SyntaxError("map: only map(attribute='name') is supported");
@@ -709,7 +750,9 @@ class Interpreter {
         const Value* a = item.object->find(args.positional[0].string);
         bool result = false;
         if (a != nullptr && a->truthy())
-          result = args.positional.size() > 1 ? test(raw_string(args.positional[1]), *a) : true;
+          result = args.positional.size() > 1
+                       ? test(raw_string(args.positional[1]), *a, args.positional.size() > 2 ? &args.positional[2] : nullptr)
+                       : true;
         if (result == select) kept.push_back(item);
       }
       return Value::of(std::move(kept));
@@ -751,6 +794,7 @@ class Interpreter {
         if (name == "last") return a.empty() ? Value{} : a.back();
         if (name == "length") return Value::of_int(static_cast<int64_t>(a.size()));
         if (name == "reverse") return Value::of(std::vector<Value>(a.rbegin(), a.rend()));
+        if (name == "sort") return sorted(a, false, false, "");
         if (name == "join") {
           std::string out;
           for (const Value& x : a)
