@@ -23,9 +23,9 @@ struct SyntaxError : std::runtime_error {
 
 // ---- limits: templates are untrusted input ----
 constexpr int kMaxNesting = 200;                          // parse depth (expressions and blocks)
-constexpr int64_t kMaxLoopIterations = 200'000;           // all for-loops of one render together
+constexpr int64_t kMaxLoopIterations = 100'000;           // all for-loops of one render together
 constexpr size_t kMaxStringBytes = size_t{16} << 20;      // any string made while rendering, and the output
-constexpr size_t kMaxArrayItems = 1'000'000;              // range(), + of lists
+constexpr size_t kMaxArrayItems = 100'000;                // range(), + of lists
 constexpr size_t kMaxTemplateBytes = size_t{1} << 20;
 
 // ---- lexer ----

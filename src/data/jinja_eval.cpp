@@ -475,7 +475,7 @@ class Interpreter {
       if (op == ">=") return Value::of(a >= b);
     } else if (left.is(Kind::kArray) && right.is(Kind::kArray)) {
       if (op == "+") {
-        if (left.array->size() + right.array->size() > kMaxArrayItems) throw SyntaxError("a list grew past 1,000,000 items");
+        if (left.array->size() + right.array->size() > kMaxArrayItems) throw SyntaxError("a list grew past 100,000 items");
         std::vector<Value> items = *left.array;
         items.insert(items.end(), right.array->begin(), right.array->end());
         return Value::of(std::move(items));
@@ -605,7 +605,7 @@ class Interpreter {
     bool no_iteration = true;
     const auto count = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < count; ++i) {
-      if (++iterations_ > kMaxLoopIterations) throw SyntaxError("the template ran more than 200,000 loop iterations");
+      if (++iterations_ > kMaxLoopIterations) throw SyntaxError("the template ran more than 100,000 loop iterations");
       auto loop = std::make_shared<Object>();
       loop->entries = {{"index", Value::of_int(i + 1)},
                        {"index0", Value::of_int(i)},
@@ -924,7 +924,7 @@ Value range_function() {
     if (step == 0) throw SyntaxError("range() step must not be zero");
     std::vector<Value> out;
     for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-      if (out.size() >= kMaxArrayItems) throw SyntaxError("range() of more than 1,000,000 items");
+      if (out.size() >= kMaxArrayItems) throw SyntaxError("range() of more than 100,000 items");
       out.push_back(Value::of_int(i));
     }
     return Value::of(std::move(out));
