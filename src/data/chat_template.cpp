@@ -71,4 +71,10 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool ad
   return template_.render(context);
 }
 
+std::string ChatTemplate::render_prompt(const nlohmann::ordered_json& messages, bool model_adds_bos) const {
+  std::string text = render(messages, true);
+  if (model_adds_bos && !bos_token_.empty() && text.rfind(bos_token_, 0) == 0) text.erase(0, bos_token_.size());
+  return text;
+}
+
 }  // namespace hymba

@@ -33,6 +33,11 @@ class ChatTemplate {
   // given). Throws hymba::Error naming the template when it refuses them.
   std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt = true) const;
 
+  // render() as the text to give LanguageModel::encode_prompt: for a model
+  // whose prompts start with the bos id anyway (model_adds_bos), a leading
+  // bos_token text is dropped so that the bos is not there twice.
+  std::string render_prompt(const nlohmann::ordered_json& messages, bool model_adds_bos) const;
+
   bool is_default() const { return is_default_; }
   // "chat_template of DIR/tokenizer_config.json", or "the default chat template".
   const std::string& name() const { return template_.name(); }
