@@ -72,14 +72,14 @@ TEST_F(CliChat, GenerateChatRendersThePromptAsOneUserMessage) {
   EXPECT_EQ(line["chat_prompt"], "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"
                                  "<|im_start|>assistant\n");
   EXPECT_EQ(line["prompt"], "Hello");
-  const ordered_json messages = {{{"role", "system"}, {"content", "Be brief."}}, user("Hello")};
+  const ordered_json messages = ordered_json::array({{{"role", "system"}, {"content", "Be brief."}}, user("Hello")});
   const std::string expected = reply(messages, 6);
   EXPECT_EQ(line["text"], json::parse(json(expected).dump(-1, ' ', false, json::error_handler_t::replace)));
 
   // Streamed to the terminal: the reply alone, no echo of the prompt.
   const auto plain = test::run_cli("generate --ckpt " + ckpt() + " --chat --prompt 'Hello' --temperature 0 --max-new-tokens 6");
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
-  EXPECT_EQ(plain.output.rfind(reply({user("Hello")}, 6) + "\n", 0), 0u) << plain.output;
+  EXPECT_EQ(plain.output.rfind(reply(ordered_json::array({user("Hello")}), 6) + "\n", 0), 0u) << plain.output;
 
   const auto refused = test::run_cli("generate --ckpt " + ckpt() + " --system x --prompt 'Hello'");
   EXPECT_EQ(refused.exit_code, 1);
@@ -90,9 +90,9 @@ TEST_F(CliChat, ReplKeepsTheConversationUntilExit) {
   const std::string input = stdin_file("turns.txt", "Hi\nHow are you?\n/exit\nnever read\n");
   const auto r = test::run_cli("chat --ckpt " + ckpt() + " --temperature 0 --max-new-tokens 5 < " + input);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string first = reply({user("Hi")}, 5);
+  const std::string first = reply(ordered_json::array({user("Hi")}), 5);
   const std::string second =
-      reply({user("Hi"), {{"role", "assistant"}, {"content", first}}, user("How are you?")}, 5);
+      reply(ordered_json::array({user("Hi"), {{"role", "assistant"}, {"content", first}}, user("How are you?")}), 5);
   EXPECT_EQ(r.output, first + "\n" + second + "\n");
 }
 
@@ -103,7 +103,7 @@ TEST_F(CliChat, ReplReportsARefusedTurnAndGoesOn) {
   EXPECT_NE(r.output.find("hymba chat: error: chat_template of "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("the template refused the input: no booms here\n"), std::string::npos) << r.output;
   // The refused message is not kept: the next turn is the first of the conversation.
-  const std::string expected = reply({user("Hi")}, 4) + "\n";
+  const std::string expected = reply(ordered_json::array({user("Hi")}), 4) + "\n";
   EXPECT_EQ(r.output.substr(r.output.size() - expected.size()), expected) << r.output;
 }
 
