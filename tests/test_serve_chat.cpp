@@ -252,6 +252,37 @@ TEST_F(ServeChat, TextPartsAreJoinedIntoTheContent) {
   EXPECT_EQ(a["usage"], b["usage"]);
 }
 
+// A template using an unsupported construct does not stop the server:
+// completions are served, chat requests get a 500 naming the template.
+TEST(ServeChatBrokenTemplate, CompletionsStillServedChatAnswers500) {
+  set_threads(2);
+  const fs::path dir = fs::temp_directory_path() / ("hymba_chat_broken_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  LanguageModel::create("hybrid-official", Scale::kTiny, 3).save(dir.string());
+  std::ofstream(dir / "tokenizer_config.json")
+      << json({{"chat_template", "{% macro turn(m) %}{{ m.content }}{% endmacro %}{{ turn(messages[0]) }}"}}).dump();
+  LanguageModel lm = LanguageModel::load(dir.string());
+  serve::ServeOptions options;
+  options.port = 0;
+  serve::Server server(lm, options);
+  EXPECT_NE(server.chat_template_error().find("'{% macro %}' is not supported"), std::string::npos)
+      << server.chat_template_error();
+  const int port = server.bind();
+  std::thread listener([&] { server.listen(); });
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(60);
+  auto chat = c.Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}]})", "application/json");
+  ASSERT_TRUE(chat);
+  EXPECT_EQ(chat->status, 500);
+  EXPECT_NE(chat->body.find("tokenizer_config.json: cannot parse the template"), std::string::npos) << chat->body;
+  auto completion = c.Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 2})", "application/json");
+  ASSERT_TRUE(completion);
+  EXPECT_EQ(completion->status, 200) << completion->body;
+  server.stop();
+  listener.join();
+  fs::remove_all(dir);
+}
+
 TEST(ChatTemplate, CheckpointWithoutTemplateUsesThePlainDefault) {
   const fs::path dir = fs::temp_directory_path() / ("hymba_chat_default_" + std::to_string(::getpid()));
   fs::remove_all(dir);
