@@ -1,21 +1,26 @@
 #!/usr/bin/python3
-"""Throughput of `hymba serve` with 1 and with several concurrent clients.
+"""Throughput and latency of `hymba serve` at several client counts.
 
 Starts `hymba serve --port 0` on a checkpoint (by default a random model made
 with `hymba init --preset P --scale S --vocab-size 259` and the byte
 tokenizer, in a temporary directory), reads the URL it prints, then for each
-client count K runs K threads that each send --requests completions of
---max-tokens tokens (temperature 0.8, distinct seeds) and reports generated
-tokens per second of wall time, all clients together. With K > 1 the server
-decodes the clients' sequences in shared batched steps (--max-batch);
---max-batch 1 shows one sequence at a time for comparison.
+client count K runs K threads, each on one keep-alive connection, that each
+send --requests streamed completions of --max-tokens tokens (temperature 0.8,
+distinct seeds). Per client count it reports requests/s and generated
+tokens/s of wall time (all clients together), p50 / p99 latency (request sent
+to last event) and p50 / p99 time to first token (request sent to the first
+event with text), and how many requests were refused (429: past --max-queue
+or --max-concurrent-requests, which --server-concurrency sets). The load is
+bounded (K x --requests requests, each with a 600 s timeout) and only ever
+sent to the loopback address the server prints.
 
 Standard library only:
-  bench/serve_throughput.py                              # clients 1 and 8
-  bench/serve_throughput.py --clients 1,4,8 --max-batch 1 --threads 2
+  bench/serve_throughput.py                                  # clients 1,4,16,64
+  bench/serve_throughput.py --clients 1,8 --max-batch 1 --threads 2
   bench/serve_throughput.py --ckpt runs/demo/hymba --max-tokens 128
 """
 import argparse
+import http.client
 import json
 import os
 import re
@@ -24,28 +29,55 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
+import urllib.parse
 
 
-def post(url, body):
-    req = urllib.request.Request(url + "/v1/completions", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=600) as r:
-        return json.loads(r.read())
+def stream_completion(conn, body):
+    """Sends one streamed completion on conn; returns (status, first_token_s, total_s, events_with_text)."""
+    t0 = time.perf_counter()
+    conn.request("POST", "/v1/completions", body=json.dumps(dict(body, stream=True)),
+                 headers={"Content-Type": "application/json"})
+    res = conn.getresponse()
+    if res.status != 200:
+        res.read()
+        return res.status, None, time.perf_counter() - t0, 0
+    first, tokens = None, 0
+    for raw in res:  # server-sent events, one "data: ..." line each
+        line = raw.decode().strip()
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        choice = json.loads(line[6:])["choices"][0]
+        if choice.get("text"):
+            tokens += 1  # one event per decode step of this sequence (text that became final)
+            if first is None:
+                first = time.perf_counter() - t0
+    return 200, first, time.perf_counter() - t0, tokens
+
+
+def percentile(values, q):
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    return v[min(len(v) - 1, int(round(q / 100 * (len(v) - 1))))]
 
 
 def run_clients(url, clients, requests, max_tokens):
-    tokens = [0] * clients
-    errors = []
+    u = urllib.parse.urlparse(url)
+    results, errors = [], []
+    lock = threading.Lock()
 
     def client(k):
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
         try:
             for r in range(requests):
-                out = post(url, {"prompt": f"Client {k} request {r}:", "max_tokens": max_tokens,
-                                 "temperature": 0.8, "seed": 1000 * k + r})
-                tokens[k] += out["usage"]["completion_tokens"]
-        except Exception as e:  # reported below; the figure would be wrong
+                out = stream_completion(conn, {"prompt": f"Client {k} request {r}:", "max_tokens": max_tokens,
+                                               "temperature": 0.8, "seed": 1000 * k + r})
+                with lock:
+                    results.append(out)
+        except Exception as e:  # reported below; the figures would be wrong
             errors.append(f"client {k}: {e}")
+        finally:
+            conn.close()
 
     threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
     t0 = time.perf_counter()
@@ -56,7 +88,7 @@ def run_clients(url, clients, requests, max_tokens):
     seconds = time.perf_counter() - t0
     if errors:
         sys.exit("serve_throughput: " + "; ".join(errors))
-    return sum(tokens), seconds
+    return results, seconds
 
 
 def main():
@@ -65,11 +97,12 @@ def main():
     ap.add_argument("--ckpt", help="checkpoint to serve (default: a random --preset model)")
     ap.add_argument("--preset", default="hybrid-official")
     ap.add_argument("--scale", default="tiny")
-    ap.add_argument("--clients", default="1,8", help="comma-separated client counts")
+    ap.add_argument("--clients", default="1,4,16,64", help="comma-separated client counts")
     ap.add_argument("--requests", type=int, default=2, help="requests per client")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--max-batch", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--server-concurrency", type=int, default=48, help="the server's --max-concurrent-requests")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -81,7 +114,8 @@ def main():
             subprocess.run([args.hymba, "tokenizer", "train", "--type", "byte", "--out",
                             os.path.join(ckpt, "tokenizer.model")], check=True, stdout=subprocess.DEVNULL)
         server = subprocess.Popen([args.hymba, "serve", "--ckpt", ckpt, "--port", "0", "--threads", str(args.threads),
-                                   "--max-batch", str(args.max_batch)],
+                                   "--max-batch", str(args.max_batch),
+                                   "--max-concurrent-requests", str(args.server_concurrency)],
                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         try:
             line = server.stdout.readline()
@@ -91,14 +125,24 @@ def main():
             url = m.group(1)
             run_clients(url, 1, 1, 8)  # warm-up
             print(f"model {ckpt if args.ckpt else args.preset + '/' + args.scale}, --threads {args.threads}, "
-                  f"--max-batch {args.max_batch}, {args.requests} request(s) x {args.max_tokens} tokens per client")
-            base = None
+                  f"--max-batch {args.max_batch}, --max-concurrent-requests {args.server_concurrency}, "
+                  f"{args.requests} streamed request(s) x {args.max_tokens} tokens per client, keep-alive")
+            print("| clients | requests | refused (429) | req/s | tok/s | latency p50 / p99 (ms) | "
+                  "first token p50 / p99 (ms) |")
+            print("|---:|---:|---:|---:|---:|---:|---:|")
             for k in [int(c) for c in args.clients.split(",")]:
-                tokens, seconds = run_clients(url, k, args.requests, args.max_tokens)
-                rate = tokens / seconds
-                base = base or rate
-                print(f"{k:3d} client(s): {tokens:6d} tokens in {seconds:7.2f} s = {rate:8.1f} tok/s "
-                      f"({rate / base:.2f}x)")
+                results, seconds = run_clients(url, k, args.requests, args.max_tokens)
+                ok = [r for r in results if r[0] == 200]
+                refused = sum(1 for r in results if r[0] == 429)
+                other = [r[0] for r in results if r[0] not in (200, 429)]
+                if other:
+                    sys.exit(f"serve_throughput: unexpected HTTP statuses {sorted(set(other))}")
+                lat = [r[2] * 1000 for r in ok]
+                ttft = [r[1] * 1000 for r in ok if r[1] is not None]
+                tokens = sum(r[3] for r in ok)
+                print(f"| {k} | {len(results)} | {refused} | {len(ok) / seconds:.2f} | {tokens / seconds:.1f} | "
+                      f"{percentile(lat, 50):.0f} / {percentile(lat, 99):.0f} | "
+                      f"{percentile(ttft, 50):.0f} / {percentile(ttft, 99):.0f} |", flush=True)
         finally:
             server.terminate()
             server.wait(timeout=30)

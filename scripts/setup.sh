@@ -5,6 +5,9 @@
 #   scripts/setup.sh          the build, tests and benchmarks
 #   scripts/setup.sh --fuzz   also Debian's clang and its libFuzzer runtime
 #                             (the fuzz preset, docs/security.md)
+#   scripts/setup.sh --python also the Python package's build and test
+#                             dependencies (docs/python.md); scripts/dev test
+#                             passes it. Options combine.
 set -euo pipefail
 
 PACKAGES=(
@@ -25,10 +28,25 @@ PACKAGES=(
   # built-in default corpus (data files only) and report plots
   fortunes-min gnuplot-nox
 )
-if [ "${1:-}" = "--fuzz" ]; then
-  # clang with -fsanitize=fuzzer (libclang_rt.fuzzer, in libclang-rt-14-dev).
-  PACKAGES+=(clang libclang-rt-14-dev)
-fi
+for arg in "$@"; do
+  case "$arg" in
+    --fuzz)
+      # clang with -fsanitize=fuzzer (libclang_rt.fuzzer, in libclang-rt-14-dev).
+      PACKAGES+=(clang libclang-rt-14-dev)
+      ;;
+    --python)
+      # The `hymba` Python package: pybind11 bindings (built when these are
+      # present), numpy arrays, and its tests (pytest, pandas tables, tqdm
+      # progress bars; examples/seed001.ipynb run headless by nbclient).
+      PACKAGES+=(python3-dev pybind11-dev python3-numpy python3-pytest python3-pandas python3-tqdm
+                 python3-nbclient python3-ipykernel python3-nbformat python3-matplotlib)
+      ;;
+    *)
+      echo "setup: unknown option $arg (--fuzz, --python)" >&2
+      exit 2
+      ;;
+  esac
+done
 
 missing=()
 for p in "${PACKAGES[@]}"; do

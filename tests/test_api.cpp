@@ -157,6 +157,35 @@ TEST_F(Api, FinetuneLowersTheLossAndWritesARun) {
   expect_error([&] { finetune(path("run/ckpt-12"), opt); }, {"--resume", "--init"});
 }
 
+// The library hooks the Python package uses: on_step sees every step (and
+// each evaluation); returning false stops the run as SIGINT does.
+TEST_F(Api, OnStepSeesEveryStepAndCanStopTheRunWithACheckpoint) {
+  TrainOptions opt;
+  opt.data = path("train.txt");
+  opt.out_dir = path("hooked");
+  opt.steps = 6;
+  opt.batch = 2;
+  opt.seq_len = 16;
+  opt.val_fraction = 0.2;
+  opt.eval_interval = 2;
+  opt.quiet = true;
+  opt.catch_signals = false;
+  std::vector<int64_t> steps, evals;
+  opt.on_step = [&](const nlohmann::json& r) {
+    steps.push_back(r["step"].get<int64_t>());
+    EXPECT_EQ(r["steps"].get<int64_t>(), 6);
+    if (r.contains("val_loss")) evals.push_back(r["step"].get<int64_t>());
+    return r["step"].get<int64_t>() < 3;
+  };
+  expect_error([&] { finetune(path("ck"), opt); }, {"interrupted: stopped after step 3 of 6", "ckpt-3", "--resume"});
+  EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(evals, (std::vector<int64_t>{2}));
+  EXPECT_TRUE(fs::exists(path("hooked/ckpt-3")));
+  opt.on_step = {};
+  opt.resume = true;
+  EXPECT_EQ(finetune(path("ck"), opt).steps, 6);
+}
+
 TEST_F(Api, TrainInitIsTheSameFineTuneOnTheCommandLine) {
   const std::string base = "--threads 2 train --data " + path("train.txt") +
                            " --steps 3 --batch 2 --seq-len 16 --val-fraction 0.2 --quiet --init " + path("ck");

@@ -91,6 +91,9 @@ TEST_F(CliGenerate, ErrorsAreOneLineNamingTheFlagOrFile) {
       {"generate" + ck + " --prompt x --max-new-tokens 0", "--max-new-tokens"},
       {"generate --ckpt " + path("nowhere") + " --prompt x", "nowhere"},
       {"bench infer --preset nosuch --scale tiny", "nosuch"},
+      {"generate" + ck + " --prompt x --weights q5", "--weights"},
+      {"bench infer --preset hybrid-official --scale tiny --weights int8", "--weights"},
+      {"serve" + ck + " --port 0 --weights f16", "--weights"},
   };
   for (const Case& c : cases) {
     const auto r = run_cli(c.args);
@@ -155,6 +158,24 @@ TEST_F(CliGenerate, TopPHelpAndCheckAgree) {
     EXPECT_NE(r.output.find("--top-p"), std::string::npos) << bad << "\n" << r.output;
   }
   for (const char* good : {"0.001", "1"}) EXPECT_EQ(run_cli(base + good).exit_code, 0) << good;
+}
+
+// --weights q8: generate runs its decode steps on 8-bit block weights, and
+// bench infer reports the format and the bytes of quantized weights it made.
+TEST_F(CliGenerate, WeightsQ8GeneratesAndBenchReportsIt) {
+  const auto r = run_cli("generate --ckpt " + path("ck") + " --prompt Hello --max-new-tokens 8 --weights q8 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto g = nlohmann::json::parse(r.output.substr(0, r.output.find('\n')));
+  EXPECT_EQ(g["ids"].size(), 8u) << g;
+  const auto b = run_cli("bench infer --preset hybrid-official --scale tiny --new-tokens 4 --contexts 16 --weights q8 --json");
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  const auto j = nlohmann::json::parse(b.output);
+  EXPECT_EQ(j["weights"], "q8");
+  EXPECT_GT(j["quantized_weight_bytes"].get<int64_t>(), 0);
+  const auto f = nlohmann::json::parse(run_cli("bench infer --preset hybrid-official --scale tiny --new-tokens 4 "
+                                                "--contexts 16 --json").output);
+  EXPECT_EQ(f["weights"], "f32");
+  EXPECT_EQ(f["quantized_weight_bytes"], 0);
 }
 
 TEST_F(CliGenerate, BenchInferJsonHasTheFigures) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
@@ -134,6 +135,58 @@ double max_abs(const std::vector<float>& v) {
   double m = 1e-6;
   for (float x : v) m = std::max(m, static_cast<double>(std::abs(x)));
   return m;
+}
+
+// q8 decode steps (weight_format.h) against the float32 full forward: the
+// error is the weights' and the activations' 8-bit blocks, a percent or two
+// of the largest logit on these tiny models (measured: see the test output),
+// and the q8 path must really run (quantized weights made).
+constexpr double kQ8RelTol = 0.05;
+
+TEST(Decode, Q8StepsStayCloseToTheFullForwardForEveryFamily) {
+  const int64_t total = 18, prompt_len = 3;
+  double worst = 0.0;
+  for (const Family& f : families()) {
+    SCOPED_TRACE(f.name);
+    const ModelConfig c = ModelConfig::from_json(tiny(f.over));
+    Model m(c, false);
+    m.init(7);
+    const int64_t V = c.vocab_size;
+    const std::vector<int32_t> ids = random_ids(total, V, 11);
+    const std::vector<float> want = full_logits(m, ids);
+    const double scale = max_abs(want);
+    Decoder q8(m, infer::WeightFormat::kQ8), f32(m);
+    SequenceCache cache = q8.new_cache(total), cache32 = f32.new_cache(total);
+    const std::vector<int32_t> prompt(ids.begin(), ids.begin() + prompt_len);
+    q8.prefill(cache, prompt);
+    f32.prefill(cache32, prompt);
+    std::vector<float> logits(static_cast<size_t>(V)), logits32(static_cast<size_t>(V));
+    double differs = 0.0;
+    for (int64_t t = prompt_len; t < total; ++t) {
+      SequenceCache* one[] = {&cache};
+      SequenceCache* one32[] = {&cache32};
+      const int32_t token[] = {ids[static_cast<size_t>(t)]};
+      q8.step(one, token, logits.data());
+      f32.step(one32, token, logits32.data());
+      const double err = rel_error(logits.data(), want.data() + t * V, V, scale);
+      worst = std::max(worst, err);
+      ASSERT_LE(err, kQ8RelTol) << "position " << t;
+      differs = std::max(differs, rel_error(logits.data(), logits32.data(), V, scale));
+    }
+    EXPECT_GT(q8.quantized_bytes(), 0);
+    EXPECT_EQ(f32.quantized_bytes(), 0);
+    EXPECT_GT(differs, 0.0) << "the q8 steps gave the float32 logits bit for bit: q8 did not run";
+  }
+  std::printf("q8 decode vs float32 forward: worst relative logit error %.4f over %zu families\n", worst,
+              families().size());
+}
+
+TEST(Decode, WeightFormatNames) {
+  EXPECT_EQ(infer::parse_weight_format("q8"), infer::WeightFormat::kQ8);
+  EXPECT_EQ(infer::parse_weight_format("f32"), infer::WeightFormat::kF32);
+  EXPECT_FALSE(infer::parse_weight_format("q4").has_value());
+  EXPECT_FALSE(infer::parse_weight_format("Q8").has_value());
+  EXPECT_STREQ(infer::to_string(infer::WeightFormat::kQ8), "q8");
 }
 
 TEST(Decode, PrefillPlusStepsEqualFullForwardForEveryFamily) {

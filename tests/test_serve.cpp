@@ -24,6 +24,7 @@
 #include "cli_util.h"
 #include "serve/scheduler.h"
 #include "serve/server.h"
+#include "serve_test_util.h"
 
 namespace hymba {
 namespace {
@@ -47,29 +48,20 @@ class Serve : public ::testing::Test {
     served_ = std::make_unique<LanguageModel>(LanguageModel::load(ckpt()));
     reference_ = std::make_unique<LanguageModel>(LanguageModel::load(ckpt()));
     serve::ServeOptions options;
-    options.port = 0;
     options.max_batch = 8;
     options.model_name = "tiny";
-    server_ = std::make_unique<serve::Server>(*served_, options);
-    port_ = server_->bind();
-    listener_ = std::thread([] { server_->listen(); });
+    running_ = std::make_unique<test::RunningServer>(*served_, options);
+    server_ = &running_->server();
   }
   static void TearDownTestSuite() {
-    server_->stop();
-    listener_.join();
-    server_.reset();
+    running_.reset();
     served_.reset();
     reference_.reset();
     fs::remove_all(dir_);
   }
   static std::string ckpt() { return (dir_ / "ck").string(); }
 
-  static httplib::Client client() {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_connection_timeout(10);
-    c.set_read_timeout(60);  // bounded: a hung server fails the test
-    return c;
-  }
+  static httplib::Client client() { return running_->client(); }
   static json post(const json& body, int expected_status = 200) {
     auto res = client().Post("/v1/completions", body.dump(), "application/json");
     EXPECT_TRUE(res) << "no response";
@@ -94,16 +86,14 @@ class Serve : public ::testing::Test {
 
   static fs::path dir_;
   static std::unique_ptr<LanguageModel> served_, reference_;
-  static std::unique_ptr<serve::Server> server_;
-  static std::thread listener_;
-  static int port_;
+  static std::unique_ptr<test::RunningServer> running_;
+  static serve::Server* server_;
 };
 
 fs::path Serve::dir_;
 std::unique_ptr<LanguageModel> Serve::served_, Serve::reference_;
-std::unique_ptr<serve::Server> Serve::server_;
-std::thread Serve::listener_;
-int Serve::port_ = 0;
+std::unique_ptr<test::RunningServer> Serve::running_;
+serve::Server* Serve::server_ = nullptr;
 
 const char* reason(infer::FinishReason r) { return r == infer::FinishReason::kLength ? "length" : "stop"; }
 

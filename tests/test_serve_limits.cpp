@@ -22,6 +22,7 @@
 #include "cli_util.h"
 #include "serve/scheduler.h"
 #include "serve/server.h"
+#include "serve_test_util.h"
 #include "test_util.h"
 
 namespace hymba {
@@ -41,31 +42,23 @@ class ServeLimits : public ::testing::Test {
     LanguageModel::create("hybrid-official", Scale::kTiny, 5).save(ckpt());
     served_ = std::make_unique<LanguageModel>(LanguageModel::load(ckpt()));
     serve::ServeOptions options;
-    options.port = 0;
     options.max_batch = 1;  // one running sequence: the next ones wait, so the queue cap is reachable
     options.model_name = "tiny";
     options.max_prompt_tokens = 8;
     options.max_sequences_per_request = 4;
     options.max_queue = 1;
     options.cors_origin = kOrigin;
-    server_ = std::make_unique<serve::Server>(*served_, options);
-    port_ = server_->bind();
-    listener_ = std::thread([] { server_->listen(); });
+    running_ = std::make_unique<test::RunningServer>(*served_, options);
+    server_ = &running_->server();
+    port_ = running_->port();
   }
   static void TearDownTestSuite() {
-    server_->stop();
-    listener_.join();
-    server_.reset();
+    running_.reset();
     served_.reset();
     fs::remove_all(dir_);
   }
   static std::string ckpt() { return (dir_ / "ck").string(); }
-  static httplib::Client client() {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_connection_timeout(10);
-    c.set_read_timeout(60);
-    return c;
-  }
+  static httplib::Client client() { return running_->client(); }
   static httplib::Result post(const std::string& body) {
     return client().Post("/v1/completions", body, "application/json");
   }
@@ -80,15 +73,15 @@ class ServeLimits : public ::testing::Test {
 
   static fs::path dir_;
   static std::unique_ptr<LanguageModel> served_;
-  static std::unique_ptr<serve::Server> server_;
-  static std::thread listener_;
+  static std::unique_ptr<test::RunningServer> running_;
+  static serve::Server* server_;
   static int port_;
 };
 
 fs::path ServeLimits::dir_;
 std::unique_ptr<LanguageModel> ServeLimits::served_;
-std::unique_ptr<serve::Server> ServeLimits::server_;
-std::thread ServeLimits::listener_;
+std::unique_ptr<test::RunningServer> ServeLimits::running_;
+serve::Server* ServeLimits::server_ = nullptr;
 int ServeLimits::port_ = 0;
 
 double median_ms(std::vector<double> v) {
@@ -189,16 +182,7 @@ TEST_F(ServeLimits, RequestCapsAre400NamingTheField) {
 // the next request gets 429 with Retry-After at once.
 TEST_F(ServeLimits, AFullQueueAnswers429WithRetryAfter) {
   std::atomic<bool> hang_up{false};
-  auto endless_stream = [&] {
-    httplib::Client c = client();
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/completions";
-    req.body = R"({"prompt": "endless", "max_tokens": 100000, "temperature": 0, "stream": true})";
-    req.set_header("Content-Type", "application/json");
-    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return !hang_up.load(); };
-    c.send(req);
-  };
+  auto endless_stream = [&hang_up] { test::stream_until_hang_up(client(), hang_up); };
   const auto wait_for = [](auto condition) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (!condition() && std::chrono::steady_clock::now() < deadline)
@@ -242,48 +226,29 @@ TEST_F(ServeLimits, AFullQueueAnswers429WithRetryAfter) {
 // keep /health answering.
 TEST_F(ServeLimits, ConcurrentCompletionsAreCappedAndHealthStillAnswers) {
   serve::ServeOptions options;
-  options.port = 0;
   options.max_batch = 4;
   options.model_name = "capped";
   options.max_concurrent_requests = 1;
-  serve::Server capped(*served_, options);
-  const int port = capped.bind();
-  std::thread listener([&capped] { capped.listen(); });
-  auto capped_client = [port] {
-    httplib::Client c("127.0.0.1", port);
-    c.set_connection_timeout(10);
-    c.set_read_timeout(60);
-    return c;
-  };
+  test::RunningServer running(*served_, options);
+  const serve::Server& capped = running.server();
   std::atomic<bool> hang_up{false};
-  std::thread stream([&] {
-    httplib::Client c = capped_client();
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/completions";
-    req.body = R"({"prompt": "endless", "max_tokens": 100000, "temperature": 0, "stream": true})";
-    req.set_header("Content-Type", "application/json");
-    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return !hang_up.load(); };
-    c.send(req);
-  });
+  std::thread stream([&] { test::stream_until_hang_up(running.client(), hang_up); });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (capped.scheduler().running() != 1 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const bool streaming = capped.scheduler().running() == 1;
-  httplib::Result second = capped_client().Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 1})",
-                                                "application/json");
-  httplib::Result health = capped_client().Get("/health");
+  httplib::Result second = running.client().Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 1})",
+                                                 "application/json");
+  httplib::Result health = running.client().Get("/health");
   hang_up = true;
   stream.join();
   // The slot comes back once the stream's response is gone.
   int status = 0;
   for (int i = 0; i < 400 && status != 200; ++i) {
-    auto again = capped_client().Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 1})", "application/json");
+    auto again = running.client().Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 1})", "application/json");
     status = again ? again->status : -1;
     if (status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
-  capped.stop();
-  listener.join();
   ASSERT_TRUE(streaming) << "the stream never started";
   ASSERT_TRUE(second);
   EXPECT_EQ(second->status, 429) << second->body;

@@ -226,6 +226,44 @@ std::string num(double v, int digits) {
 
 }  // namespace
 
+json result_record(const RowResult& r) {
+  const std::optional<double> mixing = r.mean_attention_mixing();
+  return {{"id", r.id},
+          {"model", r.name},
+          {"implementation", r.implementation},
+          {"params_m", r.params / 1e6},
+          {"layers", r.layers},
+          {"attn_mamba_ratio", r.attn_mamba_ratio},
+          {"attention_share", r.attention_share},
+          {"dims_attn_mamba_ratio", r.dims_ratio},
+          {"dims_attention_share", r.dims_attention_share},
+          {"best_val_loss", r.best_val_loss},
+          {"best_val_ppl", r.best_val_ppl},
+          {"final_val_loss", r.final_val_loss},
+          {"final_val_ppl", r.final_val_ppl},
+          {"val_accuracy", r.final_val_accuracy},
+          {"train_tok_s", r.train_tokens_per_s},
+          {"train_time_s", r.train_seconds},
+          {"decode_tok_s", r.decode_tokens_per_s},
+          {"kv_cache_mb", r.kv_cache_mb},
+          {"mamba_state_mb", r.mamba_state_mb},
+          {"cache_context", r.cache_context},
+          {"kv_reduction", r.kv_reduction ? json(*r.kv_reduction) : json()},
+          {"kv_reduction_seed000", r.kv_reduction_seed000},
+          {"seed002_cache_mb", r.seed002_cache_mb},
+          {"seed002_cache_context", r.seed002_cache_context},
+          {"s_per_100_tokens", seconds_per_100_tokens(r.decode_tokens_per_s)},
+          {"steps_per_s", r.steps_per_s()},
+          {"attention_mixing", mixing ? json(*mixing) : json()},
+          {"steps", r.steps},
+          {"group", r.group},
+          {"seq_len", r.seq_len},
+          {"batch", r.batch},
+          {"peak_rss_mb", r.peak_rss_mb},
+          {"activation_peak_mb", r.activation_peak_mb},
+          {"est_train_memory_mb", r.est_train_memory_mb}};
+}
+
 void write_results_csv(const std::string& path, const std::vector<RowResult>& rows) {
   std::ostringstream out;
   const auto& cols = result_columns();

@@ -89,6 +89,9 @@ void fill_seed_figures(RowResult& r);
 
 // The columns of results.csv and report.md, in order.
 const std::vector<std::string>& result_columns();
+// A row's value for each of result_columns(), unrounded, null where the CSV
+// leaves the cell empty (the Python package's DataFrame rows).
+nlohmann::json result_record(const RowResult& r);
 
 void write_results_json(const std::string& path, const nlohmann::json& header, const std::vector<RowResult>& rows);
 void write_results_csv(const std::string& path, const std::vector<RowResult>& rows);

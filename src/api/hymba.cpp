@@ -137,7 +137,7 @@ std::vector<infer::Generation> LanguageModel::generate_batch(const std::vector<s
     prompts.push_back(encode_prompt(texts[i]));
   }
   require_generation_memory(prompts, options.max_new_tokens);
-  infer::Decoder decoder(*model_);
+  infer::Decoder decoder(*model_, weight_format_);
   return naming_source(source_,
                        [&] { return infer::generate(decoder, *tokenizer_, prompts, options, on_text, stats, on_done); });
 }

@@ -26,6 +26,7 @@
 #include "data/tokenizer.h"
 #include "eval/evaluate.h"
 #include "infer/generate.h"
+#include "infer/weight_format.h"
 #include "model/config.h"
 #include "model/model.h"
 #include "model/presets.h"
@@ -112,6 +113,11 @@ class LanguageModel {
                                                 const infer::DoneCallback& on_done = {},
                                                 infer::GenerateStats* stats = nullptr);
 
+  // The weight format generate() and the server's decode steps use for their
+  // linear layers (`--weights`): f32 (the default) or q8 (infer/weight_format.h).
+  void set_weight_format(infer::WeightFormat format) { weight_format_ = format; }
+  infer::WeightFormat weight_format() const { return weight_format_; }
+
   // A prompt's ids as generate() feeds them: encoded, with the bos first when
   // adds_bos(). Throws when the text encodes to no tokens.
   std::vector<int32_t> encode_prompt(std::string_view text) const;
@@ -145,6 +151,7 @@ class LanguageModel {
   std::unique_ptr<Tokenizer> tokenizer_;
   bool add_bos_ = false;
   std::string source_;
+  infer::WeightFormat weight_format_ = infer::WeightFormat::kF32;
 };
 
 // Fine-tuning without loading first: a new run in options.out_dir from the

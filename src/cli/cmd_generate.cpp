@@ -65,6 +65,7 @@ void register_generate(CLI::App& app, const GlobalOptions& global) {
     bool json = false;
     bool chat = false;
     infer::GenerateOptions gen;
+    infer::WeightFormat weights = infer::WeightFormat::kF32;
   };
   auto opts = std::make_shared<Options>();
   infer::GenerateOptions& g = opts->gen;
@@ -105,6 +106,7 @@ void register_generate(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--system", opts->system, "With --chat: a system message before each prompt");
   cmd->add_flag("--json", opts->json,
                 "One JSON object per line and sequence, in prompt order: ids, text, finish reason, timings");
+  add_weights_option(cmd, opts->weights);
   cmd->callback([opts, prompt, &global] {
     apply_global_options(global);
     infer::validate(opts->gen);
@@ -118,6 +120,7 @@ void register_generate(CLI::App& app, const GlobalOptions& global) {
     }
     HYMBA_CHECK(opts->chat || opts->system.empty(), "--system: only with --chat");
     LanguageModel lm = LanguageModel::load(opts->ckpt);
+    lm.set_weight_format(opts->weights);
     // --chat: the model continues the rendered conversation, and only its
     // reply is printed (no echo of the prompt).
     std::vector<std::string> inputs = texts;
@@ -232,6 +235,7 @@ void register_bench_infer(CLI::App& app, const GlobalOptions& global) {
       ->delimiter(',')->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
   cmd->add_option("--seed", opts->init_seed, "Initialisation seed for --preset/--config")->capture_default_str();
   cmd->add_flag("--json", opts->json, "Print JSON");
+  add_weights_option(cmd, b.weights);
   cmd->callback([opts, &global] {
     apply_global_options(global);
     std::unique_ptr<Model> model;
@@ -272,8 +276,10 @@ void register_bench_infer(CLI::App& app, const GlobalOptions& global) {
       return;
     }
     const infer::InferBenchOptions& o = r.options;
-    std::printf("model: %s, %.3fM params, %d threads\n", what.c_str(), static_cast<double>(r.params) / 1e6,
-                r.threads);
+    std::printf("model: %s, %.3fM params, %d threads, --weights %s", what.c_str(), static_cast<double>(r.params) / 1e6,
+                r.threads, to_string(o.weights));
+    if (r.quantized_weight_bytes > 0) std::printf(" (%s of q8 weights)", mib(r.quantized_weight_bytes).c_str());
+    std::printf("\n");
     std::printf("prefill: %.0f tok/s (prompts of %lld tokens, one at a time)\n", r.prefill_tokens_per_second,
                 static_cast<long long>(o.prompt_len));
     std::printf("decode: batch 1 %.1f tok/s (%.2f ms/token); batch %lld %.1f tok/s (%.2f ms/step)\n",

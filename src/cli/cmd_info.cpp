@@ -29,6 +29,8 @@ void print_build(const BuildInfo& b) {
   std::printf("  threads  : %d of %d hardware threads, OpenMP wait policy %s\n", b.threads, b.hardware_threads,
               b.omp_wait_policy.empty() ? "default" : b.omp_wait_policy.c_str());
   std::printf("  CUDA     : %s\n", b.cuda_devices.c_str());
+  std::printf("  Python   : %s\n", b.python_bindings ? "bindings built (import hymba; docs/python.md)"
+                                                     : "not built (needs python3-dev and pybind11-dev)");
 }
 
 double mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }

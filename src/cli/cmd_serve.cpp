@@ -8,6 +8,7 @@
 
 #include "api/hymba.h"
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "serve/server.h"
 #include "train/stop_signal.h"
 
@@ -18,6 +19,7 @@ void register_serve(CLI::App& app, const GlobalOptions& global) {
     std::string ckpt, name;
     serve::ServeOptions serve;
     int threads = -1;  // -1: the global --threads
+    infer::WeightFormat weights = infer::WeightFormat::kF32;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve a checkpoint over HTTP: OpenAI-style /v1/completions and /v1/chat/completions");
@@ -44,6 +46,7 @@ void register_serve(CLI::App& app, const GlobalOptions& global) {
                   "Send Access-Control-Allow-Origin with this value (e.g. '*') and answer OPTIONS preflights");
   cmd->add_option("--threads", opts->threads, "CPU threads for kernels (default: the global --threads)")
       ->check(CLI::Range(0, 4096));
+  add_weights_option(cmd, opts->weights);
   cmd->add_option("--model-name", opts->name, "Model id in /v1/models and responses (default: the directory's name)");
   cmd->callback([opts, &global] {
     GlobalOptions g = global;
@@ -51,6 +54,7 @@ void register_serve(CLI::App& app, const GlobalOptions& global) {
     apply_global_options(g);
     HYMBA_CHECK(std::filesystem::is_directory(opts->ckpt), "--ckpt ", opts->ckpt, ": no such directory");
     LanguageModel lm = LanguageModel::load(opts->ckpt);
+    lm.set_weight_format(opts->weights);
     serve::ServeOptions so = opts->serve;
     so.model_name = opts->name;
     if (so.model_name.empty()) {

@@ -55,4 +55,17 @@ std::string describe(const ModelChoice& choice, const std::string& fallback_pres
   return "preset " + name + " (" + choice.scale + " scale)";
 }
 
+void add_weights_option(CLI::App* cmd, infer::WeightFormat& format) {
+  cmd->add_option_function<std::string>(
+         "--weights",
+         [&format](const std::string& name) {
+           const auto parsed = infer::parse_weight_format(name);
+           HYMBA_CHECK(parsed.has_value(), "--weights: unknown format '", name, "' (f32 or q8)");
+           format = *parsed;
+         },
+         "Weight format of the decode steps' linear layers: f32, or q8 (8-bit blocks, quantized at load; "
+         "prefill stays f32)")
+      ->default_str("f32");
+}
+
 }  // namespace hymba::cli

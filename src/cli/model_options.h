@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "infer/weight_format.h"
 #include "model/config.h"
 
 namespace hymba::cli {
@@ -28,5 +29,8 @@ InitScheme parse_init_scheme_flag(const std::string& value);
 
 // A short label for messages: "preset hybrid-official (tiny)" or the file.
 std::string describe(const ModelChoice& choice, const std::string& fallback_preset = "");
+
+// --weights f32|q8: the decode steps' weight format (infer/weight_format.h).
+void add_weights_option(CLI::App* cmd, infer::WeightFormat& format);
 
 }  // namespace hymba::cli

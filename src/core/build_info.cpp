@@ -30,13 +30,17 @@ BuildInfo build_info() {
   b.cuda_built = true;
 #endif
   b.cuda_devices = cuda_device_summary();
+#ifdef HYMBA_WITH_PYTHON
+  b.python_bindings = true;
+#endif
   return b;
 }
 
 nlohmann::json to_json(const BuildInfo& b) {
   return {{"version", b.version},   {"build_type", b.build_type}, {"compiler", b.compiler},
           {"blas", b.blas},         {"threads", b.threads},       {"hardware_threads", b.hardware_threads}, {"omp_wait_policy", b.omp_wait_policy},
-          {"cuda_built", b.cuda_built}, {"cuda_devices", b.cuda_devices}};
+          {"cuda_built", b.cuda_built}, {"cuda_devices", b.cuda_devices},
+          {"python_bindings", b.python_bindings}};
 }
 
 #ifndef HYMBA_WITH_CUDA

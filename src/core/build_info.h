@@ -16,6 +16,7 @@ struct BuildInfo {
   std::string omp_wait_policy;  // OMP_WAIT_POLICY as the process runs ("" = OpenMP's default)
   bool cuda_built = false;
   std::string cuda_devices;  // description, or why there is none
+  bool python_bindings = false;  // the Python package (python/, docs/python.md) is in this build
 };
 
 BuildInfo build_info();

@@ -46,7 +46,7 @@ InferBenchResult run_infer_bench(Model& model, const InferBenchOptions& opt) {
   HYMBA_CHECK(opt.batch >= 1, "--batch must be >= 1, got ", opt.batch);
   for (int64_t c : opt.contexts) HYMBA_CHECK(c >= 1, "--contexts: every context must be >= 1, got ", c);
   const ModelConfig& cfg = model.config();
-  Decoder dec(model);
+  Decoder dec(model, opt.weights);
   Rng rng(opt.seed);
   const int64_t V = cfg.vocab_size;
   // Room for the prompt, the warm-up step and the timed steps.
@@ -117,6 +117,7 @@ InferBenchResult run_infer_bench(Model& model, const InferBenchOptions& opt) {
     ct.cache_bytes = static_cast<int64_t>(cache.bytes());
     r.contexts.push_back(ct);
   }
+  r.quantized_weight_bytes = dec.quantized_bytes();
   return r;
 }
 
@@ -129,6 +130,8 @@ nlohmann::json InferBenchResult::to_json() const {
                           {"cache_bytes", c.cache_bytes}});
   return {{"threads", threads},
           {"params", params},
+          {"weights", to_string(options.weights)},
+          {"quantized_weight_bytes", quantized_weight_bytes},
           {"prompt_len", options.prompt_len},
           {"new_tokens", options.new_tokens},
           {"batch", options.batch},

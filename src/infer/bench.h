@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "infer/weight_format.h"
+
 #include <nlohmann/json.hpp>
 
 #include "model/model.h"
@@ -19,6 +21,7 @@ struct InferBenchOptions {
   int64_t batch = 16;
   std::vector<int64_t> contexts = {256, 1024, 4096};
   uint64_t seed = 1234;  // prompt ids
+  WeightFormat weights = WeightFormat::kF32;  // the decode steps' linear layers (--weights)
 };
 
 struct ContextTiming {
@@ -32,6 +35,7 @@ struct InferBenchResult {
   InferBenchOptions options;
   int threads = 0;
   int64_t params = 0;
+  int64_t quantized_weight_bytes = 0;  // the decoder's q8 copies of its linear weights (0 for f32)
   double prefill_tokens_per_second = 0.0;        // one prompt at a time (how generation prefills)
   double decode_tokens_per_second_batch1 = 0.0;
   double decode_tokens_per_second_batch = 0.0;   // options.batch sequences per step

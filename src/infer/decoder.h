@@ -15,6 +15,7 @@
 
 #include "core/arena.h"
 #include "infer/cache.h"
+#include "infer/weight_format.h"
 #include "model/model.h"
 
 namespace hymba::infer {
@@ -23,7 +24,10 @@ class Decoder {
  public:
   // Keeps a reference to model, whose weights must not change while the
   // decoder lives (it keeps A = -exp(A_log) of every Mamba layer).
-  explicit Decoder(Model& model);
+  // weights: the format of the decode steps' linear layers (weight_format.h).
+  explicit Decoder(Model& model, WeightFormat weights = WeightFormat::kF32);
+  WeightFormat weight_format() const { return linears_.format(); }
+  int64_t quantized_bytes() const { return linears_.quantized_bytes(); }
 
   const ModelConfig& config() const { return model_.config(); }
   int64_t vocab_size() const { return model_.config().vocab_size; }
@@ -51,6 +55,7 @@ class Decoder {
   void commit_kv(std::span<SequenceCache* const> caches);
 
   Model& model_;
+  DecoderLinears linears_;
   Arena arena_;
   std::vector<std::vector<float>> neg_exp_a_;  // per Mamba layer: -exp(A_log) [d_inner, d_state]
   std::vector<LayerActs<float>> acts_;         // the current step's layer activations

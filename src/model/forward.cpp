@@ -170,7 +170,7 @@ template <typename T>
 void layer_input_projection(const ModelPlan& plan, const LayerPlan& lp, const T* P, BasicArena<T>& arena,
                             LayerActs<T>& a, int64_t R, LinearFn<T> linear) {
   using O = Ops<T>;
-  const LinearFn<T> mm = linear != nullptr ? linear : &O::matmul;
+  const LinearFn<T> mm = linear ? linear : LinearFn<T>(&O::matmul);
   const ModelConfig& c = plan.cfg;
   const int64_t d = c.hidden_size;
   a.h = arena.alloc_uninit(R * d);
@@ -201,7 +201,7 @@ template <typename T>
 void layer_mamba_projections(const ModelPlan& plan, const LayerPlan& lp, const T* P, BasicArena<T>& arena,
                              LayerActs<T>& a, int64_t R, LinearFn<T> linear) {
   using O = Ops<T>;
-  const LinearFn<T> mm = linear != nullptr ? linear : &O::matmul;
+  const LinearFn<T> mm = linear ? linear : LinearFn<T>(&O::matmul);
   const ModelConfig& c = plan.cfg;
   const int64_t di = lp.dims.d_inner, N = c.mamba_d_state, Rdt = c.dt_rank();
   const int64_t xw = lp.dims.x_proj_out;
@@ -236,7 +236,7 @@ template <typename T>
 void layer_mixer_output(const ModelPlan& plan, const LayerPlan& lp, const T* P, BasicArena<T>& arena,
                         LayerActs<T>& a, int64_t R, LinearFn<T> linear) {
   using O = Ops<T>;
-  const LinearFn<T> mm = linear != nullptr ? linear : &O::matmul;
+  const LinearFn<T> mm = linear ? linear : LinearFn<T>(&O::matmul);
   const ModelConfig& c = plan.cfg;
   const int64_t d = c.hidden_size, Wa = lp.dims.attn_out, di = lp.dims.d_inner;
   a.o = arena.alloc_uninit(R * d);
@@ -296,7 +296,7 @@ template <typename T>
 void layer_residual_ffn(const ModelPlan& plan, const LayerPlan& lp, const T* P, const ForwardOptions& opt,
                         BasicArena<T>& arena, LayerActs<T>& a, int64_t R, LinearFn<T> linear) {
   using O = Ops<T>;
-  const LinearFn<T> mm = linear != nullptr ? linear : &O::matmul;
+  const LinearFn<T> mm = linear ? linear : LinearFn<T>(&O::matmul);
   const ModelConfig& c = plan.cfg;
   const int64_t d = c.hidden_size;
   const bool dropout = opt.dropout_rng != nullptr && c.dropout > 0;
@@ -348,7 +348,7 @@ void layer_residual_ffn(const ModelPlan& plan, const LayerPlan& lp, const T* P, 
 template <typename T>
 void layer_block_link(const ModelPlan& plan, const LayerPlan& lp, const T* P, BasicArena<T>& arena, LayerActs<T>& a,
                       const T* block_in, int64_t R, LinearFn<T> linear) {
-  const LinearFn<T> mm = linear != nullptr ? linear : &Ops<T>::matmul;
+  const LinearFn<T> mm = linear ? linear : LinearFn<T>(&Ops<T>::matmul);
   const int64_t d = plan.cfg.hidden_size, n = R * d;
   a.block_out = a.x_out;
   a.x_out = arena.alloc_uninit(n);

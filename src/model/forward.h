@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/arena.h"
@@ -88,10 +89,10 @@ struct ForwardOptions {
 
 // out[rows, OC] = in[rows, C] @ w[OC, C]^T with row strides. The layer pieces
 // below take one so the decoder can run them with a matrix-vector product for
-// single rows; null means Ops<T>::matmul.
+// single rows (or with quantized weights); empty means Ops<T>::matmul.
 template <typename T>
-using LinearFn = void (*)(T* out, int64_t ld_out, const T* in, int64_t ld_in, const T* w, int64_t rows, int64_t C,
-                          int64_t OC);
+using LinearFn = std::function<void(T* out, int64_t ld_out, const T* in, int64_t ld_in, const T* w, int64_t rows,
+                                    int64_t C, int64_t OC)>;
 
 // The residual-stream norm the config picks (input, FFN and final norms):
 // RMSNorm with weight `w`, or LayerNorm with weight `w` and bias `b` (offsets

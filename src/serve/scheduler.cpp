@@ -66,7 +66,7 @@ bool Job::abandoned() const {
 }
 
 Scheduler::Scheduler(LanguageModel& lm, int64_t max_batch)
-    : lm_(lm), decoder_(lm.model()), max_batch_(static_cast<size_t>(max_batch)) {
+    : lm_(lm), decoder_(lm.model(), lm.weight_format()), max_batch_(static_cast<size_t>(max_batch)) {
   HYMBA_CHECK(max_batch >= 1, "--max-batch must be >= 1, got ", max_batch);
   thread_ = std::thread([this] { loop(); });
 }

@@ -52,9 +52,7 @@ std::string resolve_checkpoint(const std::string& path) {
 LoadedCheckpoint load_checkpoint(const std::string& path, bool training) {
   LoadedCheckpoint c;
   c.dir = resolve_checkpoint(path);
-  // The tokenizer and config first: cheaper than the weights.
-  CheckpointTokenizer tok =
-      load_fitting_tokenizer(c.dir, load_config_file((fs::path(c.dir) / kConfigFile).string()).vocab_size);
+  CheckpointTokenizer tok = load_fitting_tokenizer(c.dir);  // before the weights: cheaper
   c.tokenizer = std::move(tok.tokenizer);
   c.tokenizer_path = tok.path;
   c.add_bos = tok.add_bos;
@@ -63,7 +61,8 @@ LoadedCheckpoint load_checkpoint(const std::string& path, bool training) {
 }
 
 CheckpointTokenizer load_fitting_tokenizer(const std::string& ckpt_dir, int64_t model_vocab) {
-  CheckpointTokenizer tok = load_checkpoint_tokenizer(ckpt_dir);
+  CheckpointTokenizer tok = load_checkpoint_tokenizer(ckpt_dir);  // a missing tokenizer is named first
+  if (model_vocab < 0) model_vocab = load_config_file((fs::path(ckpt_dir) / kConfigFile).string()).vocab_size;
   HYMBA_CHECK(tok.tokenizer->vocab_size() <= model_vocab, tok.path, ": the tokenizer has ", tok.tokenizer->vocab_size(),
               " tokens but the model has only ", model_vocab, " (vocab_size in ",
               (fs::path(ckpt_dir) / kConfigFile).string(), "); they do not belong together");

@@ -51,7 +51,8 @@ LoadedCheckpoint load_checkpoint(const std::string& path, bool training);
 // The checkpoint's tokenizer, refused (naming both files) when it has more
 // ids than the model's vocab_size: such an id would fail deep in a forward
 // pass, mid-run, instead of now.
-CheckpointTokenizer load_fitting_tokenizer(const std::string& ckpt_dir, int64_t model_vocab);
+// model_vocab < 0: the directory's config.json says (read after the tokenizer).
+CheckpointTokenizer load_fitting_tokenizer(const std::string& ckpt_dir, int64_t model_vocab = -1);
 
 // Writes OUT/ckpt-<step> completely, points `latest` at it, and removes
 // older ckpt-* directories.

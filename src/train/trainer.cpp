@@ -253,7 +253,14 @@ json recipe_core_json(const TrainOptions& o) {
 TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
   validate(options);
   TrainOptions opt = options;
-  const StopSignals stop_signals;  // SIGINT/SIGTERM: stop at the next step boundary
+  // SIGINT/SIGTERM: stop at the next step boundary (unless the caller watches them).
+  std::optional<StopSignals> stop_signals;
+  if (opt.catch_signals) stop_signals.emplace();
+  bool hook_stopped = false;  // on_step asked to stop
+  auto stop_signal = [&]() -> int { return hook_stopped ? SIGINT : stop_signals ? StopSignals::received() : 0; };
+  auto stop_reason = [&](int sig) {
+    return hook_stopped ? std::string("interrupted") : std::string("interrupted by ") + signal_name(sig);
+  };
   set_num_threads(opt.threads);
   std::FILE* log = opt.quiet ? nullptr : stderr;
   const auto t_start = std::chrono::steady_clock::now();
@@ -430,7 +437,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
                 {"final_val_accuracy", sum.final_val_acc},
                 {"run", recipe_to_save()}};
   };
-  auto run_eval = [&](int64_t step_done, Progress& progress) {
+  auto run_eval = [&](int64_t step_done, Progress& progress) -> EvalResult {
     EvalResult r;
     try {
       r = evaluate(*model, data.val(), opt.seq_len, opt.batch, opt.eval_windows);
@@ -452,6 +459,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
     std::snprintf(line, sizeof line, "eval step %lld: val loss %.4f ppl %.2f acc %.3f%s",
                   static_cast<long long>(step_done), r.loss, r.ppl, r.accuracy, best ? " (best)" : "");
     if (log) progress.note(line);
+    return r;
   };
 
   Progress progress(log ? log : stderr, stop, start_step, opt.log_interval, opt.plain_progress);
@@ -461,9 +469,9 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
   double window_seconds = 0.0;
   int64_t window_tokens = 0;
   for (int64_t step = start_step; step < stop; ++step) {
-    if (const int sig = StopSignals::received(); sig != 0 && step == start_step) {
+    if (const int sig = stop_signal(); sig != 0 && step == start_step) {
       progress.finish();
-      throw Interrupted(std::string("interrupted by ") + signal_name(sig) + " before the first step; " +
+      throw Interrupted(stop_reason(sig) + " before the first step; " +
                             (opt.resume ? "the run's checkpoint is unchanged" : "nothing was saved"),
                         sig);
     }
@@ -520,14 +528,25 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
       window_seconds = 0.0;
       window_tokens = 0;
     }
-    if (done % opt.eval_interval == 0 || done == stop) run_eval(done, progress);
+    std::optional<EvalResult> evaluated;
+    if (done % opt.eval_interval == 0 || done == stop) evaluated = run_eval(done, progress);
     const bool saved = done % opt.save_interval == 0 || done == stop;
     if (saved) save_training_checkpoint(opt.out_dir, done, *model, *tok, checkpoint_state(done));
+    if (opt.on_step) {
+      json record = {{"step", done},    {"steps", stop},     {"loss", step_loss},     {"lr", lr},
+                     {"grad_norm", norm}, {"tokens_per_s", tok_s}, {"tokens", sum.tokens}};
+      if (evaluated) {
+        record["val_loss"] = evaluated->loss;
+        record["val_ppl"] = evaluated->ppl;
+        record["val_accuracy"] = evaluated->accuracy;
+      }
+      if (!opt.on_step(record)) hook_stopped = true;
+    }
     // A signal during the last step lets the run finish: it is complete.
-    if (const int sig = StopSignals::received(); sig != 0 && done < stop) {
+    if (const int sig = stop_signal(); sig != 0 && done < stop) {
       progress.finish();
       if (!saved) save_training_checkpoint(opt.out_dir, done, *model, *tok, checkpoint_state(done));
-      throw Interrupted(std::string("interrupted by ") + signal_name(sig) + ": stopped after step " +
+      throw Interrupted(stop_reason(sig) + ": stopped after step " +
                             std::to_string(done) + " of " + std::to_string(stop) + " and saved " +
                             (fs::path(opt.out_dir) / ("ckpt-" + std::to_string(done))).string() +
                             "; rerun with --resume to continue",

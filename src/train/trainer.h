@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -63,6 +64,15 @@ struct TrainOptions {
   bool resume_finished = false;
   bool quiet = false;       // no progress output
   bool plain_progress = false;  // periodic lines even on a terminal
+  // Library hooks (the Python package; no flags). on_step, when set, runs
+  // after every optimizer step with {"step", "steps", "loss", "lr",
+  // "grad_norm", "tokens_per_s", "tokens"}, plus "val_loss", "val_ppl" and
+  // "val_accuracy" after an evaluation. Returning false stops the run at this
+  // step boundary as SIGINT does: a checkpoint, then Interrupted.
+  std::function<bool(const nlohmann::json& step)> on_step;
+  // false: SIGINT/SIGTERM keep the caller's handlers (Python polls its own
+  // from on_step, so a notebook's second interrupt does not kill the kernel).
+  bool catch_signals = true;
 };
 
 struct TrainSummary {

@@ -1,0 +1,55 @@
+// q8 block weights against float32 for the products of decoding (one row)
+// and of prefill (many rows), at hymba-1.5b's widths (hidden 1600, FFN 5504).
+// "weight_GB/s" is the weight bytes read per second: decode is bound by it.
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "core/rng.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quant_q8.h"
+
+namespace {
+
+std::vector<float> random_vector(size_t n, uint64_t seed) {
+  hymba::Rng rng(seed);
+  std::vector<float> v(n);
+  for (auto& x : v) x = rng.uniform() - 0.5f;
+  return v;
+}
+
+// Args: rows R, in C, out OC.
+void BM_LinearF32(benchmark::State& state) {
+  const int64_t R = state.range(0), C = state.range(1), OC = state.range(2);
+  auto x = random_vector(R * C, 1), w = random_vector(OC * C, 2);
+  std::vector<float> out(R * OC);
+  for (auto _ : state) {
+    hymba::cpu::matmul_forward(out.data(), x.data(), w.data(), nullptr, R, C, OC);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["weight_GB/s"] =
+      benchmark::Counter(4.0 * OC * C * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
+void BM_LinearQ8(benchmark::State& state) {
+  const int64_t R = state.range(0), C = state.range(1), OC = state.range(2);
+  auto x = random_vector(R * C, 1), w = random_vector(OC * C, 2);
+  std::vector<hymba::cpu::BlockQ8> wq(OC * hymba::cpu::q8_blocks_per_row(C));
+  hymba::cpu::quantize_q8(wq.data(), w.data(), OC, C);
+  std::vector<float> out(R * OC);
+  for (auto _ : state) {
+    hymba::cpu::matmul_q8(out.data(), x.data(), wq.data(), nullptr, R, C, OC);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["weight_GB/s"] = benchmark::Counter(
+      double(sizeof(hymba::cpu::BlockQ8)) * wq.size() * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(hymba::cpu::to_string(hymba::cpu::best_q8_isa()));
+}
+
+#define LINEAR_SHAPES \
+  Args({1, 1600, 1600})->Args({1, 1600, 5504})->Args({64, 1600, 1600})->UseRealTime()->Unit(benchmark::kMicrosecond)
+
+BENCHMARK(BM_LinearF32)->LINEAR_SHAPES;
+BENCHMARK(BM_LinearQ8)->LINEAR_SHAPES;
+
+}  // namespace

@@ -1,0 +1,121 @@
+#include "kernels/cpu/quant_q8.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/float_formats.h"
+
+namespace hymba::cpu {
+
+void quantize_q8(BlockQ8* out, const float* x, int64_t N, int64_t C) { quantize_q8(out, x, C, N, C); }
+
+void quantize_q8(BlockQ8* out, const float* x, int64_t ld_x, int64_t N, int64_t C) {
+  const int64_t nb = q8_blocks_per_row(C);
+  for (int64_t n = 0; n < N; ++n) {
+    const float* row = x + n * ld_x;
+    for (int64_t b = 0; b < nb; ++b) {
+      BlockQ8& blk = out[n * nb + b];
+      const int64_t c0 = b * kQ8BlockSize, len = std::min(kQ8BlockSize, C - c0);
+      float amax = 0;
+      for (int64_t i = 0; i < len; ++i) amax = std::max(amax, std::fabs(row[c0 + i]));
+      blk.scale = f32_to_f16(amax / 127.0f);
+      // Quantize against the stored (rounded) scale, so dequantization uses the same one.
+      const float d = f16_to_f32(blk.scale);
+      for (int64_t i = 0; i < kQ8BlockSize; ++i) {
+        const float v = i < len && d > 0 ? std::nearbyint(row[c0 + i] / d) : 0.0f;
+        // NaN (from a non-finite input) becomes 0 rather than an undefined conversion.
+        blk.q[i] = static_cast<int8_t>(std::isnan(v) ? 0.0f : std::clamp(v, -127.0f, 127.0f));
+      }
+    }
+  }
+}
+
+void dequantize_q8(float* out, const BlockQ8* blocks, int64_t N, int64_t C) {
+  const int64_t nb = q8_blocks_per_row(C);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t b = 0; b < nb; ++b) {
+      const BlockQ8& blk = blocks[n * nb + b];
+      const float d = f16_to_f32(blk.scale);
+      const int64_t c0 = b * kQ8BlockSize, len = std::min(kQ8BlockSize, C - c0);
+      for (int64_t i = 0; i < len; ++i) out[n * C + c0 + i] = d * static_cast<float>(blk.q[i]);
+    }
+}
+
+namespace {
+
+// One output: the blocks' exact int32 dots, scaled and summed in order.
+float row_dot_portable(const BlockQ8* w, const BlockQ8* x, const float* x_scales, int64_t nb) {
+  float acc = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t dot = 0;
+    for (int64_t i = 0; i < kQ8BlockSize; ++i) dot += int32_t{w[b].q[i]} * int32_t{x[b].q[i]};
+    acc = std::fma(f16_to_f32(w[b].scale) * x_scales[b], static_cast<float>(dot), acc);
+  }
+  return acc;
+}
+
+__attribute__((target("avx2,fma,f16c"))) float row_dot_avx2(const BlockQ8* w, const BlockQ8* x,
+                                                             const float* x_scales, int64_t nb) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  float acc = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].q));
+    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q));
+    // maddubs multiplies unsigned by signed bytes: move w's sign onto x.
+    // Exact: |w|, |x| <= 127, so a pair sums to at most 32,258 < 2^15.
+    const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(xq, wq));
+    const __m256i quads = _mm256_madd_epi16(pairs, ones);
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    const float dot = static_cast<float>(_mm_cvtsi128_si32(s));
+    acc = std::fma(_cvtsh_ss(w[b].scale) * x_scales[b], dot, acc);
+  }
+  return acc;
+}
+
+}  // namespace
+
+Q8Isa best_q8_isa() {
+  static const Q8Isa isa = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")
+               ? Q8Isa::kAvx2
+               : Q8Isa::kPortable;
+  }();
+  return isa;
+}
+
+const char* to_string(Q8Isa isa) { return isa == Q8Isa::kAvx2 ? "avx2" : "portable"; }
+
+void matmul_q8(float* out, const float* x, const BlockQ8* w, const float* bias, int64_t R, int64_t C, int64_t OC,
+               Q8Isa isa) {
+  matmul_q8(out, OC, x, C, w, bias, R, C, OC, isa);
+}
+
+void matmul_q8(float* out, int64_t ld_out, const float* x, int64_t ld_x, const BlockQ8* w, const float* bias,
+               int64_t R, int64_t C, int64_t OC, Q8Isa isa) {
+  HYMBA_CHECK(R >= 0 && C >= 1 && OC >= 0 && ld_out >= OC && ld_x >= C, "matmul_q8: bad shape R=", R, " C=", C,
+              " OC=", OC, " ld_out=", ld_out, " ld_x=", ld_x);
+  HYMBA_CHECK(isa == Q8Isa::kPortable || best_q8_isa() == Q8Isa::kAvx2, "matmul_q8: this CPU has no ",
+              to_string(isa));
+  const int64_t nb = q8_blocks_per_row(C);
+  std::vector<BlockQ8> xq(static_cast<size_t>(R * nb));
+  quantize_q8(xq.data(), x, ld_x, R, C);
+  std::vector<float> x_scales(xq.size());
+  for (size_t i = 0; i < xq.size(); ++i) x_scales[i] = f16_to_f32(xq[i].scale);
+  const auto dot = isa == Q8Isa::kAvx2 ? row_dot_avx2 : row_dot_portable;
+  // Each weight row is read once and stays in L1 while every input row uses it.
+#pragma omp parallel for schedule(static)
+  for (int64_t o = 0; o < OC; ++o) {
+    const BlockQ8* wr = w + o * nb;
+    const float b = bias != nullptr ? bias[o] : 0.0f;
+    for (int64_t r = 0; r < R; ++r)
+      out[r * ld_out + o] = dot(wr, xq.data() + r * nb, x_scales.data() + r * nb, nb) + b;
+  }
+}
+
+}  // namespace hymba::cpu

@@ -1,0 +1,52 @@
+// 8-bit block weights for inference (issue 19's q8): each run of 32 values
+// is stored as 32 signed bytes in [-127, 127] and one binary16 scale, 34
+// bytes per 32 weights (1.0625 bytes per weight against float32's 4). A row
+// of C values takes ceil(C / 32) blocks; a ragged last block is zero-padded.
+//
+// The product quantizes each input row to the same blocks and takes exact
+// int32 dot products per block, then accumulates scale_w * scale_x * dot over
+// the blocks in order, in float with fused multiply-adds. The int32 dots are
+// exact on every path and the accumulation order is fixed, so the portable
+// and the SIMD paths give bit-identical results.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace hymba::cpu {
+
+inline constexpr int64_t kQ8BlockSize = 32;
+
+struct BlockQ8 {
+  uint16_t scale;  // binary16: value = scale * q
+  int8_t q[kQ8BlockSize];
+};
+static_assert(sizeof(BlockQ8) == 34, "BlockQ8 must be packed: 2 + 32 bytes");
+
+inline int64_t q8_blocks_per_row(int64_t C) { return (C + kQ8BlockSize - 1) / kQ8BlockSize; }
+
+// Quantizes N rows of C floats into N * q8_blocks_per_row(C) blocks. The
+// scale is max|x| / 127 rounded to binary16, and q = round(x / scale) with
+// that rounded scale, clamped to [-127, 127]. Non-finite inputs are the
+// caller's to refuse (weights are checked at load).
+void quantize_q8(BlockQ8* out, const float* x, int64_t N, int64_t C);
+// The same for rows ld_x floats apart (ld_x >= C), e.g. a slice of a fused projection.
+void quantize_q8(BlockQ8* out, const float* x, int64_t ld_x, int64_t N, int64_t C);
+void dequantize_q8(float* out, const BlockQ8* blocks, int64_t N, int64_t C);
+
+// The instruction sets the product can use; best_q8_isa() is what the CPU
+// running this process supports (checked once, at run time).
+enum class Q8Isa { kPortable, kAvx2 };
+Q8Isa best_q8_isa();
+const char* to_string(Q8Isa isa);
+
+// out[R, OC] = x[R, C] · W^T (+ bias[OC] when non-null), W as OC rows of
+// q8 blocks (quantize_q8 of the [OC, C] float weights). Threads split the
+// output channels; results do not depend on the thread count.
+void matmul_q8(float* out, const float* x, const BlockQ8* w, const float* bias, int64_t R, int64_t C, int64_t OC,
+               Q8Isa isa = best_q8_isa());
+// With row strides (ld_out >= OC, ld_x >= C), as matmul_forward takes them.
+void matmul_q8(float* out, int64_t ld_out, const float* x, int64_t ld_x, const BlockQ8* w, const float* bias,
+               int64_t R, int64_t C, int64_t OC, Q8Isa isa = best_q8_isa());
+
+}  // namespace hymba::cpu
