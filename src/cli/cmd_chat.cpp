@@ -19,6 +19,7 @@
 
 #include "api/hymba.h"
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "core/error.h"
 #include "data/chat_template.h"
 #include "infer/generate.h"
@@ -38,6 +39,7 @@ void register_chat(CLI::App& app, const GlobalOptions& global) {
   struct Options {
     std::string ckpt, system;
     infer::GenerateOptions gen;
+    infer::WeightFormat weights = infer::WeightFormat::kF32;
   };
   auto opts = std::make_shared<Options>();
   opts->gen.max_new_tokens = 256;
@@ -57,10 +59,12 @@ void register_chat(CLI::App& app, const GlobalOptions& global) {
       ->check(CLI::Range(1e-9, 1.0))->capture_default_str();
   cmd->add_option("--seed", g.sampling.seed, "Sampling seed (turn t samples with seed + t)")->capture_default_str();
   cmd->add_option("--stop", g.stop, "End a reply when its text contains STR (repeatable)")->allow_extra_args(false);
+  add_weights_option(cmd, opts->weights);
   cmd->callback([opts, &global] {
     apply_global_options(global);
     infer::validate(opts->gen);
     LanguageModel lm = LanguageModel::load(opts->ckpt);
+    lm.set_weight_format(opts->weights);
     const ChatTemplate chat_template = ChatTemplate::for_checkpoint(lm.source());
     const bool interactive = ::isatty(STDIN_FILENO) != 0;
     if (interactive)
