@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "core/error.h"
+#include "data/chat_template.h"
 #include "infer/bench.h"
 #include "infer/generate.h"
 #include "model/checkpoint.h"
@@ -59,9 +60,10 @@ void write_now(std::string_view text) {
 
 void register_generate(CLI::App& app, const GlobalOptions& global) {
   struct Options {
-    std::string ckpt, prompt, prompt_file;
+    std::string ckpt, prompt, prompt_file, system;
     int64_t batch = 1;
     bool json = false;
+    bool chat = false;
     infer::GenerateOptions gen;
     infer::WeightFormat weights = infer::WeightFormat::kF32;
   };
@@ -99,6 +101,9 @@ void register_generate(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--seed", g.sampling.seed, "Sampling seed (sequence i draws from stream i)")->capture_default_str();
   cmd->add_option("--stop", g.stop, "Stop a sequence when its text contains STR (repeatable)")
       ->allow_extra_args(false);
+  cmd->add_flag("--chat", opts->chat,
+                "Each prompt is one user message, formatted by the checkpoint's chat template (docs/serve.md)");
+  cmd->add_option("--system", opts->system, "With --chat: a system message before each prompt");
   cmd->add_flag("--json", opts->json,
                 "One JSON object per line and sequence, in prompt order: ids, text, finish reason, timings");
   add_weights_option(cmd, opts->weights);
@@ -113,13 +118,27 @@ void register_generate(CLI::App& app, const GlobalOptions& global) {
       HYMBA_CHECK(!opts->prompt.empty(), "--prompt: the prompt is empty");
       texts.push_back(opts->prompt);
     }
+    HYMBA_CHECK(opts->chat || opts->system.empty(), "--system: only with --chat");
     LanguageModel lm = LanguageModel::load(opts->ckpt);
     lm.set_weight_format(opts->weights);
-    std::vector<std::string> prompts;  // --batch copies of each text
+    // --chat: the model continues the rendered conversation, and only its
+    // reply is printed (no echo of the prompt).
+    std::vector<std::string> inputs = texts;
+    if (opts->chat) {
+      const ChatTemplate chat_template = ChatTemplate::for_checkpoint(lm.source());
+      for (std::string& input : inputs) {
+        nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+        if (!opts->system.empty()) messages.push_back({{"role", "system"}, {"content", opts->system}});
+        messages.push_back({{"role", "user"}, {"content", input}});
+        input = chat_template.render_prompt(messages, lm.adds_bos());
+      }
+    }
+    const auto echo = [&](size_t i) { return opts->chat ? std::string() : texts[i]; };
+    std::vector<std::string> prompts;  // --batch copies of each input
     std::vector<size_t> source;        // which text each sequence continues
-    for (size_t i = 0; i < texts.size(); ++i)
+    for (size_t i = 0; i < inputs.size(); ++i)
       for (int64_t k = 0; k < opts->batch; ++k) {
-        prompts.push_back(texts[i]);
+        prompts.push_back(inputs[i]);
         source.push_back(i);
       }
 
@@ -131,7 +150,7 @@ void register_generate(CLI::App& app, const GlobalOptions& global) {
     infer::TextCallback on_text;
     if (stream) {
       on_text = [&](int64_t, std::string_view text) {
-        if (!echoed) write_now(texts.front());
+        if (!echoed) write_now(echo(0));
         echoed = true;
         write_now(text);
       };
@@ -145,14 +164,14 @@ void register_generate(CLI::App& app, const GlobalOptions& global) {
     infer::GenerateStats stats;
     const std::vector<infer::Generation> out = lm.generate_batch(prompts, opts->gen, on_text, on_done, &stats);
     if (stream) {
-      if (!echoed) write_now(texts.front());
+      if (!echoed) write_now(echo(0));
       write_now("\n");
     }
     for (size_t i = 0; i < out.size() && !stream; ++i) {
       const infer::Generation& done = out[i];
       const size_t from = source[i];
       if (opts->json) {
-        const nlohmann::json line = {{"sequence", i},
+        nlohmann::json line = {{"sequence", i},
                                      {"prompt_index", from},
                                      {"prompt", texts[from]},
                                      {"prompt_ids", done.prompt},
@@ -162,12 +181,13 @@ void register_generate(CLI::App& app, const GlobalOptions& global) {
                                      {"seconds", finished_after[i]},
                                      {"batch_prefill_seconds", stats.prefill_seconds},
                                      {"batch_decode_seconds", stats.decode_seconds}};
+        if (opts->chat) line["chat_prompt"] = inputs[from];  // the rendered conversation the model continued
         write_now(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
         continue;
       }
       std::printf("=== sequence %zu/%zu (prompt %zu, %zu tokens, finished: %s) ===\n", i + 1, prompts.size(),
                   from + 1, done.tokens.size(), infer::to_string(done.finish));
-      write_now(texts[from]);
+      write_now(echo(from));
       write_now(done.text);
       write_now("\n");
     }

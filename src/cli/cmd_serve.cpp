@@ -22,7 +22,7 @@ void register_serve(CLI::App& app, const GlobalOptions& global) {
     infer::WeightFormat weights = infer::WeightFormat::kF32;
   };
   auto opts = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("serve", "Serve a checkpoint over HTTP: OpenAI-style /v1/completions");
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a checkpoint over HTTP: OpenAI-style /v1/completions and /v1/chat/completions");
   cmd->add_option("--ckpt", opts->ckpt, "Checkpoint or training run directory (as `hymba generate --ckpt`)")
       ->required();
   cmd->add_option("--host", opts->serve.host, "Address to listen on")->capture_default_str();
@@ -65,6 +65,9 @@ void register_serve(CLI::App& app, const GlobalOptions& global) {
     }
     so.log = true;
     serve::Server server(lm, so);
+    if (!server.chat_template_error().empty())  // completions are still served
+      std::fprintf(stderr, "hymba serve: warning: /v1/chat/completions is unavailable: %s\n",
+                   server.chat_template_error().c_str());
     const int port = server.bind();
     // The one line scripts wait for: the address, then the model.
     std::printf("hymba serve: listening on http://%s:%d (model %s, max batch %lld)\n", so.host.c_str(), port,

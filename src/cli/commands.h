@@ -19,6 +19,7 @@ void register_train(CLI::App& app, const GlobalOptions& global);
 void register_eval(CLI::App& app, const GlobalOptions& global);
 void register_tokenizer(CLI::App& app, const GlobalOptions& global);
 void register_generate(CLI::App& app, const GlobalOptions& global);
+void register_chat(CLI::App& app, const GlobalOptions& global);
 void register_bench_infer(CLI::App& app, const GlobalOptions& global);
 void register_serve(CLI::App& app, const GlobalOptions& global);
 void register_ablate(CLI::App& app, const GlobalOptions& global);

@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
   hymba::cli::register_eval(app, global);
   hymba::cli::register_tokenizer(app, global);
   hymba::cli::register_generate(app, global);
+  hymba::cli::register_chat(app, global);
   hymba::cli::register_bench_infer(app, global);
   hymba::cli::register_serve(app, global);
   hymba::cli::register_ablate(app, global);

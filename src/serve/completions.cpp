@@ -1,6 +1,8 @@
 #include "serve/completions.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "core/error.h"
 #include "core/json_io.h"
@@ -57,9 +59,7 @@ std::vector<std::string> strings_field(const json& body, const char* name) {
   return out;
 }
 
-}  // namespace
-
-CompletionRequest parse_completion_request(const std::string& body_text) {
+json parse_body(const std::string& body_text) {
   json body;
   try {
     // The shared reader: duplicate keys refused, nesting bounded
@@ -73,7 +73,115 @@ CompletionRequest parse_completion_request(const std::string& body_text) {
   if (!body.is_object()) throw BadRequest("body", "must be a JSON object");
   if (const json* model = field(body, "model"); model != nullptr && !model->is_string())
     throw BadRequest("model", "must be a string");
+  return body;
+}
 
+// temperature, top_p, top_k, seed and stop, shared by both protocols.
+void parse_sampling(const json& body, infer::GenerateOptions& o) {
+  infer::SamplingOptions& s = o.sampling;
+  s.temperature = number_field(body, "temperature", 1.0);
+  if (!(s.temperature >= 0.0 && s.temperature <= 1e6))
+    throw BadRequest("temperature", "must be between 0 and 1e6 (0: greedy)");
+  s.top_p = number_field(body, "top_p", 1.0);
+  if (!(s.top_p > 0.0 && s.top_p <= 1.0)) throw BadRequest("top_p", "must be in (0, 1]");
+  s.top_k = integer_field(body, "top_k", 0, 0, int64_t{1} << 30);
+  s.seed = static_cast<uint64_t>(integer_field(body, "seed", 0, 0, INT64_MAX));
+  o.stop = strings_field(body, "stop");
+  if (o.stop.size() > 4) throw BadRequest("stop", "at most 4 stop strings");
+}
+
+bool bool_field(const json& body, const char* name, bool fallback) {
+  const json* v = field(body, name);
+  if (v == nullptr) return fallback;
+  if (!v->is_boolean()) throw BadRequest(name, "must be true or false");
+  return v->get<bool>();
+}
+
+// One message's content as text: a string, or an array of {"type": "text",
+// "text": ...} parts joined with "\n".
+std::string message_content(const json& message, const std::string& where) {
+  const json* content = field(message, "content");
+  if (content == nullptr) throw BadRequest(where + ".content", "is required");
+  if (content->is_string()) return content->get<std::string>();
+  if (!content->is_array() || content->empty())
+    throw BadRequest(where + ".content", "must be a string or a non-empty array of text parts");
+  std::string text;
+  for (size_t i = 0; i < content->size(); ++i) {
+    const json& part = (*content)[i];
+    const std::string part_where = where + ".content[" + std::to_string(i) + "]";
+    if (!part.is_object() || field(part, "type") == nullptr || !part["type"].is_string())
+      throw BadRequest(part_where, "must be an object with a \"type\"");
+    if (part["type"] != "text")
+      throw BadRequest(part_where + ".type", "only \"text\" parts are supported, got " + json_excerpt(part["type"]));
+    if (field(part, "text") == nullptr || !part["text"].is_string())
+      throw BadRequest(part_where + ".text", "must be a string");
+    if (i > 0) text += "\n";
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+}  // namespace
+
+ChatRequest parse_chat_request(const std::string& body_text) {
+  const json body = parse_body(body_text);
+  ChatRequest r;
+  const json* messages = field(body, "messages");
+  if (messages == nullptr) throw BadRequest("messages", "is required");
+  if (!messages->is_array() || messages->empty()) throw BadRequest("messages", "must be a non-empty array of messages");
+  if (messages->size() > kMaxChatMessages)
+    throw BadRequest("messages", "at most " + std::to_string(kMaxChatMessages) + " messages");
+  r.messages = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) throw BadRequest(where, "must be an object with \"role\" and \"content\"");
+    const json* role = field(m, "role");
+    if (role == nullptr) throw BadRequest(where + ".role", "is required");
+    static const char* const kRoles[] = {"system", "developer", "user", "assistant", "tool"};
+    if (!role->is_string() || std::find(std::begin(kRoles), std::end(kRoles), role->get<std::string>()) == std::end(kRoles))
+      throw BadRequest(where + ".role", "must be one of system, developer, user, assistant, tool; got " + json_excerpt(*role));
+    if (field(m, "tool_calls") != nullptr) throw BadRequest(where + ".tool_calls", "tool calls are not supported");
+    nlohmann::ordered_json out = {{"role", role->get<std::string>()}, {"content", message_content(m, where)}};
+    if (const json* name = field(m, "name"); name != nullptr) {
+      if (!name->is_string()) throw BadRequest(where + ".name", "must be a string");
+      out["name"] = name->get<std::string>();
+    }
+    r.messages.push_back(std::move(out));
+  }
+  r.n = integer_field(body, "n", 1, 1, kMaxChoices);
+  r.stream = bool_field(body, "stream", false);
+  if (const json* options = field(body, "stream_options"); options != nullptr) {
+    if (!r.stream) throw BadRequest("stream_options", "is only allowed with \"stream\": true");
+    if (!options->is_object()) throw BadRequest("stream_options", "must be an object");
+    if (const json* usage = field(*options, "include_usage"); usage != nullptr) {
+      if (!usage->is_boolean()) throw BadRequest("stream_options.include_usage", "must be true or false");
+      r.include_usage = usage->get<bool>();
+    }
+  }
+  // Refused rather than ignored: a client relying on them would get wrong results silently.
+  if (bool_field(body, "logprobs", false)) throw BadRequest("logprobs", "is not supported for chat completions");
+  if (field(body, "top_logprobs") != nullptr) throw BadRequest("top_logprobs", "is not supported for chat completions");
+  for (const char* unsupported : {"tools", "tool_choice", "functions", "function_call", "logit_bias", "suffix"})
+    if (field(body, unsupported) != nullptr) throw BadRequest(unsupported, "is not supported");
+  for (const char* penalty : {"presence_penalty", "frequency_penalty"})
+    if (number_field(body, penalty, 0.0) != 0.0) throw BadRequest(penalty, "is not supported (only 0)");
+  if (const json* format = field(body, "response_format"); format != nullptr) {
+    if (!format->is_object() || field(*format, "type") == nullptr || (*format)["type"] != "text")
+      throw BadRequest("response_format", "only {\"type\": \"text\"} is supported");
+  }
+  const json* max_tokens = field(body, "max_tokens");
+  const json* max_completion_tokens = field(body, "max_completion_tokens");
+  if (max_tokens != nullptr && max_completion_tokens != nullptr)
+    throw BadRequest("max_tokens", "give max_tokens or max_completion_tokens, not both");
+  const char* limit_field = max_completion_tokens != nullptr ? "max_completion_tokens" : "max_tokens";
+  r.options.max_new_tokens = integer_field(body, limit_field, kDefaultChatMaxTokens, 1, kMaxTokensLimit);
+  parse_sampling(body, r.options);
+  return r;
+}
+
+CompletionRequest parse_completion_request(const std::string& body_text) {
+  const json body = parse_body(body_text);
   CompletionRequest r;
   if (field(body, "prompt") == nullptr) throw BadRequest("prompt", "is required");
   r.prompts = strings_field(body, "prompt");
@@ -100,16 +208,7 @@ CompletionRequest parse_completion_request(const std::string& body_text) {
   o.max_new_tokens = integer_field(body, "max_tokens", 16, 0, kMaxTokensLimit);
   if (o.max_new_tokens == 0 && !r.echo)
     throw BadRequest("max_tokens", "must be at least 1 (0 only with echo, to score the prompt)");
-  infer::SamplingOptions& s = o.sampling;
-  s.temperature = number_field(body, "temperature", 1.0);
-  if (!(s.temperature >= 0.0 && s.temperature <= 1e6))
-    throw BadRequest("temperature", "must be between 0 and 1e6 (0: greedy)");
-  s.top_p = number_field(body, "top_p", 1.0);
-  if (!(s.top_p > 0.0 && s.top_p <= 1.0)) throw BadRequest("top_p", "must be in (0, 1]");
-  s.top_k = integer_field(body, "top_k", 0, 0, int64_t{1} << 30);
-  s.seed = static_cast<uint64_t>(integer_field(body, "seed", 0, 0, INT64_MAX));
-  o.stop = strings_field(body, "stop");
-  if (o.stop.size() > 4) throw BadRequest("stop", "at most 4 stop strings");
+  parse_sampling(body, o);
   return r;
 }
 
@@ -139,6 +238,45 @@ json completion_body(const CompletionMeta& meta, const std::vector<infer::Genera
            {{"prompt_tokens", prompt_tokens},
             {"completion_tokens", completion_tokens},
             {"total_tokens", prompt_tokens + completion_tokens}}}};
+}
+
+namespace {
+
+json usage_of(const std::vector<infer::Generation>& generations) {
+  const int64_t prompt_tokens = generations.empty() ? 0 : static_cast<int64_t>(generations[0].prompt.size());
+  int64_t completion_tokens = 0;
+  for (const infer::Generation& g : generations) completion_tokens += static_cast<int64_t>(g.tokens.size());
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+}  // namespace
+
+json chat_completion_body(const CompletionMeta& meta, const std::vector<infer::Generation>& generations) {
+  json choices = json::array();
+  for (size_t i = 0; i < generations.size(); ++i)
+    choices.push_back({{"index", i},
+                       {"message", {{"role", "assistant"}, {"content", generations[i].text}}},
+                       {"logprobs", nullptr},
+                       {"finish_reason", finish_reason(generations[i].finish)}});
+  return {{"id", meta.id},         {"object", "chat.completion"}, {"created", meta.created},
+          {"model", meta.model},   {"choices", choices},          {"usage", usage_of(generations)}};
+}
+
+json chat_chunk_body(const CompletionMeta& meta, size_t index, const json& delta, const char* reason,
+                     bool include_usage) {
+  json choice = {{"index", index}, {"delta", delta}, {"logprobs", nullptr},
+                 {"finish_reason", reason != nullptr ? json(reason) : json(nullptr)}};
+  json chunk = {{"id", meta.id}, {"object", "chat.completion.chunk"}, {"created", meta.created},
+                {"model", meta.model}, {"choices", json::array({choice})}};
+  if (include_usage) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+json chat_usage_chunk(const CompletionMeta& meta, const std::vector<infer::Generation>& generations) {
+  return {{"id", meta.id},       {"object", "chat.completion.chunk"}, {"created", meta.created},
+          {"model", meta.model}, {"choices", json::array()},           {"usage", usage_of(generations)}};
 }
 
 json chunk_body(const CompletionMeta& meta, size_t index, const std::string& text, const char* reason) {

@@ -1,5 +1,6 @@
-// The OpenAI completions protocol (POST /v1/completions): request checking
-// and response bodies, apart from HTTP and scheduling so they test alone.
+// The OpenAI completions protocols (POST /v1/completions and
+// /v1/chat/completions): request checking and response bodies, apart from
+// HTTP and scheduling so they test alone.
 #pragma once
 
 #include <cstdint>
@@ -60,5 +61,34 @@ nlohmann::json completion_body(const CompletionMeta& meta, const std::vector<inf
 // (text "" and a finish reason).
 nlohmann::json chunk_body(const CompletionMeta& meta, size_t index, const std::string& text,
                           const char* finish_reason);
+
+constexpr int64_t kDefaultChatMaxTokens = 256;  // chat's max_tokens when absent
+constexpr size_t kMaxChatMessages = 4096;
+
+struct ChatRequest {
+  // [{"role", "content"[, "name"]}]: roles system/developer/user/assistant/tool,
+  // content a string (text parts of an array joined with "\n").
+  nlohmann::ordered_json messages;
+  int64_t n = 1;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage: a last chunk with usage
+  infer::GenerateOptions options;
+};
+
+// Parses and checks a chat request body; throws BadRequest naming the field
+// ("messages[1].content"). logprobs, top_logprobs, tools and penalties are
+// refused, not ignored.
+ChatRequest parse_chat_request(const std::string& body);
+
+// {"object": "chat.completion", choices with message {role, content}}; the
+// prompt counts once in usage (the n choices share it).
+nlohmann::json chat_completion_body(const CompletionMeta& meta, const std::vector<infer::Generation>& generations);
+// One chat.completion.chunk: choice `index` with `delta` ({"role"},
+// {"content"} or {}) and a finish reason or null; "usage": null when the
+// stream will end with a usage chunk.
+nlohmann::json chat_chunk_body(const CompletionMeta& meta, size_t index, const nlohmann::json& delta,
+                               const char* finish_reason, bool include_usage);
+// The last chunk of a stream with include_usage: no choices, the usage.
+nlohmann::json chat_usage_chunk(const CompletionMeta& meta, const std::vector<infer::Generation>& generations);
 
 }  // namespace hymba::serve

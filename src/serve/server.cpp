@@ -16,6 +16,7 @@
 #include <random>
 #include <thread>
 
+#include "data/chat_template.h"
 #include "serve/client_socket.h"
 #include "serve/completions.h"
 #include "serve/logprobs.h"
@@ -70,12 +71,12 @@ bool port_in_use(const std::string& host, int port) {
 
 // A completion id prefix that differs between server runs, so ids stay
 // unique across restarts as well as within one run.
-std::string random_id_prefix() {
+std::string random_id_prefix(const char* kind = "cmpl-") {
   std::random_device rd;
   const uint64_t r = (uint64_t{rd()} << 32) ^ rd();
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(r));
-  return std::string("cmpl-") + hex + "-";
+  return std::string(kind) + hex + "-";
 }
 
 void refuse(httplib::Response& res, int status, const std::string& message, const char* code, int retry_after_s) {
@@ -138,6 +139,14 @@ Server::Server(LanguageModel& lm, ServeOptions options)
     listen_socket_ = fd;
   });
   http_->set_keep_alive_max_count(kKeepAliveMaxRequests);
+  // A template that cannot be parsed (an unsupported construct) leaves
+  // completions served; chat requests then get the reason (chat_template_error()).
+  try {
+    chat_template_ = std::make_unique<ChatTemplate>(lm_.source().empty() ? ChatTemplate::plain()
+                                                                         : ChatTemplate::for_checkpoint(lm_.source()));
+  } catch (const Error& e) {
+    chat_template_error_ = e.what();
+  }
   add_routes();
 }
 
@@ -217,6 +226,33 @@ void Server::stop() {
 }
 
 void Server::add_routes() {
+  // One of --max-concurrent-requests slots, or null with the 429 written.
+  const auto claim_slot = [this](httplib::Response& res) -> std::shared_ptr<CompletionSlot> {
+    if (active_completions_->fetch_add(1) >= options_.max_concurrent_requests) {
+      --*active_completions_;
+      refuse(res, 429, "the server is busy: " + std::to_string(options_.max_concurrent_requests) +
+                           " completions are being served (--max-concurrent-requests); retry later",
+             "rate_limit_exceeded", 1);
+      return nullptr;
+    }
+    return std::make_shared<CompletionSlot>(active_completions_);
+  };
+  // Waits for a non-streamed job; false when the client went away (the job
+  // is cancelled: an SDK's retry would start a copy) or it failed (500 written).
+  const auto wait_while_client_stays = [](const httplib::Request& req, httplib::Response& res, Job& job) {
+    const int client_socket = find_client_socket(req.remote_addr, req.remote_port, req.local_port);
+    while (!job.wait_for(std::chrono::milliseconds(100)))
+      if (client_socket >= 0 && peer_has_closed(client_socket)) {
+        job.cancel();
+        return false;
+      }
+    if (const std::string error = job.error(); !error.empty()) {
+      reply(res, 500, error_body(error, "server_error"));
+      return false;
+    }
+    return true;
+  };
+
   http_->Get("/health", [](const httplib::Request&, httplib::Response& res) { reply(res, 200, {{"status", "ok"}}); });
 
   const json model = {{"id", options_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "hymba"}};
@@ -232,7 +268,8 @@ void Server::add_routes() {
                                "model", "model_not_found"));
   });
 
-  http_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+  http_->Post("/v1/completions", [this, claim_slot, wait_while_client_stays](const httplib::Request& req,
+                                                                             httplib::Response& res) {
     static std::atomic<int64_t> next_id{0};
     static const std::string id_prefix = random_id_prefix();
     CompletionRequest request;
@@ -267,14 +304,8 @@ void Server::add_routes() {
       return;
     }
 
-    if (active_completions_->fetch_add(1) >= options_.max_concurrent_requests) {
-      --*active_completions_;
-      refuse(res, 429, "the server is busy: " + std::to_string(options_.max_concurrent_requests) +
-                           " completions are being served (--max-concurrent-requests); retry later",
-             "rate_limit_exceeded", 1);
-      return;
-    }
-    const auto slot = std::make_shared<CompletionSlot>(active_completions_);
+    const auto slot = claim_slot(res);
+    if (!slot) return;
     const CompletionMeta meta{id_prefix + std::to_string(next_id++), static_cast<int64_t>(std::time(nullptr)),
                               options_.model_name};
     if (request.options.max_new_tokens == 0) {  // echo with max_tokens 0: score the prompts, generate nothing
@@ -290,17 +321,7 @@ void Server::add_routes() {
       return;
     }
     if (!request.stream) {
-      // Cancel when the client has gone (an SDK's retry would start a copy).
-      const int client_socket = find_client_socket(req.remote_addr, req.remote_port, req.local_port);
-      while (!job->wait_for(std::chrono::milliseconds(100)))
-        if (client_socket >= 0 && peer_has_closed(client_socket)) {
-          job->cancel();
-          return;
-        }
-      if (const std::string error = job->error(); !error.empty()) {
-        reply(res, 500, error_body(error, "server_error"));
-        return;
-      }
+      if (!wait_while_client_stays(req, res, *job)) return;
       reply_completion(res, meta, request, job->results(), /*queues=*/false);  // admitted already
       return;
     }
@@ -332,6 +353,104 @@ void Server::add_routes() {
         });
   });
 
+  http_->Post("/v1/chat/completions", [this, claim_slot, wait_while_client_stays](const httplib::Request& req,
+                                                                                  httplib::Response& res) {
+    static std::atomic<int64_t> next_id{0};
+    static const std::string id_prefix = random_id_prefix("chatcmpl-");
+    ChatRequest request;
+    std::vector<std::vector<int32_t>> prompts;
+    try {
+      request = parse_chat_request(req.body);
+      if (request.n > options_.max_sequences_per_request)
+        throw BadRequest("n", "is " + std::to_string(request.n) + ", more than this server's " +
+                                  "--max-sequences-per-request " + std::to_string(options_.max_sequences_per_request));
+      if (!chat_template_) {
+        reply(res, 500, error_body("this model's chat template cannot be used: " + chat_template_error_, "server_error"));
+        return;
+      }
+      std::string text;
+      try {
+        text = chat_template_->render_prompt(request.messages, lm_.adds_bos());
+      } catch (const Error& e) {  // the template refused the messages (raise_exception) or failed on them
+        throw BadRequest("messages", e.what());
+      }
+      std::vector<int32_t> ids;
+      try {
+        ids = lm_.encode_prompt(text);
+      } catch (const Error& e) {
+        throw BadRequest("messages", "the chat prompt encodes to no tokens");
+      }
+      if (static_cast<int64_t>(ids.size()) > options_.max_prompt_tokens)
+        throw BadRequest("messages", "the chat prompt of " + std::to_string(ids.size()) +
+                                         " tokens is longer than this server's --max-prompt-tokens " +
+                                         std::to_string(options_.max_prompt_tokens));
+      prompts.assign(static_cast<size_t>(request.n), ids);
+      try {
+        lm_.require_generation_memory(prompts, request.options.max_new_tokens);
+      } catch (const Error& e) {
+        throw BadRequest("max_tokens", std::string("too large for the memory available: ") + e.what());
+      }
+    } catch (const BadRequest& e) {
+      reply(res, 400, error_body(e.what(), "invalid_request_error", e.field(), "invalid_value"));
+      return;
+    }
+    const auto slot = claim_slot(res);
+    if (!slot) return;
+    const CompletionMeta meta{id_prefix + std::to_string(next_id++), static_cast<int64_t>(std::time(nullptr)),
+                              options_.model_name};
+    auto job = std::make_shared<Job>(std::move(prompts), request.options);
+    if (const auto admission = scheduler_->try_submit(job, static_cast<size_t>(options_.max_queue));
+        admission != Scheduler::Admission::kQueued) {
+      refuse_admission(res, admission, options_.max_queue);
+      return;
+    }
+    if (!request.stream) {
+      if (!wait_while_client_stays(req, res, *job)) return;
+      reply(res, 200, chat_completion_body(meta, job->results()));
+      return;
+    }
+    const auto choices = static_cast<size_t>(request.n);
+    const bool include_usage = request.include_usage;
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [job, meta, choices, include_usage, started = false](size_t, httplib::DataSink& sink) mutable {
+          auto send = [&](const json& data) {
+            const std::string event = "data: " + dump(data) + "\n\n";
+            if (sink.write(event.data(), event.size())) return true;
+            job->cancel();  // the client went away
+            return false;
+          };
+          if (!started) {  // OpenAI's first chunk of each choice: the role, empty content
+            started = true;
+            for (size_t i = 0; i < choices; ++i)
+              if (!send(chat_chunk_body(meta, i, {{"role", "assistant"}, {"content", ""}}, nullptr, include_usage)))
+                return false;
+          }
+          std::vector<Job::Event> events;
+          const bool more = job->next_events(events);
+          for (const Job::Event& e : events) {
+            if (!e.text.empty() && !send(chat_chunk_body(meta, e.sequence, {{"content", e.text}}, nullptr, include_usage)))
+              return false;
+            if (e.finish && !send(chat_chunk_body(meta, e.sequence, json::object(), finish_reason(*e.finish), include_usage)))
+              return false;
+          }
+          if (!more) {
+            if (const std::string error = job->error(); !error.empty())
+              send(error_body(error, "server_error"));
+            else if (include_usage)
+              send(chat_usage_chunk(meta, job->results()));
+            static constexpr std::string_view kDone = "data: [DONE]\n\n";
+            sink.write(kDone.data(), kDone.size());
+            sink.done();
+          }
+          return true;
+        },
+        [job, slot](bool) {
+          job->cancel();
+          (void)slot;  // held until the stream ends
+        });
+  });
+
   // Browsers send a preflight OPTIONS before a cross-origin POST with a JSON body.
   if (!options_.cors_origin.empty()) {
     http_->set_default_headers({{"Access-Control-Allow-Origin", options_.cors_origin}, {"Vary", "Origin"}});
@@ -346,7 +465,7 @@ void Server::add_routes() {
   // Unknown paths get a JSON 404, known paths with another method a 405.
   const httplib::Server::HandlerWithResponse on_error = [](const httplib::Request& req, httplib::Response& res) {
     static const std::vector<std::pair<std::string, std::string>> kRoutes = {
-        {"/health", "GET"}, {"/v1/models", "GET"}, {"/v1/completions", "POST"}};
+        {"/health", "GET"}, {"/v1/models", "GET"}, {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}};
     if (res.status == 404 && res.body.empty()) {  // no route matched (a handler's own 404 has a body)
       for (const auto& route : kRoutes)
         if (req.path == route.first || (route.first == "/v1/models" && req.path.rfind("/v1/models/", 0) == 0)) {

@@ -1,6 +1,8 @@
 // `hymba serve`: an HTTP server with OpenAI-style completions over one
 // model (docs/serve.md). Endpoints: GET /health, GET /v1/models,
-// GET /v1/models/{id}, POST /v1/completions (JSON, or server-sent events with "stream": true).
+// GET /v1/models/{id}, POST /v1/completions and POST /v1/chat/completions
+// (JSON, or server-sent events with "stream": true); chat prompts come from
+// the checkpoint's chat_template (data/chat_template.h).
 // Requests run through one Scheduler, which batches the sequences of
 // concurrent requests into shared decode steps.
 #pragma once
@@ -16,6 +18,10 @@
 namespace httplib {
 class Server;
 struct Response;
+}
+
+namespace hymba {
+class ChatTemplate;
 }
 
 namespace hymba::serve {
@@ -58,6 +64,11 @@ class Server {
   void stop();
 
   const Scheduler& scheduler() const { return *scheduler_; }
+  // Why /v1/chat/completions cannot be served ("" when it can): the
+  // checkpoint's chat template does not parse.
+  const std::string& chat_template_error() const { return chat_template_error_; }
+  // The template chat prompts are rendered with (null when it failed).
+  const ChatTemplate* chat_template() const { return chat_template_.get(); }
 
  private:
   void add_routes();
@@ -70,6 +81,8 @@ class Server {
   ServeOptions options_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<ChatTemplate> chat_template_;
+  std::string chat_template_error_;
   int listen_socket_ = -1;  // seen by the socket-options hook, to set the backlog
   std::shared_ptr<std::atomic<int64_t>> active_completions_ = std::make_shared<std::atomic<int64_t>>(0);
   // httplib's stop() is a no-op until its listen loop has started, so a

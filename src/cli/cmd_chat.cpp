@@ -1,0 +1,107 @@
+// `hymba chat --ckpt DIR`: an interactive conversation on stdin/stdout.
+// Each line read is a user message; the conversation so far is rendered
+// through the checkpoint's chat template (data/chat_template.h) and the
+// reply streams out as it is generated. "/exit" (or end of input) ends it,
+// "/reset" starts a new conversation.
+//
+// Every turn prefills the whole rendered conversation again: the engine's
+// sequence caches are sized when a sequence starts and Mamba states cannot
+// be rolled back to a shared prefix, so nothing is kept between turns
+// (docs/serve.md, "hymba chat").
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "api/hymba.h"
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "core/error.h"
+#include "data/chat_template.h"
+#include "infer/generate.h"
+
+namespace hymba::cli {
+
+namespace {
+
+void write_now(std::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void register_chat(CLI::App& app, const GlobalOptions& global) {
+  struct Options {
+    std::string ckpt, system;
+    infer::GenerateOptions gen;
+    infer::WeightFormat weights = infer::WeightFormat::kF32;
+  };
+  auto opts = std::make_shared<Options>();
+  opts->gen.max_new_tokens = 256;
+  infer::GenerateOptions& g = opts->gen;
+  CLI::App* cmd = app.add_subcommand(
+      "chat", "Chat with a checkpoint: one user message per line on stdin, /exit or end of input to stop");
+  cmd->add_option("--ckpt", opts->ckpt, "Checkpoint directory (its tokenizer_config.json chat_template formats the turns)")
+      ->required();
+  cmd->add_option("--system", opts->system, "A system message that starts the conversation");
+  cmd->add_option("--max-new-tokens", g.max_new_tokens, "Tokens per reply at most")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
+  cmd->add_option("--temperature", g.sampling.temperature, "Softmax temperature (0 = greedy)")
+      ->check(CLI::Range(0.0, 1e6))->capture_default_str();
+  cmd->add_option("--top-k", g.sampling.top_k, "Sample among the k most likely tokens (0 = all)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))->capture_default_str();
+  cmd->add_option("--top-p", g.sampling.top_p, "Nucleus: the most likely tokens holding this probability (1 = all)")
+      ->check(CLI::Range(1e-9, 1.0))->capture_default_str();
+  cmd->add_option("--seed", g.sampling.seed, "Sampling seed (turn t samples with seed + t)")->capture_default_str();
+  cmd->add_option("--stop", g.stop, "End a reply when its text contains STR (repeatable)")->allow_extra_args(false);
+  add_weights_option(cmd, opts->weights);
+  cmd->callback([opts, &global] {
+    apply_global_options(global);
+    infer::validate(opts->gen);
+    LanguageModel lm = LanguageModel::load(opts->ckpt);
+    lm.set_weight_format(opts->weights);
+    const ChatTemplate chat_template = ChatTemplate::for_checkpoint(lm.source());
+    const bool interactive = ::isatty(STDIN_FILENO) != 0;
+    if (interactive)
+      std::fprintf(stderr, "hymba chat: %s (%s); /exit to stop, /reset to start over\n", lm.source().c_str(),
+                   chat_template.is_default() ? "no chat_template: the plain default" : chat_template.name().c_str());
+    const auto start = [&] {
+      nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+      if (!opts->system.empty()) messages.push_back({{"role", "system"}, {"content", opts->system}});
+      return messages;
+    };
+    nlohmann::ordered_json messages = start();
+    std::string line;
+    for (uint64_t turn = 0;; ++turn) {
+      if (interactive) write_now("> ");
+      if (!std::getline(std::cin, line)) break;
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line == "/exit" || line == "/quit") break;
+      if (line == "/reset") {
+        messages = start();
+        continue;
+      }
+      if (line.empty()) continue;
+      messages.push_back({{"role", "user"}, {"content", line}});
+      infer::GenerateOptions turn_options = opts->gen;
+      turn_options.sampling.seed = opts->gen.sampling.seed + turn;
+      try {
+        const std::string prompt = chat_template.render_prompt(messages, lm.adds_bos());
+        const infer::Generation reply =
+            lm.generate(prompt, turn_options, [](int64_t, std::string_view text) { write_now(text); });
+        write_now("\n");
+        messages.push_back({{"role", "assistant"}, {"content", reply.text}});
+      } catch (const Error& e) {  // the template refused the turn, or it does not fit: say so, keep chatting
+        messages.erase(messages.size() - 1);
+        std::fprintf(stderr, "hymba chat: error: %s\n", e.what());
+      }
+    }
+  });
+}
+
+}  // namespace hymba::cli
