@@ -11,19 +11,14 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/rng.h"
+#include "bench_util.h"
 #include "kernels/cpu/attention.h"
 
 namespace {
 
 constexpr int64_t kHq = 8, kHkv = 4, kHeadDim = 64;
 
-std::vector<float> random_vector(size_t n, uint64_t seed) {
-  hymba::Rng rng(seed);
-  std::vector<float> v(n);
-  for (auto& x : v) x = rng.uniform() - 0.5f;
-  return v;
-}
+using hymba::bench::random_vector;
 
 // Visible (query, key) pairs of one head for a T-token sequence.
 double visible_pairs(int64_t T, int64_t window, int64_t num_meta) {

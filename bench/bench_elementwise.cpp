@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/rng.h"
+#include "bench_util.h"
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/rmsnorm.h"
@@ -15,11 +15,9 @@ namespace {
 
 using hymba::Rng;
 
+// Inputs in [-1, 1) unless a range is given.
 std::vector<float> random_vector(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
-  Rng rng(seed);
-  std::vector<float> v(n);
-  for (auto& x : v) x = lo + (hi - lo) * rng.uniform();
-  return v;
+  return hymba::bench::random_vector(n, seed, lo, hi);
 }
 
 void set_bandwidth(benchmark::State& state, double bytes_per_call) {

@@ -4,17 +4,12 @@
 
 #include <vector>
 
-#include "core/rng.h"
+#include "bench_util.h"
 #include "kernels/cpu/matmul.h"
 
 namespace {
 
-std::vector<float> random_vector(size_t n, uint64_t seed) {
-  hymba::Rng rng(seed);
-  std::vector<float> v(n);
-  for (auto& x : v) x = rng.uniform() - 0.5f;
-  return v;
-}
+using hymba::bench::random_vector;
 
 // Args: rows BT, in C, out OC.
 void BM_MatmulForward(benchmark::State& state) {

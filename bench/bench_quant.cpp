@@ -5,18 +5,13 @@
 
 #include <vector>
 
-#include "core/rng.h"
+#include "bench_util.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quant_q8.h"
 
 namespace {
 
-std::vector<float> random_vector(size_t n, uint64_t seed) {
-  hymba::Rng rng(seed);
-  std::vector<float> v(n);
-  for (auto& x : v) x = rng.uniform() - 0.5f;
-  return v;
-}
+using hymba::bench::random_vector;
 
 // Args: rows R, in C, out OC.
 void BM_LinearF32(benchmark::State& state) {

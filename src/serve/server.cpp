@@ -97,6 +97,33 @@ class CompletionSlot {
   std::shared_ptr<std::atomic<int64_t>> active_;
 };
 
+// A prompt's ids (what generate() feeds), refused with a 400 on `field` when
+// the text encodes to nothing or is longer than --max-prompt-tokens.
+std::vector<int32_t> checked_prompt_ids(const LanguageModel& lm, const std::string& text, int64_t max_prompt_tokens,
+                                        const char* field, const std::string& what) {
+  std::vector<int32_t> ids;
+  try {
+    ids = lm.encode_prompt(text);
+  } catch (const Error&) {
+    throw BadRequest(field, what + " encodes to no tokens");
+  }
+  if (static_cast<int64_t>(ids.size()) > max_prompt_tokens)
+    throw BadRequest(field, what + " of " + std::to_string(ids.size()) +
+                                " tokens is longer than this server's --max-prompt-tokens " +
+                                std::to_string(max_prompt_tokens));
+  return ids;
+}
+
+// A 400 on max_tokens when the caches would not fit in memory.
+void check_generation_memory(const LanguageModel& lm, const std::vector<std::vector<int32_t>>& prompts,
+                             int64_t max_new_tokens) {
+  try {
+    lm.require_generation_memory(prompts, max_new_tokens);
+  } catch (const Error& e) {
+    throw BadRequest("max_tokens", std::string("too large for the memory available: ") + e.what());
+  }
+}
+
 // 429 or 503 for a request the queue or a stopping scheduler turned away.
 void refuse_admission(httplib::Response& res, Scheduler::Admission admission, int64_t max_queue) {
   if (admission == Scheduler::Admission::kQueueFull)
@@ -282,23 +309,10 @@ void Server::add_routes() {
                          "prompts x n is " + std::to_string(sequences) + ", more than this server's " +
                              "--max-sequences-per-request " + std::to_string(options_.max_sequences_per_request));
       for (const std::string& text : request.prompts) {
-        std::vector<int32_t> ids;
-        try {
-          ids = lm_.encode_prompt(text);
-        } catch (const Error& e) {
-          throw BadRequest("prompt", "a prompt encodes to no tokens");
-        }
-        if (static_cast<int64_t>(ids.size()) > options_.max_prompt_tokens)
-          throw BadRequest("prompt", "a prompt of " + std::to_string(ids.size()) +
-                                         " tokens is longer than this server's --max-prompt-tokens " +
-                                         std::to_string(options_.max_prompt_tokens));
+        const std::vector<int32_t> ids = checked_prompt_ids(lm_, text, options_.max_prompt_tokens, "prompt", "a prompt");
         for (int64_t c = 0; c < request.n; ++c) prompts.push_back(ids);
       }
-      try {
-        lm_.require_generation_memory(prompts, request.options.max_new_tokens);
-      } catch (const Error& e) {
-        throw BadRequest("max_tokens", std::string("too large for the memory available: ") + e.what());
-      }
+      check_generation_memory(lm_, prompts, request.options.max_new_tokens);
     } catch (const BadRequest& e) {
       reply(res, 400, error_body(e.what(), "invalid_request_error", e.field(), "invalid_value"));
       return;
@@ -374,22 +388,9 @@ void Server::add_routes() {
       } catch (const Error& e) {  // the template refused the messages (raise_exception) or failed on them
         throw BadRequest("messages", e.what());
       }
-      std::vector<int32_t> ids;
-      try {
-        ids = lm_.encode_prompt(text);
-      } catch (const Error& e) {
-        throw BadRequest("messages", "the chat prompt encodes to no tokens");
-      }
-      if (static_cast<int64_t>(ids.size()) > options_.max_prompt_tokens)
-        throw BadRequest("messages", "the chat prompt of " + std::to_string(ids.size()) +
-                                         " tokens is longer than this server's --max-prompt-tokens " +
-                                         std::to_string(options_.max_prompt_tokens));
-      prompts.assign(static_cast<size_t>(request.n), ids);
-      try {
-        lm_.require_generation_memory(prompts, request.options.max_new_tokens);
-      } catch (const Error& e) {
-        throw BadRequest("max_tokens", std::string("too large for the memory available: ") + e.what());
-      }
+      prompts.assign(static_cast<size_t>(request.n),
+                     checked_prompt_ids(lm_, text, options_.max_prompt_tokens, "messages", "the chat prompt"));
+      check_generation_memory(lm_, prompts, request.options.max_new_tokens);
     } catch (const BadRequest& e) {
       reply(res, 400, error_body(e.what(), "invalid_request_error", e.field(), "invalid_value"));
       return;
