@@ -1,5 +1,6 @@
 #include "kernels/cpu/quant_q8.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -82,9 +83,11 @@ __attribute__((target("avx2,fma,f16c"))) float row_dot_avx2(const BlockQ8* w, co
 Q8Isa best_q8_isa() {
   static const Q8Isa isa = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")
-               ? Q8Isa::kAvx2
-               : Q8Isa::kPortable;
+    // F16C through cpuid: clang 14's __builtin_cpu_supports does not know it.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c ? Q8Isa::kAvx2
+                                                                                   : Q8Isa::kPortable;
   }();
   return isa;
 }
