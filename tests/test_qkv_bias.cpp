@@ -14,6 +14,7 @@
 #include "model/checkpoint.h"
 #include "model/memory_estimate.h"
 #include "model/model.h"
+#include "test_util.h"
 
 namespace hymba {
 namespace {
@@ -32,14 +33,7 @@ json gpt2_like(json over = json::object()) {
 }
 
 void expect_config_error(const json& j, const std::vector<std::string>& parts) {
-  try {
-    ModelConfig::from_json(j, "config.json");
-    FAIL() << "accepted: " << j.dump();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
+  test::expect_error([&j] { ModelConfig::from_json(j, "config.json"); }, parts);
 }
 
 TEST(QkvBias, ConfigRoundTripsAndIsWrittenOnlyWhenSet) {
