@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -94,6 +96,33 @@ TEST_F(CliChat, ReplKeepsTheConversationUntilExit) {
   const std::string second =
       reply(ordered_json::array({user("Hi"), {{"role", "assistant"}, {"content", first}}, user("How are you?")}), 5);
   EXPECT_EQ(r.output, first + "\n" + second + "\n");
+}
+
+// Turns after the first continue the conversation's cache: --show-reuse
+// reports how many of each turn's tokens it held.
+TEST_F(CliChat, ReplReusesTheCacheBetweenTurns) {
+  const std::string input = stdin_file("reuse.txt", "Hi\nHow are you?\nFine.\n");
+  const auto r =
+      test::run_cli("chat --ckpt " + ckpt() + " --temperature 0 --max-new-tokens 5 --show-reuse < " + input);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<long long> reused, total;
+  for (size_t at = r.output.find("hymba chat: "); at != std::string::npos; at = r.output.find("hymba chat: ", at + 1)) {
+    long long n = -1, m = -1;
+    if (std::sscanf(r.output.c_str() + at, "hymba chat: %lld of %lld conversation tokens", &n, &m) == 2) {
+      reused.push_back(n);
+      total.push_back(m);
+    }
+  }
+  ASSERT_EQ(reused.size(), 3u) << r.output;
+  EXPECT_EQ(reused[0], 0);
+  for (size_t t = 1; t < 3; ++t) {
+    EXPECT_GT(reused[t], total[t - 1] - 1) << "turn " << t << " re-ran the previous turn's prompt\n" << r.output;
+    EXPECT_LT(reused[t], total[t]);
+  }
+  const auto refused = test::run_cli("chat --ckpt " + ckpt() + " --max-new-tokens 64 --context 64 < " + input);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.output.find("--max-new-tokens (64) must be below --context (64)"), std::string::npos)
+      << refused.output;
 }
 
 TEST_F(CliChat, ReplReportsARefusedTurnAndGoesOn) {

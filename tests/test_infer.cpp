@@ -15,6 +15,7 @@
 #include "core/rng.h"
 #include "data/tokenizer.h"
 #include "infer/cache.h"
+#include "infer/chat_session.h"
 #include "infer/decoder.h"
 #include "infer/generate.h"
 #include "infer/sampler.h"
@@ -229,6 +230,126 @@ TEST(Decode, PrefillPlusStepsEqualFullForwardForEveryFamily) {
       EXPECT_EQ(cache.tokens(), total);
     }
   }
+}
+
+// Prefill by chunks continues each chunk from the cache (K/V of the meta
+// rows and of the tokens a window still sees, conv and SSM states): any
+// chunk size, and a prompt fed in several extend calls, must give the full
+// forward's logits at every position, then decode on from there.
+TEST(Decode, ChunkedPrefillAndExtendEqualFullForwardForEveryFamily) {
+  const int64_t total = 18;
+  for (const Family& f : families()) {
+    SCOPED_TRACE(f.name);
+    const ModelConfig c = ModelConfig::from_json(tiny(f.over));
+    Model m(c, false);
+    m.init(5);
+    const int64_t V = c.vocab_size;
+    const std::vector<int32_t> ids = random_ids(total, V, 23);
+    const std::vector<float> want = full_logits(m, ids);
+    const double scale = max_abs(want);
+    for (int64_t chunk : {1, 3, 5, 64}) {
+      SCOPED_TRACE("chunk of " + std::to_string(chunk));
+      Decoder dec(m);
+      dec.set_prefill_chunk(chunk);
+      SequenceCache cache = dec.new_cache(total);
+      std::vector<float> got;
+      dec.prefill(cache, std::vector<int32_t>(ids.begin(), ids.begin() + 4), &got);
+      EXPECT_LE(rel_error(got.data(), want.data(), 4 * V, scale), kDecodeRelTol);
+      // Two more pieces through extend, then decode steps to the end.
+      for (auto [from, to] : {std::pair<int64_t, int64_t>{4, 11}, {11, 14}}) {
+        const std::vector<float> last =
+            dec.extend(cache, std::vector<int32_t>(ids.begin() + from, ids.begin() + to), &got);
+        ASSERT_EQ(static_cast<int64_t>(got.size()), (to - from) * V);
+        EXPECT_LE(rel_error(got.data(), want.data() + from * V, (to - from) * V, scale), kDecodeRelTol)
+            << "tokens " << from << ".." << to;
+        EXPECT_EQ(last, std::vector<float>(got.end() - V, got.end()));
+      }
+      std::vector<float> logits(static_cast<size_t>(V));
+      for (int64_t t = 14; t < total; ++t) {
+        SequenceCache* one[] = {&cache};
+        const int32_t token[] = {ids[static_cast<size_t>(t)]};
+        dec.step(one, token, logits.data());
+        ASSERT_LE(rel_error(logits.data(), want.data() + t * V, V, scale), kDecodeRelTol) << "position " << t;
+      }
+      std::vector<int32_t> more(1, 0);
+      EXPECT_THROW(dec.extend(cache, more), Error);  // the cache is full
+    }
+  }
+}
+
+// The meta tokens run once per decoder, not once per prompt, and a sequence
+// started from the stored prefix gets bit-identical logits to one whose
+// decoder has just computed it.
+TEST(Decode, MetaPrefixRunsOncePerDecoderAndIsBitIdentical) {
+  const ModelConfig c = ModelConfig::from_json(tiny(families()[6].over));  // 2 meta tokens, everything on
+  ASSERT_EQ(c.num_memory_tokens, 2);
+  Model m(c, false);
+  m.init(9);
+  const int64_t V = c.vocab_size;
+  const std::vector<int32_t> a = random_ids(6, V, 1), b = random_ids(4, V, 2);
+  Decoder reused(m);
+  SequenceCache cache = reused.new_cache(8);
+  reused.prefill(cache, a);
+  const std::vector<float> second = reused.prefill(cache, b);
+  EXPECT_EQ(reused.chunk_positions_run(), 2 + 6 + 4);
+  Decoder fresh(m);
+  SequenceCache other = fresh.new_cache(8);
+  EXPECT_EQ(fresh.prefill(other, b), second);
+  EXPECT_EQ(fresh.chunk_positions_run(), 2 + 4);
+}
+
+// A chat session feeds each turn only what its cache lacks: after a reply,
+// the conversation so far (the reply's last token aside, never fed); when
+// the reply comes back as other tokens, the previous prompt; else nothing.
+// Replies equal generating each conversation from scratch.
+TEST(ChatSession, ContinuesTheCacheThatHoldsAPrefixOfTheTurn) {
+  json over = families()[6].over;  // hybrid with everything, 2 meta tokens
+  over["vocab_size"] = 259;
+  over["initializer_range"] = 0.3;
+  const ModelConfig big = ModelConfig::from_json(tiny(over));
+  Model model(big, false);
+  model.init(4);
+  const auto tok_ptr = make_byte_tokenizer();
+  const Tokenizer& tok = *tok_ptr;
+  infer::Decoder dec(model);
+  infer::ChatSession session(dec, 64);
+  infer::GenerateOptions greedy;
+  greedy.sampling.temperature = 0;
+  greedy.stop_at_eos = false;
+  greedy.max_new_tokens = 4;
+  auto alone = [&](const std::vector<int32_t>& ids) {
+    infer::Decoder fresh(model);
+    return infer::generate(fresh, tok, {ids}, greedy)[0].tokens;
+  };
+  std::vector<int32_t> conv = random_ids(9, big.vocab_size, 31);
+  infer::Generation r = session.reply(tok, conv, greedy);
+  EXPECT_EQ(session.reused_tokens(), 0);
+  EXPECT_EQ(r.tokens, alone(conv));
+  // The reply written back as generated, then a new message.
+  const size_t first_prompt = conv.size();
+  conv.insert(conv.end(), r.tokens.begin(), r.tokens.end());
+  for (int32_t t : random_ids(5, big.vocab_size, 32)) conv.push_back(t);
+  r = session.reply(tok, conv, greedy);
+  EXPECT_EQ(session.reused_tokens(), static_cast<int64_t>(first_prompt + 3));  // 4 generated, 3 fed
+  EXPECT_EQ(r.tokens, alone(conv));
+  // The reply written back differently: only the prompt's cache still fits.
+  const size_t second_prompt = conv.size();
+  std::vector<int32_t> rewritten(conv);
+  for (size_t i = 0; i < 4; ++i) rewritten.push_back((r.tokens[i] + 1) % static_cast<int32_t>(big.vocab_size));
+  rewritten.push_back(7);
+  r = session.reply(tok, rewritten, greedy);
+  EXPECT_EQ(session.reused_tokens(), static_cast<int64_t>(second_prompt));
+  EXPECT_EQ(r.tokens, alone(rewritten));
+  // Another conversation starts over; one too long is refused and the next turn still works.
+  const std::vector<int32_t> other = random_ids(6, big.vocab_size, 33);
+  r = session.reply(tok, other, greedy);
+  EXPECT_EQ(session.reused_tokens(), 0);
+  EXPECT_EQ(r.tokens, alone(other));
+  EXPECT_THROW(session.reply(tok, random_ids(61, big.vocab_size, 34), greedy), Error);
+  std::vector<int32_t> more(other);
+  more.push_back(3);
+  r = session.reply(tok, more, greedy);
+  EXPECT_EQ(r.tokens, alone(more));
 }
 
 TEST(Decode, BatchOfDifferentLengthsMatchesEachSequenceAlone) {

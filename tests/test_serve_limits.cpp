@@ -268,6 +268,40 @@ TEST_F(ServeLimits, AStoppedSchedulerRefusesWithStopping) {
   EXPECT_EQ(scheduler.try_submit(job, 8), serve::Scheduler::Admission::kStopping);
 }
 
+// A long prompt is prefilled a chunk per round, between decode steps: a
+// short request arriving while it is being prefilled gets all its tokens
+// before the long prompt is in, and the long prompt's text is what
+// generating it alone gives.
+TEST_F(ServeLimits, ALongPromptIsPrefilledInChunksBetweenDecodeSteps) {
+  LanguageModel lm = LanguageModel::load(ckpt());
+  const int64_t chunk = 8, long_len = 3000;
+  serve::Scheduler scheduler(lm, 4, chunk);
+  infer::GenerateOptions greedy;
+  greedy.sampling.temperature = 0;
+  greedy.stop_at_eos = false;
+  greedy.max_new_tokens = 2;
+  std::vector<int32_t> long_prompt(static_cast<size_t>(long_len));
+  for (size_t i = 0; i < long_prompt.size(); ++i) long_prompt[i] = static_cast<int32_t>(3 + i * 7 % 200);
+  auto long_job = std::make_shared<serve::Job>(std::vector<std::vector<int32_t>>{long_prompt}, greedy);
+  scheduler.submit(long_job);
+  while (scheduler.prefill_rounds() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  greedy.max_new_tokens = 4;
+  auto short_job = std::make_shared<serve::Job>(std::vector<std::vector<int32_t>>{{5, 6, 7}}, greedy);
+  scheduler.submit(short_job);
+  short_job->wait();
+  ASSERT_EQ(short_job->error(), "");
+  EXPECT_EQ(short_job->results()[0].tokens.size(), 4u);
+  EXPECT_FALSE(long_job->wait_for(std::chrono::milliseconds(0)))
+      << "the long prompt was prefilled before the short request got its tokens";
+  long_job->wait();
+  ASSERT_EQ(long_job->error(), "");
+  EXPECT_GE(scheduler.prefill_rounds(), long_len / chunk);
+  infer::Decoder alone(lm.model());
+  greedy.max_new_tokens = 2;
+  const auto want = infer::generate(alone, lm.tokenizer(), {long_prompt}, greedy);
+  EXPECT_EQ(long_job->results()[0].tokens, want[0].tokens);
+}
+
 TEST_F(ServeLimits, ModelById) {
   auto res = client().Get("/v1/models/tiny");
   ASSERT_TRUE(res);

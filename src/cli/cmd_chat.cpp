@@ -4,10 +4,10 @@
 // reply streams out as it is generated. "/exit" (or end of input) ends it,
 // "/reset" starts a new conversation.
 //
-// Every turn prefills the whole rendered conversation again: the engine's
-// sequence caches are sized when a sequence starts and Mamba states cannot
-// be rolled back to a shared prefix, so nothing is kept between turns
-// (docs/serve.md, "hymba chat").
+// The conversation's cache lives from turn to turn (infer/chat_session.h):
+// a turn feeds only the tokens its cache does not hold yet (the new user
+// message, and the reply when the template writes it back differently),
+// within a context of --context tokens (docs/serve.md, "hymba chat").
 #include <unistd.h>
 
 #include <cstdio>
@@ -22,6 +22,7 @@
 #include "cli/model_options.h"
 #include "core/error.h"
 #include "data/chat_template.h"
+#include "infer/chat_session.h"
 #include "infer/generate.h"
 
 namespace hymba::cli {
@@ -40,6 +41,8 @@ void register_chat(CLI::App& app, const GlobalOptions& global) {
     std::string ckpt, system;
     infer::GenerateOptions gen;
     infer::WeightFormat weights = infer::WeightFormat::kF32;
+    int64_t context = 8192;
+    bool show_reuse = false;
   };
   auto opts = std::make_shared<Options>();
   opts->gen.max_new_tokens = 256;
@@ -49,6 +52,11 @@ void register_chat(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--ckpt", opts->ckpt, "Checkpoint directory (its tokenizer_config.json chat_template formats the turns)")
       ->required();
   cmd->add_option("--system", opts->system, "A system message that starts the conversation");
+  cmd->add_option("--context", opts->context,
+                  "Tokens the conversation may hold (its cache is allocated once, for this many)")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 24))->capture_default_str();
+  cmd->add_flag("--show-reuse", opts->show_reuse,
+                "After each reply, print to stderr how many conversation tokens came from the cache");
   cmd->add_option("--max-new-tokens", g.max_new_tokens, "Tokens per reply at most")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
   cmd->add_option("--temperature", g.sampling.temperature, "Softmax temperature (0 = greedy)")
@@ -66,6 +74,10 @@ void register_chat(CLI::App& app, const GlobalOptions& global) {
     LanguageModel lm = LanguageModel::load(opts->ckpt);
     lm.set_weight_format(opts->weights);
     const ChatTemplate chat_template = ChatTemplate::for_checkpoint(lm.source());
+    HYMBA_CHECK(opts->gen.max_new_tokens < opts->context, "--max-new-tokens (", opts->gen.max_new_tokens,
+                ") must be below --context (", opts->context, ")");
+    infer::Decoder decoder(lm.model(), lm.weight_format());
+    infer::ChatSession session(decoder, opts->context);
     const bool interactive = ::isatty(STDIN_FILENO) != 0;
     if (interactive)
       std::fprintf(stderr, "hymba chat: %s (%s); /exit to stop, /reset to start over\n", lm.source().c_str(),
@@ -84,6 +96,7 @@ void register_chat(CLI::App& app, const GlobalOptions& global) {
       if (line == "/exit" || line == "/quit") break;
       if (line == "/reset") {
         messages = start();
+        session.reset();
         continue;
       }
       if (line.empty()) continue;
@@ -92,9 +105,12 @@ void register_chat(CLI::App& app, const GlobalOptions& global) {
       turn_options.sampling.seed = opts->gen.sampling.seed + turn;
       try {
         const std::string prompt = chat_template.render_prompt(messages, lm.adds_bos());
-        const infer::Generation reply =
-            lm.generate(prompt, turn_options, [](int64_t, std::string_view text) { write_now(text); });
+        const infer::Generation reply = session.reply(lm.tokenizer(), lm.encode_prompt(prompt), turn_options,
+                                                      [](int64_t, std::string_view text) { write_now(text); });
         write_now("\n");
+        if (opts->show_reuse)
+          std::fprintf(stderr, "hymba chat: %lld of %zu conversation tokens came from the cache\n",
+                       static_cast<long long>(session.reused_tokens()), reply.prompt.size());
         messages.push_back({{"role", "assistant"}, {"content", reply.text}});
       } catch (const Error& e) {  // the template refused the turn, or it does not fit: say so, keep chatting
         messages.erase(messages.size() - 1);

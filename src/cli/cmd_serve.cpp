@@ -30,6 +30,10 @@ void register_serve(CLI::App& app, const GlobalOptions& global) {
       ->check(CLI::Range(0, 65535))->capture_default_str();
   cmd->add_option("--max-batch", opts->serve.max_batch, "Sequences decoded together at most (across requests)")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
+  cmd->add_option("--prefill-chunk", opts->serve.prefill_chunk,
+                  "Prompt tokens prefilled between two decode steps: a long prompt is fed in chunks this size, "
+                  "interleaved with the other sequences' decoding")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
   cmd->add_option("--max-prompt-tokens", opts->serve.max_prompt_tokens,
                   "Longest prompt accepted, in tokens (longer: HTTP 400)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str();

@@ -23,6 +23,13 @@ int64_t KvLayerCache::slot_of_token(int64_t t) const {
   return meta_ + t;
 }
 
+void KvLayerCache::copy_meta_rows(const KvLayerCache& prefix) {
+  HYMBA_CHECK(prefix.meta_ == meta_ && prefix.k_width_ == k_width_ && prefix.v_width_ == v_width_,
+              "cache: the meta prefix belongs to another model");
+  std::copy_n(prefix.k_.begin(), meta_ * k_width_, k_.begin());
+  std::copy_n(prefix.v_.begin(), meta_ * v_width_, v_.begin());
+}
+
 SequenceCache::SequenceCache(const ModelConfig& cfg, int64_t max_tokens)
     : num_meta_(cfg.num_memory_tokens), max_tokens_(max_tokens) {
   HYMBA_CHECK(max_tokens >= 1, "cache: max_tokens must be >= 1 (got ", max_tokens, ")");
@@ -59,6 +66,17 @@ void SequenceCache::clear() {
   for (MambaLayerCache& m : mamba_) {
     std::fill(m.conv.begin(), m.conv.end(), 0.0f);
     std::fill(m.ssm.begin(), m.ssm.end(), 0.0f);
+  }
+}
+
+void SequenceCache::start_from(const SequenceCache& prefix) {
+  HYMBA_CHECK(prefix.kv_.size() == kv_.size() && prefix.num_meta_ == num_meta_ && prefix.tokens_ == 0,
+              "cache: the meta prefix belongs to another model");
+  tokens_ = 0;
+  for (size_t l = 0; l < kv_.size(); ++l) {
+    if (kv_[l].k_width() > 0) kv_[l].copy_meta_rows(prefix.kv_[l]);
+    mamba_[l].conv = prefix.mamba_[l].conv;
+    mamba_[l].ssm = prefix.mamba_[l].ssm;
   }
 }
 

@@ -31,6 +31,9 @@ class KvLayerCache {
   // Slot of token t (0-based among tokens); -1 when a window of 1 keeps no past token.
   int64_t slot_of_token(int64_t t) const;
 
+  // Copies the meta rows of `prefix` (a cache of the same layer).
+  void copy_meta_rows(const KvLayerCache& prefix);
+
   float* k_row(int64_t slot) { return k_.data() + slot * k_width_; }
   float* v_row(int64_t slot) { return v_.data() + slot * v_width_; }
   const float* k() const { return k_.data(); }
@@ -77,6 +80,9 @@ class SequenceCache {
   // Empties the sequence: no tokens, zero Mamba state (K/V rows are simply
   // overwritten as tokens arrive).
   void clear();
+  // Empties the sequence and takes the meta rows and Mamba states of
+  // `prefix` (a cache of the same model holding the meta tokens only).
+  void start_from(const SequenceCache& prefix);
   void set_tokens(int64_t n);
   void advance() { set_tokens(tokens_ + 1); }
 

@@ -28,69 +28,8 @@ Decoder::Decoder(Model& model, WeightFormat weights) : model_(model), linears_(w
   }
 }
 
-namespace {
-
-// A decode step (or a short prefill) of a small model runs on one thread
-// (see threads_for_param_rows).
 int decode_threads(const Model& model, int64_t rows) {
   return threads_for_param_rows(model.params().num_params() * rows);
-}
-
-}  // namespace
-
-std::vector<float> Decoder::prefill(SequenceCache& cache, std::span<const int32_t> prompt,
-                                    std::vector<float>* all_logits) {
-  const auto T = static_cast<int64_t>(prompt.size());
-  HYMBA_CHECK(T >= 1, "prefill: the prompt is empty");
-  HYMBA_CHECK(T <= cache.max_tokens(), "prefill: a prompt of ", T, " tokens does not fit a cache sized for ",
-              cache.max_tokens());
-  const ThreadLimit threads(decode_threads(model_, T));
-  ForwardOptions fo;
-  fo.keep_final_ssm_state = true;
-  model_.forward(prompt.data(), nullptr, 1, T, fo);
-  fill_cache(cache, T);
-  const int64_t V = vocab_size();
-  const float* logits = model_.logits();
-  if (all_logits != nullptr) all_logits->assign(logits, logits + T * V);
-  return std::vector<float>(logits + (T - 1) * V, logits + T * V);
-}
-
-// Copies what the next tokens need from the forward's activations: producers'
-// rotated K and V rows, the last d_conv - 1 conv inputs and the final SSM
-// state. Rows include the meta prefix (meta tokens pass through every layer).
-void Decoder::fill_cache(SequenceCache& cache, int64_t T) {
-  const ModelPlan& plan = model_.plan();
-  const Activations<float>& acts = model_.activations();
-  const int64_t M = acts.M, S = acts.S, K = plan.cfg.mamba_d_conv;
-  cache.clear();
-  for (const LayerPlan& lp : plan.layers) {
-    const LayerActs<float>& a = acts.layers[static_cast<size_t>(lp.index)];
-    const int64_t W = lp.proj_width;
-    if (lp.attn && lp.producer) {
-      KvLayerCache& kv = cache.kv(lp.index);
-      auto store = [&](int64_t row, int64_t slot) {
-        std::memcpy(kv.k_row(slot), a.proj + row * W + lp.k_col, sizeof(float) * kv.k_width());
-        std::memcpy(kv.v_row(slot), a.proj + row * W + lp.v_col, sizeof(float) * kv.v_width());
-      };
-      for (int64_t m = 0; m < M; ++m) store(m, m);
-      // Tokens older than the slots hold (window - 1 for local layers) are not needed again.
-      const int64_t kept = kv.rows(T) - M;
-      for (int64_t t = T - kept; t < T; ++t) store(M + t, kv.slot_of_token(t));
-    }
-    if (lp.mamba) {
-      MambaLayerCache& mc = cache.mamba(lp.index);
-      const int64_t di = lp.dims.d_inner;
-      // conv state [di, K-1]: inputs of rows S-(K-1) .. S-1, zero before row 0.
-      for (int64_t k = 0; k < K - 1; ++k) {
-        const int64_t row = S - (K - 1) + k;
-        for (int64_t c = 0; c < di; ++c)
-          mc.conv[static_cast<size_t>(c * (K - 1) + k)] = row >= 0 ? a.proj[row * W + lp.x_col + c] : 0.0f;
-      }
-      HYMBA_CHECK(a.h_last != nullptr, "prefill: the forward kept no final SSM state");
-      std::copy(a.h_last, a.h_last + mc.ssm.size(), mc.ssm.begin());
-    }
-  }
-  cache.set_tokens(T);
 }
 
 void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32_t> tokens, float* logits) {

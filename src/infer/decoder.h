@@ -1,8 +1,14 @@
-// Cached decoding: prefill a prompt with one full forward pass, then feed one
-// token per sequence per step, reading and extending each sequence's cache.
-// A step runs the model graph's row-wise layer pieces (projections, fusion,
-// FFN) on one row per sequence, with the single-token kernels of
-// step_kernels.h in place of attention, conv1d and the selective scan.
+// Cached decoding: prefill a prompt in chunks, then feed one token per
+// sequence per step, reading and extending each sequence's cache. Both run
+// the model graph's row-wise layer pieces (projections, fusion, FFN); a step
+// on one row per sequence with the single-token kernels of step_kernels.h, a
+// chunk on many rows of one sequence with the full-sequence kernels given
+// the cache as context (attention over cached keys, conv and scan from the
+// cached states).
+//
+// The meta tokens' keys, values and Mamba states do not depend on the
+// prompt: the decoder computes them once (the meta prefix) and copies them
+// into each new sequence, so a prefill costs the prompt's positions only.
 //
 // Sequences are independent: each has its own SequenceCache and RoPE
 // position, so prompts of different lengths are prefilled one by one (no
@@ -10,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -19,6 +26,10 @@
 #include "model/model.h"
 
 namespace hymba::infer {
+
+// Threads for `rows` rows through the model: a decode step (or a short
+// chunk) of a small model runs on one thread (see threads_for_param_rows).
+int decode_threads(const Model& model, int64_t rows);
 
 class Decoder {
  public:
@@ -35,28 +46,55 @@ class Decoder {
   // An empty cache with room for max_tokens tokens (prompt + generated).
   SequenceCache new_cache(int64_t max_tokens) const { return SequenceCache(model_.config(), max_tokens); }
 
-  // Starts cache over with prompt: runs [meta | prompt] through the full
-  // forward and fills the cache from it. Returns the logits after the last
-  // prompt token [V]; all_logits, when given, receives every position's [T, V].
+  // Starts cache over with prompt: start(cache), then extend(cache, prompt).
+  // Returns the logits after the last prompt token [V]; all_logits, when
+  // given, receives every position's [T, V].
   std::vector<float> prefill(SequenceCache& cache, std::span<const int32_t> prompt,
                              std::vector<float>* all_logits = nullptr);
+
+  // Empties cache and copies the meta prefix into it (computed on first use).
+  void start(SequenceCache& cache);
+  // Appends tokens to a started cache, running them in chunks of at most
+  // prefill_chunk() positions (activation memory grows with the chunk, not
+  // the prompt). Returns the logits after the last token [V]; all_logits,
+  // when given, receives every token's [T, V]. A caller may also feed a long
+  // prompt one chunk per call, between decode steps of other sequences.
+  std::vector<float> extend(SequenceCache& cache, std::span<const int32_t> tokens,
+                            std::vector<float>* all_logits = nullptr);
+  int64_t prefill_chunk() const { return prefill_chunk_; }
+  void set_prefill_chunk(int64_t positions);
+  // The meta prefix every sequence starts from (computed on first use).
+  const SequenceCache& meta_prefix();
+  // Positions run through prefill chunks so far, meta prefix included.
+  int64_t chunk_positions_run() const { return chunk_positions_run_; }
 
   // Feeds tokens[i] to caches[i] (each prefilled, each distinct) and writes
   // the next-token logits [caches.size(), V].
   void step(std::span<SequenceCache* const> caches, std::span<const int32_t> tokens, float* logits);
 
-  // High-water marks of activation memory: the full forward used by prefill
-  // (Model::activation_bytes()) and one decode step.
-  size_t prefill_activation_bytes() const { return model_.activation_bytes(); }
+  // High-water marks of activation memory: prefill chunks and decode steps.
+  size_t prefill_activation_bytes() const { return chunk_arena_.peak() * sizeof(float); }
   size_t step_activation_bytes() const { return arena_.peak() * sizeof(float); }
 
  private:
-  void fill_cache(SequenceCache& cache, int64_t T);
+  // Runs C rows of one sequence continuing from cache: the meta tokens
+  // (ids null, cache empty) or tokens ids[0..C). Writes the logits of every
+  // row [C, V] to logits, or of the last row only when last_only.
+  void run_chunk(SequenceCache& cache, const int32_t* ids, int64_t C, float* logits, bool last_only);
+  void chunk_attention(SequenceCache& cache, const LayerPlan& lp, int64_t C, bool meta);
+  void chunk_mamba(SequenceCache& cache, const LayerPlan& lp, int64_t C);
   void commit_kv(std::span<SequenceCache* const> caches);
 
   Model& model_;
   DecoderLinears linears_;
-  Arena arena_;
+  Arena arena_, chunk_arena_;
+  int64_t prefill_chunk_ = 512;
+  int64_t chunk_positions_run_ = 0;
+  std::optional<SequenceCache> meta_prefix_;
+  // Per KV producer, during a chunk: [meta | cached tokens | chunk] K and V
+  // rows in order, read by the producer and its consumers.
+  std::vector<std::vector<float>> chunk_k_, chunk_v_;
+  std::vector<int64_t> chunk_positions_;
   std::vector<std::vector<float>> neg_exp_a_;  // per Mamba layer: -exp(A_log) [d_inner, d_state]
   std::vector<LayerActs<float>> acts_;         // the current step's layer activations
   std::vector<int64_t> positions_, n_cached_;

@@ -70,21 +70,54 @@ SequenceRun::SequenceRun(const Decoder& decoder, std::vector<int32_t> prompt, co
       gen_{std::move(prompt), {}, {}, FinishReason::kLength},
       cache_(decoder.new_cache(static_cast<int64_t>(gen_.prompt.size()) + opt.max_new_tokens)),
       sampler_(opt.sampling, stream) {
-  HYMBA_CHECK(!gen_.prompt.empty(), "generate: prompt ", stream, " has no tokens");
-  const ModelConfig& c = decoder.config();
-  if (c.position_embedding == PositionEmbedding::kLearned) {
-    // Every token but the last generated one is fed back, each at its own learned position.
-    const int64_t needed = c.num_memory_tokens + static_cast<int64_t>(gen_.prompt.size()) + opt.max_new_tokens - 1;
-    HYMBA_CHECK(needed <= c.max_position_embeddings, "generate: ", gen_.prompt.size(), " prompt tokens + ",
-                opt.max_new_tokens, " new (--max-new-tokens)", c.num_memory_tokens > 0 ? " + meta tokens" : "",
-                " need ", needed, " learned positions, beyond the model's max_position_embeddings (",
-                c.max_position_embeddings, ")");
-  }
+  check_positions(decoder);
   for (const std::string& s : opt_.stop) longest_stop_ = std::max(longest_stop_, s.size());
 }
 
+SequenceRun::SequenceRun(const Decoder& decoder, SequenceCache cache, int64_t cached, std::vector<int32_t> prompt,
+                         const GenerateOptions& opt, uint64_t stream)
+    : opt_(opt),
+      stream_(stream),
+      gen_{std::move(prompt), {}, {}, FinishReason::kLength},
+      cache_(std::move(cache)),
+      sampler_(opt.sampling, stream),
+      prefilled_(cached) {
+  const auto n = static_cast<int64_t>(gen_.prompt.size());
+  HYMBA_CHECK(cached >= 0 && cached < n && (cached == 0 || cache_.tokens() == cached), "generate: a cache holding ", cache_.tokens(),
+              " tokens cannot continue from ", cached, " of a ", n, "-token prompt");
+  HYMBA_CHECK(n + opt.max_new_tokens <= cache_.max_tokens(), "generate: ", n, " prompt tokens + ",
+              opt.max_new_tokens, " new (--max-new-tokens) do not fit the ", cache_.max_tokens(),
+              " tokens of the cache");
+  check_positions(decoder);
+  for (const std::string& s : opt_.stop) longest_stop_ = std::max(longest_stop_, s.size());
+}
+
+void SequenceRun::check_positions(const Decoder& decoder) const {
+  HYMBA_CHECK(!gen_.prompt.empty(), "generate: prompt ", stream_, " has no tokens");
+  const ModelConfig& c = decoder.config();
+  if (c.position_embedding == PositionEmbedding::kLearned) {
+    // Every token but the last generated one is fed back, each at its own learned position.
+    const int64_t needed = c.num_memory_tokens + static_cast<int64_t>(gen_.prompt.size()) + opt_.max_new_tokens - 1;
+    HYMBA_CHECK(needed <= c.max_position_embeddings, "generate: ", gen_.prompt.size(), " prompt tokens + ",
+                opt_.max_new_tokens, " new (--max-new-tokens)", c.num_memory_tokens > 0 ? " + meta tokens" : "",
+                " need ", needed, " learned positions, beyond the model's max_position_embeddings (",
+                c.max_position_embeddings, ")");
+  }
+}
+
 std::string_view SequenceRun::prefill(Decoder& decoder, const Tokenizer& tokenizer) {
-  const std::vector<float> logits = decoder.prefill(cache_, gen_.prompt);
+  return prefill_some(decoder, tokenizer, prompt_tokens_left());
+}
+
+std::string_view SequenceRun::prefill_some(Decoder& decoder, const Tokenizer& tokenizer, int64_t max_tokens) {
+  HYMBA_CHECK(prefilling() && max_tokens >= 1, "generate: nothing left to prefill");
+  if (prefilled_ == 0) decoder.start(cache_);
+  const int64_t n = std::min(max_tokens, prompt_tokens_left());
+  const std::vector<float> logits =
+      decoder.extend(cache_, std::span<const int32_t>(gen_.prompt).subspan(static_cast<size_t>(prefilled_),
+                                                                         static_cast<size_t>(n)));
+  prefilled_ += n;
+  if (prefilling()) return {};
   return take(logits.data(), tokenizer);
 }
 

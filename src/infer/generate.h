@@ -66,10 +66,21 @@ class SequenceRun {
  public:
   // Allocates the cache for prompt + opt.max_new_tokens tokens.
   SequenceRun(const Decoder& decoder, std::vector<int32_t> prompt, const GenerateOptions& opt, uint64_t stream);
+  // Continues `cache`, which already holds the first `cached` prompt tokens
+  // (fewer than the prompt has; 0: it is started over) and has room for the
+  // rest + max_new_tokens.
+  SequenceRun(const Decoder& decoder, SequenceCache cache, int64_t cached, std::vector<int32_t> prompt,
+              const GenerateOptions& opt, uint64_t stream);
 
   // Prefills the prompt and takes the first token. Returns the text that
   // has become final (see TextCallback), valid until the next call.
   std::string_view prefill(Decoder& decoder, const Tokenizer& tokenizer);
+  // Feeds at most max_tokens more prompt tokens (the server interleaves a
+  // long prompt's chunks with other sequences' decode steps); once the
+  // prompt is in, takes the first token as prefill() does.
+  std::string_view prefill_some(Decoder& decoder, const Tokenizer& tokenizer, int64_t max_tokens);
+  bool prefilling() const { return prefilled_ < static_cast<int64_t>(gen_.prompt.size()); }
+  int64_t prompt_tokens_left() const { return static_cast<int64_t>(gen_.prompt.size()) - prefilled_; }
   // Samples the next token from this sequence's logits (the decoder's
   // vocab_size of them) and takes it; returns the text now final.
   std::string_view take(const float* logits, const Tokenizer& tokenizer);
@@ -80,9 +91,11 @@ class SequenceRun {
   int64_t sampled() const { return sampled_; }                // tokens taken, an ending EOS included
   const Generation& generation() const { return gen_; }
   Generation release() { return std::move(gen_); }
+  SequenceCache release_cache() { return std::move(cache_); }
 
  private:
   std::string_view accept(int32_t token, const Tokenizer& tokenizer);
+  void check_positions(const Decoder& decoder) const;
 
   GenerateOptions opt_;
   size_t longest_stop_ = 0;
@@ -91,6 +104,7 @@ class SequenceRun {
   SequenceCache cache_;
   Sampler sampler_;
   int64_t sampled_ = 0;
+  int64_t prefilled_ = 0;    // prompt tokens in the cache
   size_t emitted_ = 0;       // bytes of gen_.text already passed on
   size_t stop_checked_ = 0;  // text before this offset holds no stop string
   bool done_ = false;

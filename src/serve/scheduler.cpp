@@ -65,9 +65,14 @@ bool Job::abandoned() const {
   return cancelled_ || !error_.empty();
 }
 
-Scheduler::Scheduler(LanguageModel& lm, int64_t max_batch)
-    : lm_(lm), decoder_(lm.model(), lm.weight_format()), max_batch_(static_cast<size_t>(max_batch)) {
+Scheduler::Scheduler(LanguageModel& lm, int64_t max_batch, int64_t prefill_chunk)
+    : lm_(lm),
+      decoder_(lm.model(), lm.weight_format()),
+      max_batch_(static_cast<size_t>(max_batch)),
+      prefill_chunk_(prefill_chunk) {
   HYMBA_CHECK(max_batch >= 1, "--max-batch must be >= 1, got ", max_batch);
+  HYMBA_CHECK(prefill_chunk >= 1, "--prefill-chunk must be >= 1, got ", prefill_chunk);
+  decoder_.set_prefill_chunk(prefill_chunk);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -125,6 +130,11 @@ int64_t Scheduler::decode_steps() const {
   return decode_steps_;
 }
 
+int64_t Scheduler::prefill_rounds() const {
+  std::lock_guard lock(mutex_);
+  return prefill_rounds_;
+}
+
 int64_t Scheduler::widest_step() const {
   std::lock_guard lock(mutex_);
   return widest_step_;
@@ -164,7 +174,9 @@ void Scheduler::loop() {
     }
     for (Waiting& w : admitted) admit(std::move(w));
     std::erase_if(running_, [](const Running& r) { return r.run.done() || r.job->abandoned(); });
-    if (!running_.empty()) step();
+    prefill_round();
+    std::erase_if(running_, [](const Running& r) { return r.run.done() || r.job->abandoned(); });
+    step();
     std::erase_if(running_, [](const Running& r) { return r.run.done() || r.job->abandoned(); });
     std::lock_guard lock(mutex_);
     running_count_ = static_cast<int64_t>(running_.size());
@@ -179,33 +191,62 @@ void Scheduler::loop() {
   running_.clear();
 }
 
-// Prefills a new sequence alone (prompts differ in length) and takes its first token.
+// A new sequence takes a slot; prefill_round() feeds it its prompt.
 void Scheduler::admit(Waiting w) {
   if (w.job->abandoned()) return;
   try {
     infer::SequenceRun run(decoder_, w.job->prompt(w.sequence), w.job->options(), w.sequence);
     running_.push_back(Running{w.job, w.sequence, std::move(run)});
-    Running& r = running_.back();
-    report(r, r.run.prefill(decoder_, lm_.tokenizer()));
   } catch (const std::exception& e) {
     w.job->fail(e.what());  // its sequences leave running_ with the next sweep
   }
 }
 
-// One token for every running sequence, in one batched decode step.
+// At most prefill_chunk_ prompt tokens this round, to the sequences with the
+// fewest left first (a short prompt is not queued behind a long one), each
+// prefilled alone (prompts differ in length); a finished prompt samples its
+// first token.
+void Scheduler::prefill_round() {
+  std::vector<Running*> prefilling;
+  for (Running& r : running_)
+    if (r.run.prefilling()) prefilling.push_back(&r);
+  if (prefilling.empty()) return;
+  std::stable_sort(prefilling.begin(), prefilling.end(), [](const Running* a, const Running* b) {
+    return a->run.prompt_tokens_left() < b->run.prompt_tokens_left();
+  });
+  int64_t budget = prefill_chunk_;
+  for (Running* r : prefilling) {
+    if (budget == 0) break;
+    const int64_t n = std::min(budget, r->run.prompt_tokens_left());
+    try {
+      report(*r, r->run.prefill_some(decoder_, lm_.tokenizer(), n));
+    } catch (const std::exception& e) {
+      r->job->fail(e.what());
+    }
+    budget -= n;
+  }
+  std::lock_guard lock(mutex_);
+  ++prefill_rounds_;
+}
+
+// One token for every decoding sequence, in one batched decode step.
 void Scheduler::step() {
+  std::vector<Running*> decoding;
   std::vector<infer::SequenceCache*> caches;
   std::vector<int32_t> feed;
   for (Running& r : running_) {
+    if (r.run.prefilling()) continue;
+    decoding.push_back(&r);
     caches.push_back(&r.run.cache());
     feed.push_back(r.run.last_token());
   }
+  if (decoding.empty()) return;
   const size_t vocab = static_cast<size_t>(decoder_.vocab_size());
   logits_.resize(caches.size() * vocab);
   try {
     decoder_.step(caches, feed, logits_.data());
   } catch (const std::exception& e) {
-    for (Running& r : running_) r.job->fail(e.what());
+    for (Running* r : decoding) r->job->fail(e.what());
     return;
   }
   {
@@ -213,8 +254,8 @@ void Scheduler::step() {
     ++decode_steps_;
     widest_step_ = std::max(widest_step_, static_cast<int64_t>(caches.size()));
   }
-  for (size_t j = 0; j < running_.size(); ++j) {
-    Running& r = running_[j];
+  for (size_t j = 0; j < decoding.size(); ++j) {
+    Running& r = *decoding[j];
     try {
       report(r, r.run.take(logits_.data() + j * vocab, lm_.tokenizer()));
     } catch (const std::exception& e) {

@@ -1,8 +1,10 @@
 // The server's decode loop: one thread owns the model's Decoder and runs
-// every sequence of every request in flight. Between decode steps it admits
-// waiting sequences (prefilling each alone) up to max_batch, then feeds one
-// token per running sequence in a single batched step, so concurrent
-// clients share decode steps. Each sequence samples from its own stream of
+// every sequence of every request in flight. Each round it admits waiting
+// sequences up to max_batch, prefills at most prefill_chunk prompt tokens
+// (shortest prompt left first, each sequence alone), then feeds one token
+// per decoding sequence in a single batched step: a long prompt is
+// prefilled a chunk per round, so it never stalls the others' decoding or a
+// short prompt's first token, and concurrent clients share decode steps. Each sequence samples from its own stream of
 // its request's seed, so its text equals that of running the request alone.
 #pragma once
 
@@ -76,7 +78,8 @@ class Scheduler {
  public:
   // Runs model's sequences on its own thread; lm must outlive the scheduler
   // and not be used elsewhere meanwhile.
-  Scheduler(LanguageModel& lm, int64_t max_batch);
+  // prefill_chunk: prompt tokens prefilled per round, all sequences together.
+  Scheduler(LanguageModel& lm, int64_t max_batch, int64_t prefill_chunk = 256);
   ~Scheduler();  // stop()
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -101,6 +104,7 @@ class Scheduler {
   // Counters for tests and logs: decode steps run, the most sequences one
   // step has fed, and the sequences running now.
   int64_t decode_steps() const;
+  int64_t prefill_rounds() const;  // rounds that prefilled prompt tokens
   int64_t widest_step() const;
   int64_t running() const;
   int64_t waiting() const;  // sequences and tasks queued, not yet admitted or run
@@ -117,12 +121,14 @@ class Scheduler {
   };
   void loop();
   void admit(Waiting w);
+  void prefill_round();
   void step();
   void report(Running& r, std::string_view text);
 
   LanguageModel& lm_;
   infer::Decoder decoder_;
   const size_t max_batch_;
+  const int64_t prefill_chunk_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Waiting> waiting_;
@@ -135,7 +141,7 @@ class Scheduler {
   std::deque<Task*> tasks_;  // run_exclusively's, waiting for the scheduler thread
   std::condition_variable task_done_;
   bool stopping_ = false;
-  int64_t decode_steps_ = 0, widest_step_ = 0, running_count_ = 0;
+  int64_t decode_steps_ = 0, prefill_rounds_ = 0, widest_step_ = 0, running_count_ = 0;
   std::vector<Running> running_;  // scheduler thread only
   std::vector<float> logits_;
   std::thread thread_;

@@ -141,7 +141,7 @@ Server::Server(LanguageModel& lm, ServeOptions options)
               options_.port);
   HYMBA_CHECK(options_.max_batch >= 1 && options_.max_batch <= 4096, "--max-batch must be between 1 and 4096, got ",
               options_.max_batch);
-  scheduler_ = std::make_unique<Scheduler>(lm_, options_.max_batch);
+  scheduler_ = std::make_unique<Scheduler>(lm_, options_.max_batch, options_.prefill_chunk);
   HYMBA_CHECK(options_.max_concurrent_requests >= 1 && options_.max_concurrent_requests <= 4096,
               "--max-concurrent-requests must be between 1 and 4096, got ", options_.max_concurrent_requests);
   const size_t workers = static_cast<size_t>(options_.max_concurrent_requests) + kSpareHttpWorkers;

@@ -30,6 +30,9 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;         // 0: any free port
   int64_t max_batch = 8;   // sequences decoded together at most
+  // Prompt tokens prefilled between two decode steps (scheduler.h): bounds
+  // how long one long prompt holds up everyone else's next token.
+  int64_t prefill_chunk = 256;
   std::string model_name;  // reported by /v1/models and in responses
   bool log = false;        // one stderr line per request: method, path, status
   // Caps on one request and on the queue (docs/serve.md "Limits").
