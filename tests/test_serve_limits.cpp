@@ -274,7 +274,7 @@ TEST_F(ServeLimits, AStoppedSchedulerRefusesWithStopping) {
 // generating it alone gives.
 TEST_F(ServeLimits, ALongPromptIsPrefilledInChunksBetweenDecodeSteps) {
   LanguageModel lm = LanguageModel::load(ckpt());
-  const int64_t chunk = 8, long_len = 3000;
+  const int64_t chunk = 4, long_len = 1000;
   serve::Scheduler scheduler(lm, 4, chunk);
   infer::GenerateOptions greedy;
   greedy.sampling.temperature = 0;

@@ -137,9 +137,10 @@ std::vector<infer::Generation> LanguageModel::generate_batch(const std::vector<s
     prompts.push_back(encode_prompt(texts[i]));
   }
   require_generation_memory(prompts, options.max_new_tokens);
-  infer::Decoder decoder(*model_, weight_format_);
-  return naming_source(source_,
-                       [&] { return infer::generate(decoder, *tokenizer_, prompts, options, on_text, stats, on_done); });
+  if (!decoder_) decoder_ = std::make_unique<infer::Decoder>(*model_, weight_format_);
+  return naming_source(source_, [&] {
+    return infer::generate(*decoder_, *tokenizer_, prompts, options, on_text, stats, on_done);
+  });
 }
 
 EvalResult LanguageModel::score(std::string_view text, const ScoreOptions& options) {

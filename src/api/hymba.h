@@ -87,8 +87,15 @@ class LanguageModel {
   // The checkpoint directory it was loaded from or last saved to ("" for a
   // created model not saved yet).
   const std::string& source() const { return source_; }
-  // The engine objects, for what this header does not wrap.
-  Model& model() { return *model_; }
+  // The engine objects, for what this header does not wrap. generate()
+  // keeps a decoder between calls (its meta prefix and quantized weights are
+  // computed once); model() drops it, so weights changed through the
+  // reference it returns show in the next generate() when model() is
+  // called again after the change.
+  Model& model() {
+    decoder_.reset();
+    return *model_;
+  }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   // Prompts start with the tokenizer's bos (tokenizer_config.json add_bos_token).
   bool adds_bos() const { return add_bos_; }
@@ -115,7 +122,10 @@ class LanguageModel {
 
   // The weight format generate() and the server's decode steps use for their
   // linear layers (`--weights`): f32 (the default) or q8 (infer/weight_format.h).
-  void set_weight_format(infer::WeightFormat format) { weight_format_ = format; }
+  void set_weight_format(infer::WeightFormat format) {
+    if (format != weight_format_) decoder_.reset();
+    weight_format_ = format;
+  }
   infer::WeightFormat weight_format() const { return weight_format_; }
 
   // A prompt's ids as generate() feeds them: encoded, with the bos first when
@@ -152,6 +162,7 @@ class LanguageModel {
   bool add_bos_ = false;
   std::string source_;
   infer::WeightFormat weight_format_ = infer::WeightFormat::kF32;
+  std::unique_ptr<infer::Decoder> decoder_;  // generate()'s, built on first use
 };
 
 // Fine-tuning without loading first: a new run in options.out_dir from the

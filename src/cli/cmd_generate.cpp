@@ -280,8 +280,11 @@ void register_bench_infer(CLI::App& app, const GlobalOptions& global) {
                 r.threads, to_string(o.weights));
     if (r.quantized_weight_bytes > 0) std::printf(" (%s of q8 weights)", mib(r.quantized_weight_bytes).c_str());
     std::printf("\n");
-    std::printf("prefill: %.0f tok/s (prompts of %lld tokens, one at a time)\n", r.prefill_tokens_per_second,
+    std::printf("prefill: %.0f tok/s (prompts of %lld tokens, one at a time, from the meta prefix", r.prefill_tokens_per_second,
                 static_cast<long long>(o.prompt_len));
+    if (r.meta_prefix_seconds > 0)
+      std::printf(" computed once in %.3f s", r.meta_prefix_seconds);
+    std::printf(")\n");
     std::printf("decode: batch 1 %.1f tok/s (%.2f ms/token); batch %lld %.1f tok/s (%.2f ms/step)\n",
                 r.decode_tokens_per_second_batch1, r.decode_ms_per_step_batch1, static_cast<long long>(o.batch),
                 r.decode_tokens_per_second_batch, r.decode_ms_per_step_batch);

@@ -58,6 +58,11 @@ InferBenchResult run_infer_bench(Model& model, const InferBenchOptions& opt) {
   r.params = model.params().num_params();
   double prefill_seconds = 0.0;
   int64_t prefill_tokens = 0;
+  {
+    const auto t0 = Clock::now();
+    dec.meta_prefix();
+    r.meta_prefix_seconds = cfg.num_memory_tokens > 0 ? seconds_since(t0) : 0.0;
+  }
 
   // Batch 1.
   {
@@ -136,6 +141,7 @@ nlohmann::json InferBenchResult::to_json() const {
           {"new_tokens", options.new_tokens},
           {"batch", options.batch},
           {"prefill_tokens_per_s", prefill_tokens_per_second},
+          {"meta_prefix_s", meta_prefix_seconds},
           {"decode_tokens_per_s_batch1", decode_tokens_per_second_batch1},
           {"decode_tokens_per_s_batch", decode_tokens_per_second_batch},
           {"decode_ms_per_step_batch1", decode_ms_per_step_batch1},

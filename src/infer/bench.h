@@ -37,6 +37,9 @@ struct InferBenchResult {
   int64_t params = 0;
   int64_t quantized_weight_bytes = 0;  // the decoder's q8 copies of its linear weights (0 for f32)
   double prefill_tokens_per_second = 0.0;        // one prompt at a time (how generation prefills)
+  // The meta tokens through every layer, once per decoder (before the timed
+  // prefills, which start from the stored prefix); 0 without meta tokens.
+  double meta_prefix_seconds = 0.0;
   double decode_tokens_per_second_batch1 = 0.0;
   double decode_tokens_per_second_batch = 0.0;   // options.batch sequences per step
   double decode_ms_per_step_batch1 = 0.0, decode_ms_per_step_batch = 0.0;

@@ -8,7 +8,7 @@
 namespace hymba::infer {
 
 KvLayerCache::KvLayerCache(int64_t num_meta, int64_t window, int64_t max_tokens, int64_t k_width, int64_t v_width)
-    : meta_(num_meta), ring_(window > 0 ? window - 1 : 0), k_width_(k_width), v_width_(v_width) {
+    : meta_(num_meta), global_(window <= 0), ring_(window > 0 ? window - 1 : 0), k_width_(k_width), v_width_(v_width) {
   // A window of w shows the current token and the w - 1 before it; fewer
   // slots suffice when the sequence can never hold that many tokens.
   token_slots_ = window > 0 ? std::min(max_tokens, ring_) : max_tokens;

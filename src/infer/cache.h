@@ -26,6 +26,8 @@ class KvLayerCache {
   // window 0: global (one slot per token up to max_tokens).
   KvLayerCache(int64_t num_meta, int64_t window, int64_t max_tokens, int64_t k_width, int64_t v_width);
 
+  // A global layer keeps every token in order, at slot meta + t.
+  bool global() const { return global_; }
   // Rows holding keys once `tokens` tokens have been stored.
   int64_t rows(int64_t tokens) const { return meta_ + (tokens < token_slots_ ? tokens : token_slots_); }
   // Slot of token t (0-based among tokens); -1 when a window of 1 keeps no past token.
@@ -44,6 +46,7 @@ class KvLayerCache {
 
  private:
   int64_t meta_ = 0;
+  bool global_ = true;
   int64_t ring_ = 0;         // window - 1 for sliding-window layers, 0 for global
   int64_t token_slots_ = 0;  // token rows allocated
   int64_t k_width_ = 0, v_width_ = 0;

@@ -115,10 +115,11 @@ void Decoder::run_chunk(SequenceCache& cache, const int32_t* ids, int64_t C, flo
     x = a.x_out;
   }
 
-  // Producers store the chunk's keys and values once every consumer has read them.
+  // Windowed producers store the chunk's keys and values once every
+  // consumer has read them (global ones wrote them in place already).
   const int64_t t0 = cache.tokens();
   for (const LayerPlan& lp : plan.layers) {
-    if (!lp.attn || !lp.producer) continue;
+    if (!lp.attn || !lp.producer || cache.kv(lp.index).global()) continue;
     KvLayerCache& kv = cache.kv(lp.index);
     const float* proj = acts_[static_cast<size_t>(lp.index)].proj;
     for (int64_t i = 0; i < C; ++i) {
@@ -142,7 +143,7 @@ void Decoder::run_chunk(SequenceCache& cache, const int32_t* ids, int64_t C, flo
 // The chunk's queries against [meta | the cached tokens a query can see |
 // the chunk itself]. Keys are laid out in that order, so the kernel's mask
 // (causal, window, meta always visible) holds with the chunk's first query
-// at offset M + cached: distances between token keys are token distances.
+// at offset M + past: distances between token keys are token distances.
 void Decoder::chunk_attention(SequenceCache& cache, const LayerPlan& lp, int64_t C, bool meta) {
   const ModelPlan& plan = model_.plan();
   const ModelConfig& c = plan.cfg;
@@ -156,31 +157,47 @@ void Decoder::chunk_attention(SequenceCache& cache, const LayerPlan& lp, int64_t
   }
   scale_queries(c, a.proj + lp.q_col, W, C, Hq * c.qk_head_dim);
 
+  // A global producer's cache holds [meta | every token] in order: the
+  // chunk's rows go straight after them and attention reads the cache in
+  // place. A window's ring is copied out oldest first, with the chunk after.
   const auto pl = static_cast<size_t>(lp.producer_layer);
-  std::vector<float>& keys = chunk_k_[pl];
-  std::vector<float>& values = chunk_v_[pl];
-  const int64_t M = cache.num_meta();
-  const int64_t past = meta ? 0 : cache.kv(lp.producer_layer).rows(cache.tokens()) - M;
+  KvLayerCache& kv = cache.kv(lp.producer_layer);
+  const int64_t M = cache.num_meta(), kw = kv.k_width(), vw = kv.v_width();
+  const int64_t past = meta ? 0 : kv.rows(cache.tokens()) - M;
   const int64_t prefix = meta ? 0 : M + past;  // rows before the chunk's own
-  if (lp.producer) {
-    const KvLayerCache& kv = cache.kv(lp.index);
-    const int64_t kw = kv.k_width(), vw = kv.v_width();
-    keys.resize(static_cast<size_t>((prefix + C) * kw));
-    values.resize(static_cast<size_t>((prefix + C) * vw));
-    if (!meta) {
-      std::copy_n(kv.k(), M * kw, keys.data());
-      std::copy_n(kv.v(), M * vw, values.data());
-      const int64_t t_end = cache.tokens();
-      for (int64_t t = t_end - past, row = M; t < t_end; ++t, ++row) {
-        const int64_t slot = kv.slot_of_token(t);
-        std::copy_n(kv.k() + slot * kw, kw, keys.data() + row * kw);
-        std::copy_n(kv.v() + slot * vw, vw, values.data() + row * vw);
+  const float* keys = nullptr;
+  const float* values = nullptr;
+  if (kv.global()) {
+    if (lp.producer)
+      for (int64_t i = 0; i < C; ++i) {
+        std::copy_n(a.proj + i * W + lp.k_col, kw, kv.k_row(prefix + i));
+        std::copy_n(a.proj + i * W + lp.v_col, vw, kv.v_row(prefix + i));
+      }
+    keys = kv.k();
+    values = kv.v();
+  } else {
+    std::vector<float>& kbuf = chunk_k_[pl];
+    std::vector<float>& vbuf = chunk_v_[pl];
+    if (lp.producer) {
+      kbuf.resize(static_cast<size_t>((prefix + C) * kw));
+      vbuf.resize(static_cast<size_t>((prefix + C) * vw));
+      if (!meta) {
+        std::copy_n(kv.k(), M * kw, kbuf.data());
+        std::copy_n(kv.v(), M * vw, vbuf.data());
+        const int64_t t_end = cache.tokens();
+        for (int64_t t = t_end - past, row = M; t < t_end; ++t, ++row) {
+          const int64_t slot = kv.slot_of_token(t);
+          std::copy_n(kv.k() + slot * kw, kw, kbuf.data() + row * kw);
+          std::copy_n(kv.v() + slot * vw, vw, vbuf.data() + row * vw);
+        }
+      }
+      for (int64_t i = 0; i < C; ++i) {
+        std::copy_n(a.proj + i * W + lp.k_col, kw, kbuf.data() + (prefix + i) * kw);
+        std::copy_n(a.proj + i * W + lp.v_col, vw, vbuf.data() + (prefix + i) * vw);
       }
     }
-    for (int64_t i = 0; i < C; ++i) {
-      std::copy_n(a.proj + i * W + lp.k_col, kw, keys.data() + (prefix + i) * kw);
-      std::copy_n(a.proj + i * W + lp.v_col, vw, values.data() + (prefix + i) * vw);
-    }
+    keys = kbuf.data();
+    values = vbuf.data();
   }
   cpu::AttnArgs args;
   args.B = 1;
@@ -193,10 +210,10 @@ void Decoder::chunk_attention(SequenceCache& cache, const LayerPlan& lp, int64_t
   args.Dv = c.v_head_dim;
   args.q = a.proj + lp.q_col;
   args.ld_q = W;
-  args.k = keys.data();
-  args.ld_k = Hkv * c.qk_head_dim;
-  args.v = values.data();
-  args.ld_v = Hkv * c.v_head_dim;
+  args.k = keys;
+  args.ld_k = kw;
+  args.v = values;
+  args.ld_v = vw;
   args.window = lp.window;
   args.num_meta = M;
   a.attn = chunk_arena_.alloc_uninit(static_cast<size_t>(C * lp.dims.attn_out));
