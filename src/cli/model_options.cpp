@@ -60,11 +60,12 @@ void add_weights_option(CLI::App* cmd, infer::WeightFormat& format) {
          "--weights",
          [&format](const std::string& name) {
            const auto parsed = infer::parse_weight_format(name);
-           HYMBA_CHECK(parsed.has_value(), "--weights: unknown format '", name, "' (f32 or q8)");
+           HYMBA_CHECK(parsed.has_value(), "--weights: unknown format '", name, "' (f32, q8 or q4)");
            format = *parsed;
          },
-         "Weight format of the decode steps' linear layers: f32, or q8 (8-bit blocks, quantized at load; "
-         "prefill stays f32)")
+         "Weight format of the linear layers in prefill and decoding: f32, q8 (8-bit blocks) or q4 "
+         "(4-bit blocks), quantized once when first used; embeddings, norms, Mamba A/D/dt/conv and the "
+         "output head stay f32")
       ->default_str("f32");
 }
 

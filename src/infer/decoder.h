@@ -39,6 +39,7 @@ class Decoder {
   explicit Decoder(Model& model, WeightFormat weights = WeightFormat::kF32);
   WeightFormat weight_format() const { return linears_.format(); }
   int64_t quantized_bytes() const { return linears_.quantized_bytes(); }
+  const DecoderLinears& linears() const { return linears_; }
 
   const ModelConfig& config() const { return model_.config(); }
   int64_t vocab_size() const { return model_.config().vocab_size; }

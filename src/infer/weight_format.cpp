@@ -1,5 +1,7 @@
 #include "infer/weight_format.h"
 
+#include <algorithm>
+
 #include "infer/step_kernels.h"
 
 namespace hymba::infer {
@@ -7,15 +9,34 @@ namespace hymba::infer {
 std::optional<WeightFormat> parse_weight_format(std::string_view name) {
   if (name == "f32") return WeightFormat::kF32;
   if (name == "q8") return WeightFormat::kQ8;
+  if (name == "q4") return WeightFormat::kQ4;
   return std::nullopt;
 }
 
-const char* to_string(WeightFormat format) { return format == WeightFormat::kQ8 ? "q8" : "f32"; }
+const char* to_string(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::kQ8: return "q8";
+    case WeightFormat::kQ4: return "q4";
+    case WeightFormat::kF32: break;
+  }
+  return "f32";
+}
 
 void DecoderLinears::linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w, int64_t rows,
                             int64_t C, int64_t OC) {
   if (format_ == WeightFormat::kF32) {
     infer::linear(out, ld_out, in, ld_in, w, rows, C, OC);
+    return;
+  }
+  if (format_ == WeightFormat::kQ4) {
+    auto [it, added] = q4_.try_emplace({w, OC, C});
+    std::vector<cpu::BlockQ4>& blocks = it->second;
+    if (added) {
+      blocks.resize(static_cast<size_t>(OC * cpu::q4_blocks_per_row(C)));
+      cpu::quantize_q4(blocks.data(), w, OC, C);
+      quantized_bytes_ += static_cast<int64_t>(blocks.size() * sizeof(cpu::BlockQ4));
+    }
+    cpu::matmul_q4(out, ld_out, in, ld_in, blocks.data(), nullptr, rows, C, OC);
     return;
   }
   auto [it, added] = q8_.try_emplace({w, OC, C});
@@ -26,6 +47,29 @@ void DecoderLinears::linear(float* out, int64_t ld_out, const float* in, int64_t
     quantized_bytes_ += static_cast<int64_t>(blocks.size() * sizeof(cpu::BlockQ8));
   }
   cpu::matmul_q8(out, ld_out, in, ld_in, blocks.data(), nullptr, rows, C, OC);
+}
+
+}  // namespace hymba::infer
+
+namespace hymba::infer {
+
+std::vector<std::tuple<const float*, int64_t, int64_t>> DecoderLinears::quantized_matrices() const {
+  std::vector<Key> keys;
+  for (const auto& kv : q8_) keys.push_back(kv.first);
+  for (const auto& kv : q4_) keys.push_back(kv.first);
+  return keys;
+}
+
+std::vector<float> DecoderLinears::dequantized(const float* w, int64_t OC, int64_t C) const {
+  std::vector<float> out(static_cast<size_t>(OC * C));
+  if (const auto it = q8_.find({w, OC, C}); it != q8_.end()) {
+    cpu::dequantize_q8(out.data(), it->second.data(), OC, C);
+  } else if (const auto it4 = q4_.find({w, OC, C}); it4 != q4_.end()) {
+    cpu::dequantize_q4(out.data(), it4->second.data(), OC, C);
+  } else {
+    std::copy_n(w, OC * C, out.begin());
+  }
+  return out;
 }
 
 }  // namespace hymba::infer

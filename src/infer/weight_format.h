@@ -1,8 +1,9 @@
 // The weight format the decoder runs its linear layers in (issue 19): f32,
-// or q8 blocks (kernels/cpu/quant_q8.h). q8 covers every projection and FFN
-// matrix a decode step multiplies by; the embedding, the norms, the Mamba
-// conv / A / D / dt bias and the output head stay in float32, and so does the
-// prefill (one full forward in float32). docs/inference.md has the figures.
+// q8 blocks (kernels/cpu/quant_q8.h, GGUF's Q8_0) or q4 blocks
+// (kernels/cpu/quant_q4.h, GGUF's Q4_0). The format covers every projection
+// and FFN matrix that prefill chunks and decode steps multiply by; the
+// embedding, the norms, the Mamba conv / A / D / dt bias and the output head
+// stay in float32. docs/inference.md has the figures.
 #pragma once
 
 #include <cstdint>
@@ -12,19 +13,20 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/cpu/quant_q4.h"
 #include "kernels/cpu/quant_q8.h"
 
 namespace hymba::infer {
 
-enum class WeightFormat { kF32, kQ8 };
+enum class WeightFormat { kF32, kQ8, kQ4 };
 
-// "f32" or "q8"; nullopt for anything else.
+// "f32", "q8" or "q4"; nullopt for anything else.
 std::optional<WeightFormat> parse_weight_format(std::string_view name);
 const char* to_string(WeightFormat format);
 
 // The decoder's linear layers in one weight format. f32 is the plain
-// product; q8 quantizes each weight matrix the first time a step uses it and
-// keeps it for the decoder's life (the float32 weights stay resident too).
+// product; q8 and q4 quantize each weight matrix the first time it is used
+// and keep it for the decoder's life (the float32 weights stay resident too).
 class DecoderLinears {
  public:
   explicit DecoderLinears(WeightFormat format) : format_(format) {}
@@ -35,10 +37,17 @@ class DecoderLinears {
               int64_t OC);
   // Bytes of quantized weights made so far.
   int64_t quantized_bytes() const { return quantized_bytes_; }
+  // The matrices quantized so far, as (weights, OC, C), and the float32
+  // values one of them stands for: what the format computes with, for
+  // checking a quantized decoder against a float forward on those values.
+  std::vector<std::tuple<const float*, int64_t, int64_t>> quantized_matrices() const;
+  std::vector<float> dequantized(const float* w, int64_t OC, int64_t C) const;
 
  private:
   WeightFormat format_;
-  std::map<std::tuple<const float*, int64_t, int64_t>, std::vector<cpu::BlockQ8>> q8_;  // (w, OC, C) -> blocks
+  using Key = std::tuple<const float*, int64_t, int64_t>;  // (w, OC, C)
+  std::map<Key, std::vector<cpu::BlockQ8>> q8_;
+  std::map<Key, std::vector<cpu::BlockQ4>> q4_;
   int64_t quantized_bytes_ = 0;
 };
 
