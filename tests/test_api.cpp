@@ -116,6 +116,44 @@ TEST_F(Api, ScoreEqualsTheCliEvalAndTheTokenLogprobs) {
   for (double x : lp) EXPECT_LT(x, 0.0);
 }
 
+// --weights q8 / q4 score through the cached decoder, window by window: the
+// same windows and tokens, a loss close to float32's, and `eval --weights`
+// prints what the library computes. The decoder path itself, run with
+// float32 weights, gives evaluate()'s loss.
+TEST_F(Api, QuantizedScoringGoesThroughTheDecoder) {
+  LanguageModel lm = LanguageModel::load(path("ck"));
+  CorpusScoreOptions co;
+  co.data = path("text.txt");
+  co.all_tokens = true;
+  co.seq_len = 32;
+  const EvalResult f32 = lm.score_corpus(co).result;
+  {
+    infer::Decoder dec(lm.model());
+    infer::SequenceCache cache = dec.new_cache(32);
+    const std::vector<int32_t> ids = lm.encode(two_equal_blocks());
+    const EvalResult via_decoder = evaluate_logits(
+        ids, 32, 0, lm.config().vocab_size,
+        [&](std::span<const int32_t> w, std::vector<float>& logits) { dec.prefill(cache, w, &logits); });
+    EXPECT_EQ(via_decoder.tokens, f32.tokens);
+    EXPECT_NEAR(via_decoder.loss, f32.loss, 1e-4 * f32.loss);
+    EXPECT_NEAR(via_decoder.accuracy, f32.accuracy, 0.02);
+  }
+  for (const char* name : {"q8", "q4"}) {
+    SCOPED_TRACE(name);
+    lm.set_weight_format(*infer::parse_weight_format(name));
+    const EvalResult q = lm.score_corpus(co).result;
+    EXPECT_EQ(q.tokens, f32.tokens);
+    EXPECT_NE(q.loss, f32.loss);
+    EXPECT_NEAR(q.loss, f32.loss, 0.1 * f32.loss);
+    const auto cli = run_cli("--threads 2 eval --ckpt " + path("ck") + " --data " + path("text.txt") +
+                             " --split all --seq-len 32 --json --weights " + name);
+    ASSERT_EQ(cli.exit_code, 0) << cli.output;
+    const nlohmann::json j = nlohmann::json::parse(cli.output);
+    EXPECT_EQ(j["weights"], name);
+    EXPECT_NEAR(j["loss"].get<double>(), q.loss, 1e-9);
+  }
+}
+
 TEST_F(Api, FinetuneLowersTheLossAndWritesARun) {
   LanguageModel lm = LanguageModel::load(path("ck"));
   ScoreOptions so;

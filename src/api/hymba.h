@@ -120,8 +120,10 @@ class LanguageModel {
                                                 const infer::DoneCallback& on_done = {},
                                                 infer::GenerateStats* stats = nullptr);
 
-  // The weight format generate() and the server's decode steps use for their
-  // linear layers (`--weights`): f32 (the default) or q8 (infer/weight_format.h).
+  // The weight format generate(), score_corpus() and the server use for
+  // their linear layers (`--weights`): f32 (the default), q8 or q4
+  // (infer/weight_format.h). score_corpus() runs a quantized format through
+  // the cached decoder, window by window.
   void set_weight_format(infer::WeightFormat format) {
     if (format != weight_format_) decoder_.reset();
     weight_format_ = format;

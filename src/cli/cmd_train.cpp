@@ -101,6 +101,7 @@ void register_eval(CLI::App& app, const GlobalOptions& global) {
     std::string split = "val";
     int64_t seq_len = 0, batch = 8, windows = 0;
     bool json = false;
+    infer::WeightFormat weights = infer::WeightFormat::kF32;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("eval", "Loss, perplexity and token accuracy of a checkpoint on text");
@@ -112,9 +113,11 @@ void register_eval(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--batch", opts->batch, "Windows per forward")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   cmd->add_option("--max-windows", opts->windows, "Evaluate at most this many windows (0 = all)")->check(CLI::Range(0, 1 << 30));
   cmd->add_flag("--json", opts->json, "Print JSON");
+  add_weights_option(cmd, opts->weights);
   cmd->callback([opts, &global] {
     apply_global_options(global);
     LanguageModel lm = LanguageModel::load(opts->ckpt);
+    lm.set_weight_format(opts->weights);
     CorpusScoreOptions so;
     so.data = opts->data;
     so.all_tokens = opts->split == "all";
@@ -142,13 +145,15 @@ void register_eval(CLI::App& app, const GlobalOptions& global) {
     const int64_t seq_len = score.seq_len;
     if (opts->json) {
       std::cout << nlohmann::json{{"checkpoint", ckpt}, {"data", data},       {"split", opts->split},
+                                  {"weights", infer::to_string(opts->weights)},
                                   {"loss", r.loss},      {"ppl", r.ppl},       {"accuracy", r.accuracy},
                                   {"tokens", r.tokens},  {"windows", r.windows}, {"seq_len", seq_len}}
                        .dump(2)
                 << "\n";
     } else {
-      std::printf("%s on %s (%s split, %lld tokens): loss %.4f  ppl %.3f  accuracy %.4f\n", ckpt.c_str(),
-                  data.c_str(), opts->split.c_str(), static_cast<long long>(r.tokens), r.loss, r.ppl, r.accuracy);
+      std::printf("%s on %s (%s split, %lld tokens, --weights %s): loss %.4f  ppl %.3f  accuracy %.4f\n", ckpt.c_str(),
+                  data.c_str(), opts->split.c_str(), static_cast<long long>(r.tokens), infer::to_string(opts->weights),
+                  r.loss, r.ppl, r.accuracy);
     }
   });
 }

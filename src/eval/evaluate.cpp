@@ -1,5 +1,6 @@
 #include "eval/evaluate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -8,13 +9,25 @@
 
 namespace hymba {
 
-EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
-                    int64_t max_windows, const EvalProgress& on_progress) {
-  HYMBA_CHECK(seq_len >= 1 && batch >= 1, "evaluate: seq_len and batch must be >= 1");
+namespace {
+
+EvalResult finish(EvalResult r, double loss_sum, int64_t correct);
+
+int64_t count_windows(std::span<const int32_t> tokens, int64_t seq_len, int64_t max_windows) {
+  HYMBA_CHECK(seq_len >= 1, "evaluate: seq_len must be >= 1");
   int64_t windows = num_eval_windows(tokens, seq_len);
   HYMBA_CHECK(windows > 0, "evaluate: ", tokens.size(), " tokens are fewer than one window of --seq-len ", seq_len,
               " + 1");
   if (max_windows > 0) windows = std::min(windows, max_windows);
+  return windows;
+}
+
+}  // namespace
+
+EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
+                    int64_t max_windows, const EvalProgress& on_progress) {
+  HYMBA_CHECK(batch >= 1, "evaluate: batch must be >= 1");
+  const int64_t windows = count_windows(tokens, seq_len, max_windows);
   EvalResult r;
   r.windows = windows;
   double loss_sum = 0.0;
@@ -35,6 +48,42 @@ EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_l
     r.tokens += s.scored;
     if (on_progress) on_progress(w0 + b, windows);
   }
+  return finish(r, loss_sum, correct);
+}
+
+EvalResult evaluate_logits(std::span<const int32_t> tokens, int64_t seq_len, int64_t max_windows, int64_t vocab,
+                           const WindowLogits& logits_of, const EvalProgress& on_progress) {
+  EvalResult r;
+  r.windows = count_windows(tokens, seq_len, max_windows);
+  double loss_sum = 0.0;
+  int64_t correct = 0;
+  std::vector<float> logits;
+  for (int64_t w = 0; w < r.windows; ++w) {
+    const int32_t* src = tokens.data() + w * seq_len;
+    logits_of(std::span<const int32_t>(src, static_cast<size_t>(seq_len)), logits);
+    HYMBA_CHECK(static_cast<int64_t>(logits.size()) == seq_len * vocab, "evaluate: ", logits.size(),
+                " logits for a window of ", seq_len, " x ", vocab);
+    for (int64_t t = 0; t < seq_len; ++t) {
+      const float* row = logits.data() + t * vocab;
+      const int32_t target = src[t + 1];
+      int64_t best = 0;
+      double top = row[0];
+      for (int64_t v = 1; v < vocab; ++v)
+        if (row[v] > top) top = row[best = v];
+      double sum = 0.0;
+      for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - top);
+      loss_sum += top + std::log(sum) - static_cast<double>(row[target]);
+      correct += best == target ? 1 : 0;
+    }
+    r.tokens += seq_len;
+    if (on_progress) on_progress(w + 1, r.windows);
+  }
+  return finish(r, loss_sum, correct);
+}
+
+namespace {
+
+EvalResult finish(EvalResult r, double loss_sum, int64_t correct) {
   r.loss = r.tokens > 0 ? loss_sum / static_cast<double>(r.tokens) : 0.0;
   // A NaN/Inf loss from finite inputs means the weights overflow float32.
   // NaN's sign bit depends on how the compiler ordered commutative operands: say "nan" either way.
@@ -49,5 +98,7 @@ EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_l
   r.accuracy = r.tokens > 0 ? static_cast<double>(correct) / static_cast<double>(r.tokens) : 0.0;
   return r;
 }
+
+}  // namespace
 
 }  // namespace hymba

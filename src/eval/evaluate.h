@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <vector>
 
 #include "model/model.h"
 
@@ -24,5 +25,12 @@ using EvalProgress = std::function<void(int64_t windows_done, int64_t windows_to
 // all when max_windows <= 0), batch at a time. No dropout, no gradients.
 EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
                     int64_t max_windows, const EvalProgress& on_progress = {});
+
+// The same windows scored from logits another engine computes (e.g. the
+// cached decoder with quantized weights): logits_of(ids, T, out) writes the
+// [T, vocab] logits of one window's T inputs. Cross-entropy in double.
+using WindowLogits = std::function<void(std::span<const int32_t> ids, std::vector<float>& logits)>;
+EvalResult evaluate_logits(std::span<const int32_t> tokens, int64_t seq_len, int64_t max_windows, int64_t vocab,
+                           const WindowLogits& logits_of, const EvalProgress& on_progress = {});
 
 }  // namespace hymba
