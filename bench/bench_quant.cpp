@@ -7,6 +7,7 @@
 
 #include "bench_util.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quant_q4.h"
 #include "kernels/cpu/quant_q8.h"
 
 namespace {
@@ -41,10 +42,26 @@ void BM_LinearQ8(benchmark::State& state) {
   state.SetLabel(hymba::cpu::to_string(hymba::cpu::best_q8_isa()));
 }
 
+void BM_LinearQ4(benchmark::State& state) {
+  const int64_t R = state.range(0), C = state.range(1), OC = state.range(2);
+  auto x = random_vector(R * C, 1), w = random_vector(OC * C, 2);
+  std::vector<hymba::cpu::BlockQ4> wq(OC * hymba::cpu::q4_blocks_per_row(C));
+  hymba::cpu::quantize_q4(wq.data(), w.data(), OC, C);
+  std::vector<float> out(R * OC);
+  for (auto _ : state) {
+    hymba::cpu::matmul_q4(out.data(), x.data(), wq.data(), nullptr, R, C, OC);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["weight_GB/s"] = benchmark::Counter(
+      double(sizeof(hymba::cpu::BlockQ4)) * wq.size() * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(hymba::cpu::to_string(hymba::cpu::best_q4_isa()));
+}
+
 #define LINEAR_SHAPES \
   Args({1, 1600, 1600})->Args({1, 1600, 5504})->Args({64, 1600, 1600})->UseRealTime()->Unit(benchmark::kMicrosecond)
 
 BENCHMARK(BM_LinearF32)->LINEAR_SHAPES;
 BENCHMARK(BM_LinearQ8)->LINEAR_SHAPES;
+BENCHMARK(BM_LinearQ4)->LINEAR_SHAPES;
 
 }  // namespace

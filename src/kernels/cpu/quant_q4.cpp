@@ -1,0 +1,138 @@
+#include "kernels/cpu/quant_q4.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "core/float_formats.h"
+
+namespace hymba::cpu {
+
+namespace {
+
+// llama.cpp's code for one value: x * (1/d) + 8.5 truncated, at most 15.
+// The sum lies in [0.5, 16.5] for finite inputs of the block; NaN gives 8.
+uint8_t q4_code(float x, float inv_d) {
+  const float v = x * inv_d + 8.5f;
+  if (!(v >= 0.0f)) return 8;
+  return static_cast<uint8_t>(std::min(15, static_cast<int>(std::min(v, 16.0f))));
+}
+
+}  // namespace
+
+void quantize_q4(BlockQ4* out, const float* x, int64_t N, int64_t C) { quantize_q4(out, x, C, N, C); }
+
+void quantize_q4(BlockQ4* out, const float* x, int64_t ld_x, int64_t N, int64_t C) {
+  const int64_t nb = q4_blocks_per_row(C);
+  float vals[kQ4BlockSize];
+  for (int64_t n = 0; n < N; ++n) {
+    const float* row = x + n * ld_x;
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t c0 = b * kQ4BlockSize, len = std::min(kQ4BlockSize, C - c0);
+      for (int64_t i = 0; i < kQ4BlockSize; ++i) vals[i] = i < len ? row[c0 + i] : 0.0f;
+      // The first element of largest magnitude, sign kept (strict < as llama.cpp).
+      float amax = 0, max = 0;
+      for (const float v : vals)
+        if (amax < std::fabs(v)) {
+          amax = std::fabs(v);
+          max = v;
+        }
+      const float d = max / -8.0f;
+      const float inv_d = d != 0.0f ? 1.0f / d : 0.0f;
+      BlockQ4& blk = out[n * nb + b];
+      blk.scale = f32_to_f16(d);
+      for (int64_t j = 0; j < kQ4BlockSize / 2; ++j)
+        blk.q[j] = static_cast<uint8_t>(q4_code(vals[j], inv_d) | (q4_code(vals[j + kQ4BlockSize / 2], inv_d) << 4));
+    }
+  }
+}
+
+void dequantize_q4(float* out, const BlockQ4* blocks, int64_t N, int64_t C) {
+  const int64_t nb = q4_blocks_per_row(C);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t b = 0; b < nb; ++b) {
+      const BlockQ4& blk = blocks[n * nb + b];
+      const float d = f16_to_f32(blk.scale);
+      const int64_t c0 = b * kQ4BlockSize, len = std::min(kQ4BlockSize, C - c0);
+      for (int64_t i = 0; i < len; ++i) {
+        const int code = i < kQ4BlockSize / 2 ? blk.q[i] & 0x0F : blk.q[i - kQ4BlockSize / 2] >> 4;
+        out[n * C + c0 + i] = static_cast<float>(code - 8) * d;
+      }
+    }
+}
+
+namespace {
+
+// One output: the blocks' exact int32 dots, scaled and summed in order.
+float row_dot_portable(const BlockQ4* w, const BlockQ8* x, const float* x_scales, int64_t nb) {
+  float acc = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t dot = 0;
+    for (int64_t j = 0; j < kQ4BlockSize / 2; ++j) {
+      dot += ((w[b].q[j] & 0x0F) - 8) * int32_t{x[b].q[j]};
+      dot += ((w[b].q[j] >> 4) - 8) * int32_t{x[b].q[j + kQ4BlockSize / 2]};
+    }
+    acc = std::fma(f16_to_f32(w[b].scale) * x_scales[b], static_cast<float>(dot), acc);
+  }
+  return acc;
+}
+
+__attribute__((target("avx2,fma,f16c"))) float row_dot_avx2(const BlockQ4* w, const BlockQ8* x,
+                                                             const float* x_scales, int64_t nb) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m128i low_mask = _mm_set1_epi8(0x0F);
+  const __m256i eight = _mm256_set1_epi8(8);
+  float acc = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    // Low nibbles are elements 0..15, high nibbles 16..31: one 32-byte row in order.
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].q));
+    const __m128i lo = _mm_and_si128(packed, low_mask);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(packed, 4), low_mask);
+    const __m256i wq = _mm256_sub_epi8(_mm256_set_m128i(hi, lo), eight);  // codes - 8, in [-8, 7]
+    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q));
+    // maddubs multiplies unsigned by signed bytes: move w's sign onto x.
+    // Exact: |w| <= 8, |x| <= 127, so a pair sums to at most 2,032.
+    const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(xq, wq));
+    const __m256i quads = _mm256_madd_epi16(pairs, ones);
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    const float dot = static_cast<float>(_mm_cvtsi128_si32(s));
+    acc = std::fma(_cvtsh_ss(w[b].scale) * x_scales[b], dot, acc);
+  }
+  return acc;
+}
+
+}  // namespace
+
+void matmul_q4(float* out, const float* x, const BlockQ4* w, const float* bias, int64_t R, int64_t C, int64_t OC,
+               Q4Isa isa) {
+  matmul_q4(out, OC, x, C, w, bias, R, C, OC, isa);
+}
+
+void matmul_q4(float* out, int64_t ld_out, const float* x, int64_t ld_x, const BlockQ4* w, const float* bias,
+               int64_t R, int64_t C, int64_t OC, Q4Isa isa) {
+  HYMBA_CHECK(R >= 0 && C >= 1 && OC >= 0 && ld_out >= OC && ld_x >= C, "matmul_q4: bad shape R=", R, " C=", C,
+              " OC=", OC, " ld_out=", ld_out, " ld_x=", ld_x);
+  HYMBA_CHECK(isa == Q4Isa::kPortable || best_q4_isa() == Q4Isa::kAvx2, "matmul_q4: this CPU has no ",
+              to_string(isa));
+  static_assert(kQ4BlockSize == kQ8BlockSize, "a q4 weight block pairs with one q8 input block");
+  const int64_t nb = q4_blocks_per_row(C);
+  std::vector<BlockQ8> xq(static_cast<size_t>(R * nb));
+  quantize_q8(xq.data(), x, ld_x, R, C);
+  std::vector<float> x_scales(xq.size());
+  for (size_t i = 0; i < xq.size(); ++i) x_scales[i] = f16_to_f32(xq[i].scale);
+  const auto dot = isa == Q4Isa::kAvx2 ? row_dot_avx2 : row_dot_portable;
+#pragma omp parallel for schedule(static)
+  for (int64_t o = 0; o < OC; ++o) {
+    const BlockQ4* wr = w + o * nb;
+    const float b = bias != nullptr ? bias[o] : 0.0f;
+    for (int64_t r = 0; r < R; ++r)
+      out[r * ld_out + o] = dot(wr, xq.data() + r * nb, x_scales.data() + r * nb, nb) + b;
+  }
+}
+
+}  // namespace hymba::cpu
