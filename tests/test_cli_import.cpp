@@ -11,7 +11,7 @@
 #include "core/atomic_file.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "core/safetensors.h"
-#include "model/checkpoint.h"
+#include "formats/checkpoint.h"
 
 namespace hymba {
 namespace {
