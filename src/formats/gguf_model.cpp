@@ -391,6 +391,12 @@ json mamba_config(const File& f, int64_t vocab) {
 
 }  // namespace
 
+std::vector<float> read_tensor_f32(const File& file, const TensorInfo& tensor) {
+  std::vector<float> out(static_cast<size_t>(tensor.numel()));
+  decode(file.tensor_data(tensor), tensor, out.data());
+  return out;
+}
+
 ModelConfig config_from_gguf(const File& f) {
   const std::string& src = f.source();
   const std::string& arch = f.get_string("general.architecture");

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "formats/gguf.h"
 #include "model/model.h"
@@ -44,6 +45,10 @@ struct ExportSummary {
 // directory or a .gguf file; "" for none) to `path` atomically.
 ExportSummary export_gguf(const Model& model, const std::string& tokenizer_source, const std::string& path,
                           ExportDtype dtype);
+
+// A tensor's values widened to float32 (F16, BF16, Q8_0, Q4_0 decoded), in
+// the file's order: ggml dims[0] fastest.
+std::vector<float> read_tensor_f32(const File& file, const TensorInfo& tensor);
 
 // The engine config a GGUF file describes; errors name the file and key.
 ModelConfig config_from_gguf(const File& file);
