@@ -2,9 +2,11 @@
 
 #include <sentencepiece_processor.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -300,6 +302,91 @@ std::string gpt2_tokenizer_json(const File& f, const std::vector<std::string>& t
   return j.dump();
 }
 
+// Byte lengths of the UTF-8 characters of s (a stray byte counts as one).
+std::vector<size_t> char_starts(const std::string& s) {
+  std::vector<size_t> starts;
+  for (size_t i = 0; i < s.size(); ++i)
+    if ((static_cast<uint8_t>(s[i]) & 0xC0) != 0x80) starts.push_back(i);
+  return starts;
+}
+
+// llama.cpp's "llama" (SPM) form as a tokenizer.json, as HF's LlamaConverter
+// writes one: BPE with byte fallback whose merges are every split of a
+// normal piece into two pieces, ranked by the piece's score (highest first;
+// HF's SentencePieceExtractor order), Metaspace-style normalizer and decoder.
+std::string spm_tokenizer_json(const File& f, const std::vector<std::string>& tokens,
+                               const std::vector<double>& types) {
+  const std::string& src = f.source();
+  const std::vector<double>& scores = f.get_numbers("tokenizer.ggml.scores");
+  HYMBA_CHECK(scores.size() == tokens.size(), src, ": key 'tokenizer.ggml.scores' has ", scores.size(),
+              " entries for ", tokens.size(), " tokens");
+  const bool space_prefix = f.get_bool_or("tokenizer.ggml.add_space_prefix", true);
+  json vocab = json::object(), added = json::array();
+  std::map<std::string, int64_t> ids;
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    HYMBA_CHECK(ids.emplace(tokens[id], static_cast<int64_t>(id)).second, src, ": key 'tokenizer.ggml.tokens' lists \"",
+                excerpt(tokens[id], 40), "\" twice");
+    vocab[tokens[id]] = id;
+    const int type = static_cast<int>(types[id]);
+    if (type == kControl || type == kUserDefined || type == kUnknown)
+      added.push_back({{"id", id}, {"content", tokens[id]}, {"single_word", false}, {"lstrip", false},
+                       {"rstrip", false}, {"normalized", false}, {"special", type != kUserDefined}});
+  }
+  struct Merge {
+    double score;
+    size_t order;
+    int64_t left, right;
+    std::string text;
+  };
+  std::vector<Merge> merges;
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    if (static_cast<int>(types[id]) != kNormal) continue;
+    const std::string& piece = tokens[id];
+    std::vector<Merge> local;
+    for (size_t cut : char_starts(piece)) {
+      if (cut == 0) continue;
+      auto l = ids.find(piece.substr(0, cut)), r = ids.find(piece.substr(cut));
+      if (l != ids.end() && r != ids.end())
+        local.push_back({scores[id], 0, l->second, r->second, l->first + " " + r->first});
+    }
+    std::sort(local.begin(), local.end(),
+              [](const Merge& a, const Merge& b) { return std::tie(a.left, a.right) < std::tie(b.left, b.right); });
+    for (Merge& m : local) {
+      m.order = merges.size();
+      merges.push_back(std::move(m));
+    }
+  }
+  std::stable_sort(merges.begin(), merges.end(), [](const Merge& a, const Merge& b) { return a.score > b.score; });
+  json merge_list = json::array();
+  for (const Merge& m : merges) merge_list.push_back(m.text);
+  const std::string space = "\xE2\x96\x81";  // U+2581, sentencepiece's space
+  json normalizers = json::array();
+  if (space_prefix) normalizers.push_back({{"type", "Prepend"}, {"prepend", space}});
+  normalizers.push_back({{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", space}});
+  json decoders = json::array({{{"type", "Replace"}, {"pattern", {{"String", space}}}, {"content", " "}},
+                               {{"type", "ByteFallback"}}, {{"type", "Fuse"}}});
+  if (space_prefix) decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
+  json j;
+  j["version"] = "1.0";
+  j["truncation"] = nullptr;
+  j["padding"] = nullptr;
+  j["added_tokens"] = added;
+  j["normalizer"] = {{"type", "Sequence"}, {"normalizers", normalizers}};
+  j["pre_tokenizer"] = nullptr;
+  j["post_processor"] = nullptr;
+  j["decoder"] = {{"type", "Sequence"}, {"decoders", decoders}};
+  json unk = nullptr;
+  if (f.has("tokenizer.ggml.unknown_token_id")) {
+    const uint64_t u = f.get_uint("tokenizer.ggml.unknown_token_id");
+    HYMBA_CHECK(u < tokens.size(), src, ": key 'tokenizer.ggml.unknown_token_id' is past the tokens");
+    unk = tokens[static_cast<size_t>(u)];
+  }
+  j["model"] = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", unk}, {"continuing_subword_prefix", nullptr},
+                {"end_of_word_suffix", nullptr}, {"fuse_unk", true}, {"byte_fallback", true},
+                {"vocab", vocab}, {"merges", merge_list}};
+  return j.dump();
+}
+
 }  // namespace
 
 CheckpointTokenizer tokenizer_from_gguf(const File& f) {
@@ -329,13 +416,14 @@ CheckpointTokenizer tokenizer_from_gguf(const File& f) {
   }
   HYMBA_CHECK(f.has("tokenizer.ggml.model"), src, ": no tokenizer in the file (no tokenizer.ggml.model key)");
   const std::string& model = f.get_string("tokenizer.ggml.model");
-  HYMBA_CHECK(model == "gpt2", src, ": key 'tokenizer.ggml.model' is \"", excerpt(model, 40),
-              "\"; the engine reads the gpt2 form (or its own hymba.tokenizer.file)");
+  HYMBA_CHECK(model == "gpt2" || model == "llama", src, ": key 'tokenizer.ggml.model' is \"", excerpt(model, 40),
+              "\"; the engine reads the gpt2 and llama forms (or its own hymba.tokenizer.file)");
   const std::vector<std::string>& tokens = f.get_strings("tokenizer.ggml.tokens");
   const std::vector<double> types =
       f.has("tokenizer.ggml.token_type") ? f.get_numbers("tokenizer.ggml.token_type") : std::vector<double>();
   HYMBA_CHECK(types.empty() || types.size() == tokens.size(), src,
               ": key 'tokenizer.ggml.token_type' has ", types.size(), " entries for ", tokens.size(), " tokens");
+  const std::vector<double> token_types = types.empty() ? std::vector<double>(tokens.size(), kNormal) : types;
   json cfg = json::object();
   const auto special = [&](const char* key, const char* name) {
     if (!f.has(key)) return;
@@ -350,7 +438,9 @@ CheckpointTokenizer tokenizer_from_gguf(const File& f) {
   ct.add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", false);
   cfg["add_bos_token"] = ct.add_bos;
   cfg["add_eos_token"] = f.get_bool_or("tokenizer.ggml.add_eos_token", false);
-  ct.tokenizer = make_hf_tokenizer_json(src + " (tokenizer.ggml.*)", gpt2_tokenizer_json(f, tokens, types), cfg.dump());
+  const std::string text = model == "gpt2" ? gpt2_tokenizer_json(f, tokens, token_types)
+                                           : spm_tokenizer_json(f, tokens, token_types);
+  ct.tokenizer = make_hf_tokenizer_json(src + " (tokenizer.ggml.*)", text, cfg.dump());
   return ct;
 }
 

@@ -5,6 +5,7 @@
  *   llama_peer MODEL.gguf logits IDS.txt OUT.f32   all positions' logits, float32 [n, vocab]
  *   llama_peer MODEL.gguf greedy IDS.txt N OUT.txt N greedy tokens after the ids (one decode per token)
  *   llama_peer MODEL.gguf tokenize TEXT.txt OUT.txt  ids of the text (no bos/eos added; special-token text matched, as HF tokenizers do)
+ *   llama_peer MODEL.gguf tokenize_plain TEXT.txt OUT.txt  the same with special-token text as plain text (as sentencepiece)
  *
  * The KV cache is F32 (llama.cpp's default F16 cache costs ~1e-3 in the logits). */
 #include <stdio.h>
@@ -36,14 +37,14 @@ int main(int argc, char** argv) {
   const struct llama_vocab* vocab = llama_model_get_vocab(model);
   const int n_vocab = llama_vocab_n_tokens(vocab);
 
-  if (strcmp(mode, "tokenize") == 0) {
+  if (strcmp(mode, "tokenize") == 0 || strcmp(mode, "tokenize_plain") == 0) {
     FILE* f = fopen(argv[3], "rb");
     if (!f) die("cannot open the text");
     static char text[1 << 20];
     const int len = (int)fread(text, 1, sizeof text, f);
     fclose(f);
     static llama_token ids[1 << 20];
-    const int n = llama_tokenize(vocab, text, len, ids, 1 << 20, false, true);
+    const int n = llama_tokenize(vocab, text, len, ids, 1 << 20, false, strcmp(mode, "tokenize") == 0);
     if (n < 0) die("tokenize failed");
     FILE* out = fopen(argv[4], "w");
     for (int i = 0; i < n; ++i) fprintf(out, "%d\n", ids[i]);
