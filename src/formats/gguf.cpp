@@ -400,6 +400,12 @@ void Writer::set(const std::string& key, Value v) {
   values_.emplace_back(key, std::move(v));
 }
 
+bool Writer::has(const std::string& key) const {
+  for (const auto& kv : values_)
+    if (kv.first == key) return true;
+  return false;
+}
+
 void Writer::add_tensor(const std::string& name, std::vector<int64_t> dims, TensorType type, Producer bytes) {
   HYMBA_CHECK(!name.empty() && name.size() <= kMaxNameBytes, "GGUF tensor name '", name, "' must be 1 to ",
               kMaxNameBytes, " bytes");

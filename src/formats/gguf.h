@@ -119,6 +119,7 @@ class File {
 class Writer {
  public:
   void set(const std::string& key, Value v);
+  bool has(const std::string& key) const;
   // `bytes` fills exactly TensorInfo::bytes() bytes when called.
   using Producer = std::function<void(std::vector<uint8_t>& out)>;
   void add_tensor(const std::string& name, std::vector<int64_t> dims, TensorType type, Producer bytes);

@@ -310,6 +310,8 @@ ExportSummary export_gguf(const Model& model, const std::string& tokenizer_sourc
     w.set("hymba.config_json", Value::str(cfg.to_json().dump()));
   }
   const std::string tokenizer_note = add_tokenizer_metadata(tokenizer_source, w);
+  // llama.cpp needs the key: without a vocabulary it makes vocab_size dummy tokens.
+  if (!w.has("tokenizer.ggml.model")) w.set("tokenizer.ggml.model", Value::str("no_vocab"));
 
   int64_t widened = 0;
   for (Mapping& m : mappings(cfg, table, arch)) {

@@ -247,7 +247,17 @@ std::string add_tokenizer_metadata(const std::string& source, Writer& w) {
   return "";
 }
 
-bool has_tokenizer(const File& f) { return f.has(kFileKey) || f.has("tokenizer.ggml.model"); }
+namespace {
+
+// llama.cpp's spelling of "no vocabulary" (the engine writes no_vocab for a model without a tokenizer).
+bool no_vocab(const File& f) {
+  const Value* m = f.find("tokenizer.ggml.model");
+  return m == nullptr || (m->type == ValueType::kString && (m->s == "no_vocab" || m->s == "none"));
+}
+
+}  // namespace
+
+bool has_tokenizer(const File& f) { return f.has(kFileKey) || !no_vocab(f); }
 
 namespace {
 
@@ -414,7 +424,7 @@ CheckpointTokenizer tokenizer_from_gguf(const File& f) {
     ct.add_bos = flag(cfg, "add_bos_token");
     return ct;
   }
-  HYMBA_CHECK(f.has("tokenizer.ggml.model"), src, ": no tokenizer in the file (no tokenizer.ggml.model key)");
+  HYMBA_CHECK(!no_vocab(f), src, ": no tokenizer in the file (tokenizer.ggml.model is missing or no_vocab)");
   const std::string& model = f.get_string("tokenizer.ggml.model");
   HYMBA_CHECK(model == "gpt2" || model == "llama", src, ": key 'tokenizer.ggml.model' is \"", excerpt(model, 40),
               "\"; the engine reads the gpt2 and llama forms (or its own hymba.tokenizer.file)");
