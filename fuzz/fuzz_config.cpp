@@ -6,7 +6,7 @@
 #include "core/params.h"
 #include "fuzz_util.h"
 #include "model/config.h"
-#include "model/hf_import.h"
+#include "formats/hf_import.h"
 #include "model/layout.h"
 #include "model/memory_estimate.h"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "fuzz_util.h"
-#include "model/torch_checkpoint.h"
+#include "formats/torch_checkpoint.h"
 #include "stored_zip.h"  // in tests/: shared with the security tests
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

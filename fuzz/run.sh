@@ -19,7 +19,7 @@ BUILD_DIR=${BUILD_DIR:-build/fuzz}
 OUT=${FUZZ_OUT:-$(mktemp -d /tmp/hymba-fuzz.XXXXXX)}
 JOBS=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
 ALL=(safetensors config tokenizer_json tokenizer_config sentencepiece torch_checkpoint train_state optimizer_state
-     serve_request)
+     serve_request gguf)
 HARNESSES=("$@")
 [ ${#HARNESSES[@]} -gt 0 ] || HARNESSES=("${ALL[@]}")
 

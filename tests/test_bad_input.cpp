@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/checkpoint.h"
 #include "core/atomic_file.h"
 #include "core/checked.h"
 #include "core/error.h"

@@ -16,7 +16,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/safetensors.h"
-#include "model/checkpoint.h"
+#include "formats/checkpoint.h"
 #include "model/model.h"
 #include "train/run_state.h"
 

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "formats/checkpoint.h"
 #include "core/error.h"
 #include "model/config.h"
 

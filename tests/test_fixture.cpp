@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/safetensors.h"
-#include "model/checkpoint.h"
+#include "formats/checkpoint.h"
 
 namespace hymba {
 namespace {

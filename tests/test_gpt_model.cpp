@@ -13,7 +13,7 @@
 #include "infer/cache.h"
 #include "infer/decoder.h"
 #include "infer/generate.h"
-#include "model/checkpoint.h"
+#include "formats/checkpoint.h"
 #include "model/layout.h"
 #include "model/model.h"
 #include "model/presets.h"

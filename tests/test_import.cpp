@@ -22,13 +22,13 @@
 #include "core/float_formats.h"
 #include "core/safetensors.h"
 #include "infer/decoder.h"
-#include "model/checkpoint.h"
-#include "model/hf_export.h"
-#include "model/hf_import.h"
+#include "formats/checkpoint.h"
+#include "formats/hf_export.h"
+#include "formats/hf_import.h"
 #include "model/presets.h"
 #include "model/summary.h"
 #include "import_reference.h"
-#include "model/torch_checkpoint.h"
+#include "formats/torch_checkpoint.h"
 #include "test_util.h"
 
 namespace hymba {

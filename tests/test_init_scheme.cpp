@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cli_util.h"
-#include "model/checkpoint.h"
+#include "formats/checkpoint.h"
 #include "model/layout.h"
 #include "model/model.h"
 #include "synth/trainer.h"

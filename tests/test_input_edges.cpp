@@ -11,7 +11,7 @@
 #include "core/atomic_file.h"
 #include "core/json_io.h"
 #include "model/config.h"
-#include "model/hf_import.h"
+#include "formats/hf_import.h"
 
 namespace hymba {
 namespace {

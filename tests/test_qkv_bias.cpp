@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "model/checkpoint.h"
+#include "formats/checkpoint.h"
 #include "model/memory_estimate.h"
 #include "model/model.h"
 #include "test_util.h"

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "formats/checkpoint.h"
 #include "cli_util.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -28,13 +29,13 @@
 #include "data/tokenizer.h"
 #include "data/tokenizer_files.h"
 #include "model/config.h"
-#include "model/hf_import.h"
+#include "formats/hf_import.h"
 #include "model/layout.h"
 #include "model/limits.h"
 #include "model/memory_estimate.h"
 #include "model/model.h"
 #include "model/presets.h"
-#include "model/torch_checkpoint.h"
+#include "formats/torch_checkpoint.h"
 #include "serve/completions.h"
 #include "stored_zip.h"
 #include "test_util.h"

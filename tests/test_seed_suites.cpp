@@ -18,7 +18,7 @@
 #include "ablate/suite.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "model/hf_import.h"
+#include "formats/hf_import.h"
 #include "model/memory_estimate.h"
 #include "model/presets.h"
 #include "model/summary.h"

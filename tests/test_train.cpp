@@ -12,6 +12,7 @@
 #include <map>
 #include <thread>
 
+#include "formats/checkpoint.h"
 #include "cli_util.h"
 #include "core/error.h"
 #include "data/corpus.h"

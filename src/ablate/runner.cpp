@@ -22,7 +22,7 @@
 #include "data/sentencepiece_tokenizer.h"
 #include "data/tokenizer_files.h"
 #include "infer/generate.h"
-#include "model/checkpoint.h"
+#include "formats/checkpoint.h"
 #include "model/memory_estimate.h"
 #include "model/model.h"
 #include "model/summary.h"

@@ -8,7 +8,7 @@
 #include "core/safetensors.h"
 #include "core/system_memory.h"
 #include "data/tokenizer_files.h"
-#include "model/checkpoint.h"
+#include "formats/checkpoint.h"
 #include "train/run_state.h"
 
 namespace hymba::classify {

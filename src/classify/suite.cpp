@@ -12,7 +12,7 @@
 #include "core/threading.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/tokenizer_files.h"
-#include "model/checkpoint.h"
+#include "formats/checkpoint.h"
 #include "model/presets.h"
 #include "train/progress.h"
 #include "train/run_state.h"

@@ -18,7 +18,7 @@
 #include "data/chat_template.h"
 #include "infer/bench.h"
 #include "infer/generate.h"
-#include "model/checkpoint.h"
+#include "formats/checkpoint.h"
 #include "model/memory_estimate.h"
 #include "train/run_state.h"
 

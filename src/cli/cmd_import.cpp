@@ -1,6 +1,8 @@
 // `hymba import`: a published checkpoint (official Hymba, HF or state-spaces
 // Mamba, HF GPT-Neo; safetensors, sharded or not, or pytorch_model.bin; F32/BF16/F16) into our layout.
+// `hymba import --in FILE.gguf`: a GGUF file (llama, mamba or hymba arch) likewise.
 // `hymba export --format hf`: our checkpoint as a directory HF transformers loads.
+// `hymba export --format gguf`: our checkpoint as one GGUF file llama.cpp loads (docs/gguf.md).
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -12,9 +14,12 @@
 #include "core/error.h"
 #include "core/float_formats.h"
 #include "data/tokenizer_files.h"
-#include "model/checkpoint.h"
-#include "model/hf_export.h"
-#include "model/hf_import.h"
+#include "formats/checkpoint.h"
+#include "formats/hf_export.h"
+#include "formats/gguf.h"
+#include "formats/gguf_model.h"
+#include "formats/gguf_tokenizer.h"
+#include "formats/hf_import.h"
 #include "train/run_state.h"
 
 namespace hymba::cli {
@@ -29,17 +34,34 @@ void register_import_export(CLI::App& app, const GlobalOptions& global) {
     auto opts = std::make_shared<Options>();
     CLI::App* cmd = app.add_subcommand(
         "import",
-        "Convert a published checkpoint (HF Hymba, HF or state-spaces Mamba, HF GPT-Neo) into a hymba.cpp checkpoint");
-    cmd->add_option("--in", opts->in, "Downloaded model directory (config.json + model.safetensors, its shards, or pytorch_model.bin)")
+        "Convert a published checkpoint (HF Hymba, HF or state-spaces Mamba, HF GPT-Neo, or a GGUF file) into a "
+        "hymba.cpp checkpoint");
+    cmd->add_option("--in", opts->in, "Downloaded model directory (config.json + model.safetensors, its shards, or "
+                                      "pytorch_model.bin), or a .gguf file (arch llama, mamba or hymba)")
         ->required();
     cmd->add_option("--out", opts->out, "Checkpoint directory to write (config.json, model.safetensors, tokenizer)")
         ->required();
     cmd->footer("Any command taking --ckpt also reads such a directory directly; import saves the conversion.");
     cmd->callback([opts, &global] {
       apply_global_options(global);
-      HYMBA_CHECK(fs::is_directory(opts->in), "--in ", opts->in, ": not a directory");
       HYMBA_CHECK(fs::weakly_canonical(opts->in) != fs::weakly_canonical(opts->out),
                   "--out must differ from --in (import writes a new directory)");
+      if (is_gguf_file(opts->in)) {
+        const gguf::File file = gguf::File::open(opts->in);
+        const std::string arch = file.get_string("general.architecture");
+        auto model = load_model(opts->in, false);
+        save_model(opts->out, *model, {{"imported_from", "gguf " + arch}});
+        std::string tokenizer = "no tokenizer";
+        if (gguf::has_tokenizer(file)) {
+          const CheckpointTokenizer tok = gguf::tokenizer_from_gguf(file);
+          tokenizer = "tokenizer " + fs::path(save_tokenizer_files(*tok.tokenizer, opts->out)).filename().string();
+        }
+        std::printf("imported GGUF (%s) %s: %lld parameters in %zu tensors, %s -> %s\n", arch.c_str(),
+                    opts->in.c_str(), static_cast<long long>(model->params().num_params()),
+                    model->params().rows().size(), tokenizer.c_str(), opts->out.c_str());
+        return;
+      }
+      HYMBA_CHECK(fs::is_directory(opts->in), "--in ", opts->in, ": not a directory or a GGUF file");
       const std::string config_path = (fs::path(opts->in) / kConfigFile).string();
       const CheckpointLayout layout = detect_layout(read_json_file(config_path), config_path);
       auto model = load_model(opts->in, false);
@@ -62,20 +84,40 @@ void register_import_export(CLI::App& app, const GlobalOptions& global) {
       std::string ckpt, out, format = "hf", dtype = "f32";
     };
     auto opts = std::make_shared<Options>();
-    CLI::App* cmd = app.add_subcommand("export", "Write a checkpoint as a directory HF transformers loads");
+    CLI::App* cmd = app.add_subcommand(
+        "export", "Write a checkpoint as a directory HF transformers loads, or as a GGUF file llama.cpp loads");
     cmd->add_option("--ckpt", opts->ckpt, "Checkpoint or run directory")->required();
     cmd->add_option("--format", opts->format, "Output format (hf: config.json with architectures, HF tensor "
-                                              "names, tokenizer files)")
+                                              "names, tokenizer files; gguf: one .gguf file, arch mamba, llama or "
+                                              "hymba, docs/gguf.md)")
         ->capture_default_str();
     cmd->add_option("--dtype", opts->dtype,
                     "Weight dtype in model.safetensors: f32, bf16 or f16, rounded to nearest even (bf16 and f16 halve "
                     "the file; the released Hymba-1.5B is bf16; f16 refuses a weight that would round to inf, "
-                    "|x| >= 65520)")
+                    "|x| >= 65520). gguf: f32, f16, q8_0 or q4_0 (norms, conv, A, D and biases stay f32)")
         ->capture_default_str();
-    cmd->add_option("--out", opts->out, "Directory to write")->required();
+    cmd->add_option("--out", opts->out, "Directory to write (hf), or the .gguf file (gguf)")->required();
     cmd->callback([opts, &global] {
       apply_global_options(global);
-      HYMBA_CHECK(opts->format == "hf", "--format '", opts->format, "' is not supported (hf)");
+      HYMBA_CHECK(opts->format == "hf" || opts->format == "gguf", "--format '", opts->format,
+                  "' is not supported (hf or gguf)");
+      if (opts->format == "gguf") {
+        const std::optional<gguf::ExportDtype> dtype = gguf::parse_export_dtype(opts->dtype);
+        HYMBA_CHECK(dtype.has_value(), "--dtype '", opts->dtype, "' is not supported with --format gguf (f32, f16, "
+                    "q8_0 or q4_0)");
+        const std::string ckpt = resolve_checkpoint(opts->ckpt);
+        HYMBA_CHECK(!fs::is_directory(opts->out), "--out ", opts->out, ": a directory; --format gguf writes one file");
+        HYMBA_CHECK(fs::weakly_canonical(ckpt) != fs::weakly_canonical(opts->out),
+                    "--out must differ from --ckpt (export writes a new file)");
+        auto model = load_model(ckpt, false);
+        const gguf::ExportSummary s = gguf::export_gguf(*model, ckpt, opts->out, *dtype);
+        if (!s.note.empty()) std::fprintf(stderr, "hymba: note: %s\n", s.note.c_str());
+        std::printf("exported %s (%lld parameters) as GGUF arch %s, %s, %lld tensors (%lld quantized) -> %s\n",
+                    ckpt.c_str(), static_cast<long long>(model->params().num_params()), s.architecture.c_str(),
+                    gguf::to_string(*dtype), static_cast<long long>(s.tensors), static_cast<long long>(s.quantized),
+                    opts->out.c_str());
+        return;
+      }
       const std::optional<FloatFormat> dtype = float_format_from_name(opts->dtype);
       HYMBA_CHECK(dtype.has_value(), "--dtype '", opts->dtype, "' is not supported (f32, bf16 or f16)");
       const std::string ckpt = resolve_checkpoint(opts->ckpt);

@@ -12,7 +12,7 @@
 #include "cli/model_options.h"
 #include "core/error.h"
 #include "core/safetensors.h"
-#include "model/checkpoint.h"
+#include "formats/checkpoint.h"
 #include "model/summary.h"
 
 namespace hymba::cli {

@@ -22,6 +22,7 @@
 #include "data/corpus.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/tokenizer_files.h"
+#include "formats/checkpoint.h"
 
 namespace hymba::cli {
 
@@ -189,7 +190,7 @@ void encode_jsonl(const Tokenizer& tok, bool add_special_tokens) {
 
 // Encode throughput on one thread: the corpus's documents, `repeat` times.
 void run_bench(const BenchCmdOptions& o) {
-  const auto tok = load_tokenizer_or_directory(o.tokenizer);
+  const auto tok = load_tokenizer_anywhere(o.tokenizer);
   const std::vector<std::string> docs = read_documents(o.data);
   int64_t bytes = 0, tokens = 0;
   for (const std::string& d : docs) bytes += static_cast<int64_t>(d.size());
@@ -354,7 +355,7 @@ void register_tokenizer(CLI::App& app, const GlobalOptions& global) {
               "per tokenizer_config.json)");
   e->callback([enc, e, &global] {
     apply_global_options(global);
-    const auto tok = load_tokenizer_or_directory(enc->tokenizer);
+    const auto tok = load_tokenizer_anywhere(enc->tokenizer);
     if (enc->jsonl) return encode_jsonl(*tok, enc->add_special_tokens);
     const std::string text = e->count("--text") > 0 ? enc->text : read_stdin();
     const Encoding en = tok->encode_full(text, enc->add_special_tokens);
@@ -370,7 +371,7 @@ void register_tokenizer(CLI::App& app, const GlobalOptions& global) {
       ->excludes(keep);
   d->callback([dec, d, &global] {
     apply_global_options(global);
-    const auto tok = load_tokenizer_or_directory(dec->tokenizer);
+    const auto tok = load_tokenizer_anywhere(dec->tokenizer);
     const std::string ids = d->count("--ids") > 0 ? dec->ids : read_stdin();
     const std::string text = tok->decode_full(parse_ids(ids), !dec->keep_special_tokens);
     std::fwrite(text.data(), 1, text.size(), stdout);

@@ -1,6 +1,7 @@
 #include "cli/model_options.h"
 
 #include "core/error.h"
+#include "formats/checkpoint.h"
 #include "model/presets.h"
 
 namespace hymba::cli {

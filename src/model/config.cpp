@@ -9,7 +9,6 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/json_io.h"
-#include "model/hf_import.h"
 
 namespace hymba {
 
@@ -717,12 +716,6 @@ json ModelConfig::to_json() const {
     j["block_link"] = to_string(block_link);
   }
   return j;
-}
-
-ModelConfig load_config_file(const std::string& path) {
-  const json j = read_json_file(path);
-  // Published configs (HF Hymba / Mamba, state-spaces) are mapped (model/hf_import.h).
-  return config_from_published(j, detect_layout(j, path), path);
 }
 
 }  // namespace hymba

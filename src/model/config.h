@@ -167,7 +167,4 @@ struct ModelConfig {
   std::vector<int64_t> producer_;  // filled by resolve()
 };
 
-// Reads and resolves a config.json file; errors name the file and field.
-ModelConfig load_config_file(const std::string& path);
-
 }  // namespace hymba

@@ -10,7 +10,7 @@
 #include "core/excerpt.h"
 #include "core/safetensors.h"
 #include "data/tokenizer_files.h"
-#include "model/checkpoint.h"
+#include "formats/checkpoint.h"
 #include "model/config.h"
 
 namespace hymba {
@@ -61,11 +61,12 @@ LoadedCheckpoint load_checkpoint(const std::string& path, bool training) {
 }
 
 CheckpointTokenizer load_fitting_tokenizer(const std::string& ckpt_dir, int64_t model_vocab) {
-  CheckpointTokenizer tok = load_checkpoint_tokenizer(ckpt_dir);  // a missing tokenizer is named first
-  if (model_vocab < 0) model_vocab = load_config_file((fs::path(ckpt_dir) / kConfigFile).string()).vocab_size;
+  CheckpointTokenizer tok = load_checkpoint_tokenizer_of(ckpt_dir);  // a missing tokenizer is named first
+  if (model_vocab < 0) model_vocab = load_checkpoint_config(ckpt_dir).vocab_size;
+  const std::string config = is_gguf_file(ckpt_dir) ? ckpt_dir : (fs::path(ckpt_dir) / kConfigFile).string();
   HYMBA_CHECK(tok.tokenizer->vocab_size() <= model_vocab, tok.path, ": the tokenizer has ", tok.tokenizer->vocab_size(),
-              " tokens but the model has only ", model_vocab, " (vocab_size in ",
-              (fs::path(ckpt_dir) / kConfigFile).string(), "); they do not belong together");
+              " tokens but the model has only ", model_vocab, " (vocab_size in ", config,
+              "); they do not belong together");
   return tok;
 }
 

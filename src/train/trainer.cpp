@@ -20,7 +20,7 @@
 #include "data/sentencepiece_tokenizer.h"
 #include "data/tokenizer_files.h"
 #include "eval/evaluate.h"
-#include "model/checkpoint.h"
+#include "formats/checkpoint.h"
 #include "model/memory_estimate.h"
 #include "model/model.h"
 #include "train/metrics_log.h"

@@ -1,4 +1,4 @@
-#include "model/hf_export.h"
+#include "formats/hf_export.h"
 
 #include <filesystem>
 #include <map>

@@ -1,4 +1,4 @@
-#include "model/hf_import.h"
+#include "formats/hf_import.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +15,7 @@
 #include "core/safetensors.h"
 #include "model/layout.h"
 #include "model/limits.h"
-#include "model/torch_checkpoint.h"
+#include "formats/torch_checkpoint.h"
 
 namespace hymba {
 
@@ -563,7 +563,7 @@ ModelConfig config_from_published(const json& j, CheckpointLayout layout, const 
 
 namespace {
 
-// One weights file: safetensors, or a torch.save zip (model/torch_checkpoint.h).
+// One weights file: safetensors, or a torch.save zip (formats/torch_checkpoint.h).
 class WeightFile {
  public:
   explicit WeightFile(const std::string& path) {

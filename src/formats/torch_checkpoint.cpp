@@ -1,4 +1,4 @@
-#include "model/torch_checkpoint.h"
+#include "formats/torch_checkpoint.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

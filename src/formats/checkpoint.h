@@ -1,0 +1,47 @@
+// Checkpoint formats, picked by one dispatcher: every `--ckpt` loader goes
+// through load_model / load_checkpoint_config / load_checkpoint_tokenizer_of,
+// which open
+//   - a native checkpoint directory: config.json + model.safetensors (names
+//     in docs/checkpoint-format.md; training adds its own files beside them),
+//   - a published HF Hymba, HF / state-spaces Mamba or HF GPT-Neo directory
+//     (formats/hf_import.h, docs/import.md),
+//   - a GGUF file (formats/gguf_model.h, docs/gguf.md).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "data/tokenizer_files.h"
+#include "model/model.h"
+
+namespace hymba {
+
+inline constexpr const char* kConfigFile = "config.json";
+inline constexpr const char* kWeightsFile = "model.safetensors";
+
+// Writes config.json and model.safetensors atomically, creating dir if needed.
+void save_model(const std::string& dir, const Model& model, const std::map<std::string, std::string>& metadata = {});
+
+// True when `path` is a regular file starting with GGUF's magic.
+bool is_gguf_file(const std::string& path);
+
+// Builds a model from a checkpoint directory (dir/config.json and its
+// weights, every tensor's name, shape and dtype checked) or a GGUF file. A
+// GGUF file whose quantized tensors are widened to float32 says so in one
+// line on stderr.
+std::unique_ptr<Model> load_model(const std::string& path, bool training);
+
+// Reads and resolves a config.json file in any layout (native or published);
+// errors name the file and field.
+ModelConfig load_config_file(const std::string& path);
+// The config of a checkpoint directory (its config.json) or a GGUF file.
+ModelConfig load_checkpoint_config(const std::string& path);
+
+// The tokenizer of a checkpoint directory (data/tokenizer_files.h) or of a
+// GGUF file's metadata.
+CheckpointTokenizer load_checkpoint_tokenizer_of(const std::string& path);
+// A tokenizer file, a checkpoint directory's tokenizer or a GGUF file's.
+std::unique_ptr<Tokenizer> load_tokenizer_anywhere(const std::string& path);
+
+}  // namespace hymba

@@ -1,0 +1,60 @@
+// Models in GGUF files (docs/gguf.md): the engine's Mamba-only models as
+// llama.cpp's `mamba` architecture, its Llama-like Transformers as `llama`,
+// and every other model as `hymba`, a key set of ours that the engine reads
+// back exactly (llama.cpp cannot run it). Tensor names, shapes and values
+// follow llama.cpp's converter (convert_hf_to_gguf.py): Q/K rows permuted for
+// llama's interleaved RoPE, Mamba's A stored as -exp(A_log), conv weights
+// squeezed to [d_inner, d_conv].
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "formats/gguf.h"
+#include "model/model.h"
+
+namespace hymba::gguf {
+
+// The --dtype of `export --format gguf`.
+enum class ExportDtype { kF32, kF16, kQ8_0, kQ4_0 };
+std::optional<ExportDtype> parse_export_dtype(std::string_view name);
+const char* to_string(ExportDtype d);
+
+// "mamba", "llama" or "hymba" for cfg; for "hymba", `why` says (one clause)
+// which part of the config llama.cpp's architectures lack.
+std::string architecture_for(const ModelConfig& cfg, std::string* why = nullptr);
+
+// The tensor type a tensor is stored in under `dtype`, as llama.cpp's
+// converter and quantizer choose it: 1-D tensors, norms, conv1d, Mamba's A,
+// D and dt bias (names not ending ".weight") stay F32; other matrices take
+// the dtype, or F16 when their rows are not whole blocks of 32; under q4_0
+// the output head (the tied embedding when there is none) keeps Q8_0.
+TensorType storage_type(const std::string& gguf_name, int64_t rank, int64_t row_length, ExportDtype dtype,
+                        bool is_output_head);
+
+struct ExportSummary {
+  std::string architecture;
+  std::string note;  // one line for stderr ("" when nothing to say)
+  int64_t tensors = 0;
+  int64_t quantized = 0;  // tensors stored as Q8_0 / Q4_0
+};
+// Writes `model` (and the tokenizer of the checkpoint at tokenizer_source: a
+// directory or a .gguf file; "" for none) to `path` atomically.
+ExportSummary export_gguf(const Model& model, const std::string& tokenizer_source, const std::string& path,
+                          ExportDtype dtype);
+
+// A tensor's values widened to float32 (F16, BF16, Q8_0, Q4_0 decoded), in
+// the file's order: ggml dims[0] fastest.
+std::vector<float> read_tensor_f32(const File& file, const TensorInfo& tensor);
+
+// The engine config a GGUF file describes; errors name the file and key.
+ModelConfig config_from_gguf(const File& file);
+// Fills every row of `table` from the file's tensors (names, shapes and types
+// checked first; tensors the model lacks are errors). Returns a one-line note
+// when quantized tensors were widened to float32 ("" otherwise).
+std::string load_gguf_weights(const File& file, const ModelConfig& cfg, ParamTable& table);
+
+}  // namespace hymba::gguf

@@ -1,0 +1,457 @@
+#include "formats/gguf_tokenizer.h"
+
+#include <sentencepiece_processor.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/excerpt.h"
+#include "core/json_io.h"
+#include "data/hf_tokenizer.h"
+#include "data/sentencepiece_tokenizer.h"
+
+namespace hymba::gguf {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// llama.cpp's token types (llama_token_type).
+enum TokenType { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
+
+constexpr const char* kFileKey = "hymba.tokenizer.file";
+constexpr const char* kFileNameKey = "hymba.tokenizer.file_name";
+constexpr const char* kConfigKey = "hymba.tokenizer.config";
+
+// Llama-3's pre-tokenizer (llama.cpp's "llama-bpe"), as its tokenizer.json writes it.
+constexpr const char* kLlama3Regex =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+bool flag(const json& cfg, const char* key) {
+  return cfg.is_object() && cfg.contains(key) && cfg[key].is_boolean() && cfg[key].get<bool>();
+}
+
+struct GgmlVocab {
+  std::vector<std::string> tokens;
+  std::vector<double> types, scores;
+  std::vector<std::string> merges;
+  std::string model, pre = "default";
+};
+
+// The byte tokenizer: 256 byte tokens (no merges) then pad, bos, eos.
+GgmlVocab byte_vocab() {
+  GgmlVocab v;
+  v.model = "gpt2";
+  for (int b = 0; b < 256; ++b) {
+    v.tokens.push_back(byte_level_char(static_cast<uint8_t>(b)));
+    v.types.push_back(kNormal);
+  }
+  for (const char* s : {"<pad>", "<s>", "</s>"}) {
+    v.tokens.push_back(s);
+    v.types.push_back(kControl);
+  }
+  return v;
+}
+
+// True when a tokenizer.json pre-tokenizer is GPT-2's ByteLevel (with its regex).
+bool is_gpt2_pre(const json& pre) {
+  return pre.is_object() && pre.value("type", "") == "ByteLevel" && pre.value("use_regex", true);
+}
+bool is_llama3_pre(const json& pre) {
+  if (!pre.is_object() || pre.value("type", "") != "Sequence" || !pre.contains("pretokenizers")) return false;
+  const json& p = pre["pretokenizers"];
+  return p.is_array() && p.size() == 2 && p[0].value("type", "") == "Split" && p[0].contains("pattern") &&
+         p[0]["pattern"].is_object() && p[0]["pattern"].value("Regex", "") == kLlama3Regex &&
+         p[1].value("type", "") == "ByteLevel";
+}
+
+// A byte-level BPE tokenizer.json as llama.cpp's "gpt2" form; false when it is another kind.
+bool bpe_json_vocab(const std::string& text, const std::string& path, GgmlVocab& v) {
+  const json j = parse_json(text, path);
+  if (!j.contains("model") || !j["model"].is_object() || j["model"].value("type", "") != "BPE") return false;
+  const json& m = j["model"];
+  if (m.contains("byte_fallback") && m["byte_fallback"].is_boolean() && m["byte_fallback"].get<bool>()) return false;
+  const json pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json();
+  if (is_gpt2_pre(pre)) v.pre = "gpt-2";
+  else if (is_llama3_pre(pre)) v.pre = "llama-bpe";
+  else return false;
+  v.model = "gpt2";
+  std::map<int64_t, std::pair<std::string, int>> by_id;
+  for (const auto& [token, id] : m["vocab"].items()) by_id[id.get<int64_t>()] = {token, kNormal};
+  if (j.contains("added_tokens") && j["added_tokens"].is_array())
+    for (const json& a : j["added_tokens"])
+      by_id[a["id"].get<int64_t>()] = {a["content"].get<std::string>(), a.value("special", false) ? kControl : kUserDefined};
+  const int64_t n = by_id.empty() ? 0 : by_id.rbegin()->first + 1;
+  HYMBA_CHECK(n <= (int64_t{1} << 24), path, ": token ids up to ", n, " are too many for GGUF export");
+  for (int64_t id = 0; id < n; ++id) {
+    auto it = by_id.find(id);
+    // GGUF token lists are dense: a gap becomes an unused placeholder llama.cpp never emits.
+    v.tokens.push_back(it != by_id.end() ? it->second.first : "<unused" + std::to_string(id) + ">");
+    v.types.push_back(it != by_id.end() ? it->second.second : kUnused);
+  }
+  for (const json& mg : m["merges"])
+    v.merges.push_back(mg.is_string() ? mg.get<std::string>()
+                                      : mg[0].get<std::string>() + " " + mg[1].get<std::string>());
+  return true;
+}
+
+// Reads a varint-framed field of a serialized protobuf message: the first
+// field `number` of wire type `wire` (0 varint, 2 bytes); nullopt if absent.
+struct ProtoField {
+  uint64_t varint = 0;
+  std::string_view bytes;
+};
+std::optional<ProtoField> proto_field(std::string_view msg, uint32_t number, int wire) {
+  size_t p = 0;
+  auto varint = [&](uint64_t& out) {
+    out = 0;
+    for (int shift = 0; shift < 64 && p < msg.size(); shift += 7) {
+      const auto b = static_cast<uint8_t>(msg[p++]);
+      out |= uint64_t{b & 0x7Fu} << shift;
+      if ((b & 0x80) == 0) return true;
+    }
+    return false;
+  };
+  while (p < msg.size()) {
+    uint64_t key = 0;
+    if (!varint(key)) return std::nullopt;
+    const auto w = static_cast<int>(key & 7);
+    ProtoField f;
+    if (w == 0) {
+      if (!varint(f.varint)) return std::nullopt;
+    } else if (w == 2) {
+      uint64_t len = 0;
+      if (!varint(len) || len > msg.size() - p) return std::nullopt;
+      f.bytes = msg.substr(p, len);
+      p += len;
+    } else if (w == 5) {
+      p += 4;
+    } else if (w == 1) {
+      p += 8;
+    } else {
+      return std::nullopt;
+    }
+    if ((key >> 3) == number && w == wire) return f;
+  }
+  return std::nullopt;
+}
+
+// A sentencepiece model as llama.cpp's "llama" (SPM) form.
+GgmlVocab spm_vocab(const std::string& model, const std::string& path, bool& add_space_prefix) {
+  sentencepiece::SentencePieceProcessor sp;
+  HYMBA_CHECK(sp.LoadFromSerializedProto(model).ok(), path, ": not a sentencepiece model");
+  GgmlVocab v;
+  v.model = "llama";
+  for (int id = 0; id < sp.GetPieceSize(); ++id) {
+    v.tokens.push_back(sp.IdToPiece(id));
+    v.scores.push_back(sp.GetScore(id));
+    v.types.push_back(sp.IsUnknown(id) ? kUnknown : sp.IsControl(id) ? kControl : sp.IsUnused(id) ? kUnused
+                      : sp.IsByte(id)  ? kByte : kNormal);
+  }
+  // ModelProto.normalizer_spec (3) .add_dummy_prefix (3), default true.
+  add_space_prefix = true;
+  if (auto ns = proto_field(model, 3, 2))
+    if (auto adp = proto_field(ns->bytes, 3, 0)) add_space_prefix = adp->varint != 0;
+  return v;
+}
+
+void copy_metadata_of_gguf(const std::string& source, Writer& w) {
+  const File f = File::open(source);
+  for (const std::string& key : f.keys())
+    if (key.rfind("tokenizer.", 0) == 0 || key.rfind("hymba.tokenizer.", 0) == 0) w.set(key, f.get(key));
+}
+
+}  // namespace
+
+std::string byte_level_char(uint8_t b) {
+  // Printable bytes stand for themselves; the others take 256, 257, ... in order.
+  auto printable = [](int x) { return (x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255); };
+  uint32_t cp = b;
+  if (!printable(b)) {
+    cp = 256;
+    for (int x = 0; x < b; ++x) cp += printable(x) ? 0 : 1;
+  }
+  std::string s;
+  append_utf8(s, cp);
+  return s;
+}
+
+std::string add_tokenizer_metadata(const std::string& source, Writer& w) {
+  if (source.empty()) return "";
+  std::error_code ec;
+  if (fs::is_regular_file(source, ec)) {
+    copy_metadata_of_gguf(source, w);
+    return "";
+  }
+  const std::string path = checkpoint_tokenizer_path(source);
+  if (path.empty()) return "the checkpoint has no tokenizer, so the file carries none";
+  const CheckpointTokenizer ct = load_checkpoint_tokenizer(source);
+  const Tokenizer& tok = *ct.tokenizer;
+  const std::string bytes = read_file(path);
+  const fs::path cfg_path = fs::path(path).parent_path() / "tokenizer_config.json";
+  const std::string config = fs::exists(cfg_path, ec) ? read_file(cfg_path.string()) : std::string();
+  // The engine's own file, byte for byte.
+  w.set(kFileNameKey, Value::str(fs::path(path).filename().string()));
+  std::vector<double> file_bytes(bytes.size());
+  for (size_t i = 0; i < bytes.size(); ++i) file_bytes[i] = static_cast<uint8_t>(bytes[i]);  // chars may be signed
+  w.set(kFileKey, Value::array(ValueType::kU8, std::move(file_bytes)));
+  if (!config.empty()) w.set(kConfigKey, Value::str(config));
+  GgmlVocab vocab;
+  bool add_space_prefix = true, known = true;
+  if (tok.kind() == TokenizerKind::kByte) vocab = byte_vocab();
+  else if (fs::path(path).filename() == "tokenizer.json") known = bpe_json_vocab(bytes, path, vocab);
+  else vocab = spm_vocab(bytes, path, add_space_prefix);
+  if (!known) return "its tokenizer.json is not a byte-level BPE (gpt-2 or llama-3 pre-tokenizer), so llama.cpp "
+                     "gets no tokenizer.ggml.* vocabulary";
+  w.set("tokenizer.ggml.model", Value::str(vocab.model));
+  w.set("tokenizer.ggml.pre", Value::str(vocab.pre));
+  w.set("tokenizer.ggml.tokens", Value::string_array(vocab.tokens));
+  w.set("tokenizer.ggml.token_type", Value::array(ValueType::kI32, vocab.types));
+  if (vocab.model == "gpt2") w.set("tokenizer.ggml.merges", Value::string_array(vocab.merges));
+  if (vocab.model == "llama") {
+    w.set("tokenizer.ggml.scores", Value::array(ValueType::kF32, vocab.scores));
+    w.set("tokenizer.ggml.add_space_prefix", Value::boolean(add_space_prefix));
+  }
+  const auto id = [&](const char* key, int32_t v) {
+    if (v >= 0 && v < static_cast<int32_t>(vocab.tokens.size())) w.set(key, Value::u32(static_cast<uint32_t>(v)));
+  };
+  id("tokenizer.ggml.bos_token_id", tok.bos_id());
+  id("tokenizer.ggml.eos_token_id", tok.eos_id());
+  id("tokenizer.ggml.unknown_token_id", tok.unk_id());
+  id("tokenizer.ggml.padding_token_id", tok.pad_id());
+  const json cfg = config.empty() ? json::object() : parse_json(config, cfg_path.string());
+  w.set("tokenizer.ggml.add_bos_token", Value::boolean(ct.add_bos));
+  w.set("tokenizer.ggml.add_eos_token", Value::boolean(flag(cfg, "add_eos_token")));
+  return "";
+}
+
+namespace {
+
+// llama.cpp's spelling of "no vocabulary" (the engine writes no_vocab for a model without a tokenizer).
+bool no_vocab(const File& f) {
+  const Value* m = f.find("tokenizer.ggml.model");
+  return m == nullptr || (m->type == ValueType::kString && (m->s == "no_vocab" || m->s == "none"));
+}
+
+}  // namespace
+
+bool has_tokenizer(const File& f) { return f.has(kFileKey) || !no_vocab(f); }
+
+namespace {
+
+// llama.cpp's "gpt2" form as a tokenizer.json the engine's pipeline runs.
+std::string gpt2_tokenizer_json(const File& f, const std::vector<std::string>& tokens,
+                                const std::vector<double>& types) {
+  const std::string& src = f.source();
+  const std::string pre = f.has("tokenizer.ggml.pre") ? f.get_string("tokenizer.ggml.pre") : "default";
+  json j;
+  j["version"] = "1.0";
+  j["truncation"] = nullptr;
+  j["padding"] = nullptr;
+  j["normalizer"] = nullptr;
+  const json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
+                           {"use_regex", true}};
+  if (pre == "gpt-2" || pre == "default") {
+    j["pre_tokenizer"] = byte_level;
+  } else if (pre == "llama-bpe" || pre == "llama3") {
+    json split = {{"type", "Split"}, {"pattern", {{"Regex", kLlama3Regex}}}, {"behavior", "Isolated"},
+                  {"invert", false}};
+    json bl = byte_level;
+    bl["use_regex"] = false;
+    j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array({split, bl})}};
+  } else {
+    fail(src, ": key 'tokenizer.ggml.pre' is \"", excerpt(pre, 40),
+         "\", a pre-tokenizer the engine does not map (gpt-2, default, llama-bpe)");
+  }
+  j["post_processor"] = nullptr;
+  j["decoder"] = byte_level;
+  json vocab = json::object(), added = json::array();
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    HYMBA_CHECK(!vocab.contains(tokens[id]), src, ": key 'tokenizer.ggml.tokens' lists \"", excerpt(tokens[id], 40),
+                "\" twice (ids ", vocab.contains(tokens[id]) ? vocab[tokens[id]].get<int64_t>() : 0, " and ", id, ")");
+    vocab[tokens[id]] = id;
+    const int type = id < types.size() ? static_cast<int>(types[id]) : kNormal;
+    if (type == kControl || type == kUserDefined)
+      added.push_back({{"id", id}, {"content", tokens[id]}, {"single_word", false}, {"lstrip", false},
+                       {"rstrip", false}, {"normalized", false}, {"special", type == kControl}});
+  }
+  j["added_tokens"] = added;
+  json merges = json::array();
+  if (f.has("tokenizer.ggml.merges"))
+    for (const std::string& m : f.get_strings("tokenizer.ggml.merges")) {
+      const size_t sp = m.find(' ', 1);
+      HYMBA_CHECK(sp != std::string::npos, src, ": key 'tokenizer.ggml.merges' has \"", excerpt(m, 40),
+                  "\", not two tokens separated by a space");
+      merges.push_back(m);
+    }
+  j["model"] = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", ""},
+                {"end_of_word_suffix", ""}, {"fuse_unk", false}, {"byte_fallback", false},
+                {"ignore_merges", pre == "llama-bpe" || pre == "llama3"}, {"vocab", vocab}, {"merges", merges}};
+  return j.dump();
+}
+
+// Byte lengths of the UTF-8 characters of s (a stray byte counts as one).
+std::vector<size_t> char_starts(const std::string& s) {
+  std::vector<size_t> starts;
+  for (size_t i = 0; i < s.size(); ++i)
+    if ((static_cast<uint8_t>(s[i]) & 0xC0) != 0x80) starts.push_back(i);
+  return starts;
+}
+
+// llama.cpp's "llama" (SPM) form as a tokenizer.json, as HF's LlamaConverter
+// writes one: BPE with byte fallback whose merges are every split of a
+// normal piece into two pieces, ranked by the piece's score (highest first;
+// HF's SentencePieceExtractor order), Metaspace-style normalizer and decoder.
+std::string spm_tokenizer_json(const File& f, const std::vector<std::string>& tokens,
+                               const std::vector<double>& types) {
+  const std::string& src = f.source();
+  const std::vector<double>& scores = f.get_numbers("tokenizer.ggml.scores");
+  HYMBA_CHECK(scores.size() == tokens.size(), src, ": key 'tokenizer.ggml.scores' has ", scores.size(),
+              " entries for ", tokens.size(), " tokens");
+  const bool space_prefix = f.get_bool_or("tokenizer.ggml.add_space_prefix", true);
+  json vocab = json::object(), added = json::array();
+  std::map<std::string, int64_t> ids;
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    HYMBA_CHECK(ids.emplace(tokens[id], static_cast<int64_t>(id)).second, src, ": key 'tokenizer.ggml.tokens' lists \"",
+                excerpt(tokens[id], 40), "\" twice");
+    vocab[tokens[id]] = id;
+    const int type = static_cast<int>(types[id]);
+    if (type == kControl || type == kUserDefined || type == kUnknown)
+      added.push_back({{"id", id}, {"content", tokens[id]}, {"single_word", false}, {"lstrip", false},
+                       {"rstrip", false}, {"normalized", false}, {"special", type != kUserDefined}});
+  }
+  struct Merge {
+    double score;
+    size_t order;
+    int64_t left, right;
+    std::string text;
+  };
+  std::vector<Merge> merges;
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    if (static_cast<int>(types[id]) != kNormal) continue;
+    const std::string& piece = tokens[id];
+    std::vector<Merge> local;
+    for (size_t cut : char_starts(piece)) {
+      if (cut == 0) continue;
+      auto l = ids.find(piece.substr(0, cut)), r = ids.find(piece.substr(cut));
+      if (l != ids.end() && r != ids.end())
+        local.push_back({scores[id], 0, l->second, r->second, l->first + " " + r->first});
+    }
+    std::sort(local.begin(), local.end(),
+              [](const Merge& a, const Merge& b) { return std::tie(a.left, a.right) < std::tie(b.left, b.right); });
+    for (Merge& m : local) {
+      m.order = merges.size();
+      merges.push_back(std::move(m));
+    }
+  }
+  std::stable_sort(merges.begin(), merges.end(), [](const Merge& a, const Merge& b) { return a.score > b.score; });
+  json merge_list = json::array();
+  for (const Merge& m : merges) merge_list.push_back(m.text);
+  const std::string space = "\xE2\x96\x81";  // U+2581, sentencepiece's space
+  json normalizers = json::array();
+  if (space_prefix) normalizers.push_back({{"type", "Prepend"}, {"prepend", space}});
+  normalizers.push_back({{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", space}});
+  json decoders = json::array({{{"type", "Replace"}, {"pattern", {{"String", space}}}, {"content", " "}},
+                               {{"type", "ByteFallback"}}, {{"type", "Fuse"}}});
+  if (space_prefix) decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
+  json j;
+  j["version"] = "1.0";
+  j["truncation"] = nullptr;
+  j["padding"] = nullptr;
+  j["added_tokens"] = added;
+  j["normalizer"] = {{"type", "Sequence"}, {"normalizers", normalizers}};
+  j["pre_tokenizer"] = nullptr;
+  j["post_processor"] = nullptr;
+  j["decoder"] = {{"type", "Sequence"}, {"decoders", decoders}};
+  json unk = nullptr;
+  if (f.has("tokenizer.ggml.unknown_token_id")) {
+    const uint64_t u = f.get_uint("tokenizer.ggml.unknown_token_id");
+    HYMBA_CHECK(u < tokens.size(), src, ": key 'tokenizer.ggml.unknown_token_id' is past the tokens");
+    unk = tokens[static_cast<size_t>(u)];
+  }
+  j["model"] = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", unk}, {"continuing_subword_prefix", nullptr},
+                {"end_of_word_suffix", nullptr}, {"fuse_unk", true}, {"byte_fallback", true},
+                {"vocab", vocab}, {"merges", merge_list}};
+  return j.dump();
+}
+
+}  // namespace
+
+CheckpointTokenizer tokenizer_from_gguf(const File& f) {
+  const std::string& src = f.source();
+  CheckpointTokenizer ct;
+  ct.path = src;
+  if (f.has(kFileKey)) {
+    const Value& v = f.get(kFileKey);
+    HYMBA_CHECK(v.type == ValueType::kArray && v.element_type == ValueType::kU8, src, ": key '", kFileKey,
+                "' must be an array of u8");
+    std::string bytes(v.numbers.size(), '\0');
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(static_cast<uint8_t>(v.numbers[i]));
+    const std::string name = f.get_string(kFileNameKey);
+    const std::string config = f.has(kConfigKey) ? f.get_string(kConfigKey) : std::string();
+    const json cfg = config.empty() ? json::object() : parse_json(config, src + ": key '" + kConfigKey + "'");
+    const std::string origin = src + " (key " + kFileKey + ")";
+    if (name == "tokenizer.json") {
+      ct.tokenizer = make_hf_tokenizer_json(origin, bytes, config);
+    } else if (is_byte_tokenizer_file(bytes)) {
+      ct.tokenizer = load_byte_tokenizer(origin, bytes);
+    } else {
+      ct.tokenizer = load_sentencepiece_tokenizer(bytes, origin);
+      ct.tokenizer->set_added_specials(flag(cfg, "add_bos_token"), flag(cfg, "add_eos_token"));
+    }
+    ct.add_bos = flag(cfg, "add_bos_token");
+    return ct;
+  }
+  HYMBA_CHECK(!no_vocab(f), src, ": no tokenizer in the file (tokenizer.ggml.model is missing or no_vocab)");
+  const std::string& model = f.get_string("tokenizer.ggml.model");
+  HYMBA_CHECK(model == "gpt2" || model == "llama", src, ": key 'tokenizer.ggml.model' is \"", excerpt(model, 40),
+              "\"; the engine reads the gpt2 and llama forms (or its own hymba.tokenizer.file)");
+  const std::vector<std::string>& tokens = f.get_strings("tokenizer.ggml.tokens");
+  const std::vector<double> types =
+      f.has("tokenizer.ggml.token_type") ? f.get_numbers("tokenizer.ggml.token_type") : std::vector<double>();
+  HYMBA_CHECK(types.empty() || types.size() == tokens.size(), src,
+              ": key 'tokenizer.ggml.token_type' has ", types.size(), " entries for ", tokens.size(), " tokens");
+  const std::vector<double> token_types = types.empty() ? std::vector<double>(tokens.size(), kNormal) : types;
+  json cfg = json::object();
+  const auto special = [&](const char* key, const char* name) {
+    if (!f.has(key)) return;
+    const uint64_t id = f.get_uint(key);
+    HYMBA_CHECK(id < tokens.size(), src, ": key '", key, "' is ", id, ", past the ", tokens.size(), " tokens");
+    cfg[name] = tokens[static_cast<size_t>(id)];
+  };
+  special("tokenizer.ggml.bos_token_id", "bos_token");
+  special("tokenizer.ggml.eos_token_id", "eos_token");
+  special("tokenizer.ggml.unknown_token_id", "unk_token");
+  special("tokenizer.ggml.padding_token_id", "pad_token");
+  ct.add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", false);
+  cfg["add_bos_token"] = ct.add_bos;
+  cfg["add_eos_token"] = f.get_bool_or("tokenizer.ggml.add_eos_token", false);
+  const std::string text = model == "gpt2" ? gpt2_tokenizer_json(f, tokens, token_types)
+                                           : spm_tokenizer_json(f, tokens, token_types);
+  ct.tokenizer = make_hf_tokenizer_json(src + " (tokenizer.ggml.*)", text, cfg.dump());
+  return ct;
+}
+
+}  // namespace hymba::gguf
