@@ -14,6 +14,13 @@ or --max-concurrent-requests, which --server-concurrency sets). The load is
 bounded (K x --requests requests, each with a 600 s timeout) and only ever
 sent to the loopback address the server prints.
 
+--long-prompt N adds one more client that keeps sending a prompt of N
+tokens (N characters, byte tokenizer) with max_tokens 1 while the measured
+clients run: with --prefill-chunk C the server prefills it C tokens per
+round between decode steps, so compare the short requests' first-token
+times at --prefill-chunk 256 and at one chunk for the whole prompt
+(--prefill-chunk 1000000, how the server prefilled before chunking).
+
 Standard library only:
   bench/serve_throughput.py                                  # clients 1,4,16,64
   bench/serve_throughput.py --clients 1,8 --max-batch 1 --threads 2
@@ -61,10 +68,19 @@ def percentile(values, q):
     return v[min(len(v) - 1, int(round(q / 100 * (len(v) - 1))))]
 
 
-def run_clients(url, clients, requests, max_tokens):
+def run_clients(url, clients, requests, max_tokens, long_prompt=0):
     u = urllib.parse.urlparse(url)
     results, errors = [], []
     lock = threading.Lock()
+    done = threading.Event()
+
+    def long_client():
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
+        try:
+            while not done.is_set():
+                stream_completion(conn, {"prompt": "x" * long_prompt, "max_tokens": 1, "temperature": 0})
+        finally:
+            conn.close()
 
     def client(k):
         conn = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
@@ -80,12 +96,19 @@ def run_clients(url, clients, requests, max_tokens):
             conn.close()
 
     threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    background = threading.Thread(target=long_client) if long_prompt > 0 else None
+    if background:
+        background.start()
+        time.sleep(0.2)  # its prefill is under way when the measured clients start
     t0 = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     seconds = time.perf_counter() - t0
+    done.set()
+    if background:
+        background.join()
     if errors:
         sys.exit("serve_throughput: " + "; ".join(errors))
     return results, seconds
@@ -103,6 +126,9 @@ def main():
     ap.add_argument("--max-batch", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--server-concurrency", type=int, default=48, help="the server's --max-concurrent-requests")
+    ap.add_argument("--prefill-chunk", type=int, default=256, help="the server's --prefill-chunk")
+    ap.add_argument("--long-prompt", type=int, default=0,
+                    help="tokens of a prompt one more client keeps sending meanwhile (0: none)")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -114,7 +140,8 @@ def main():
             subprocess.run([args.hymba, "tokenizer", "train", "--type", "byte", "--out",
                             os.path.join(ckpt, "tokenizer.model")], check=True, stdout=subprocess.DEVNULL)
         server = subprocess.Popen([args.hymba, "serve", "--ckpt", ckpt, "--port", "0", "--threads", str(args.threads),
-                                   "--max-batch", str(args.max_batch),
+                                   "--max-batch", str(args.max_batch), "--prefill-chunk", str(args.prefill_chunk),
+                                   "--max-prompt-tokens", str(max(8192, args.long_prompt + 1)),
                                    "--max-concurrent-requests", str(args.server_concurrency)],
                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         try:
@@ -126,12 +153,14 @@ def main():
             run_clients(url, 1, 1, 8)  # warm-up
             print(f"model {ckpt if args.ckpt else args.preset + '/' + args.scale}, --threads {args.threads}, "
                   f"--max-batch {args.max_batch}, --max-concurrent-requests {args.server_concurrency}, "
-                  f"{args.requests} streamed request(s) x {args.max_tokens} tokens per client, keep-alive")
+                  f"--prefill-chunk {args.prefill_chunk}, "
+                  f"{args.requests} streamed request(s) x {args.max_tokens} tokens per client, keep-alive"
+                  + (f", one more client sending {args.long_prompt}-token prompts meanwhile" if args.long_prompt else ""))
             print("| clients | requests | refused (429) | req/s | tok/s | latency p50 / p99 (ms) | "
                   "first token p50 / p99 (ms) |")
             print("|---:|---:|---:|---:|---:|---:|---:|")
             for k in [int(c) for c in args.clients.split(",")]:
-                results, seconds = run_clients(url, k, args.requests, args.max_tokens)
+                results, seconds = run_clients(url, k, args.requests, args.max_tokens, args.long_prompt)
                 ok = [r for r in results if r[0] == 200]
                 refused = sum(1 for r in results if r[0] == 429)
                 other = [r[0] for r in results if r[0] not in (200, 429)]

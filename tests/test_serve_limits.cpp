@@ -381,7 +381,8 @@ TEST_F(ServeLimits, CompletionIdsAreUnique) {
 
 TEST_F(ServeLimits, CliRefusesBadCapsInOneLine) {
   for (const char* flags : {"--max-prompt-tokens 0", "--max-sequences-per-request 0", "--max-queue 0",
-                            "--max-queue x", "--max-concurrent-requests 0", "--max-concurrent-requests 5000"}) {
+                            "--max-queue x", "--max-concurrent-requests 0", "--max-concurrent-requests 5000",
+                            "--prefill-chunk 0", "--prefill-chunk -3"}) {
     const test::CliResult r = test::run_cli("serve --ckpt " + ckpt() + " --port 0 " + flags);
     EXPECT_NE(r.exit_code, 0) << flags;
     EXPECT_EQ(test::count_lines(r.output), 1) << flags << "\n" << r.output;
