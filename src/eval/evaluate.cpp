@@ -5,11 +5,15 @@
 
 #include "core/error.h"
 #include "data/corpus.h"
+#include "dist/communicator.h"
 
 namespace hymba {
 
-EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
-                    int64_t max_windows, const EvalProgress& on_progress) {
+namespace {
+
+// Batch k of the windows goes to rank k % ranks; `comm` sums the counts.
+EvalResult evaluate_batches(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
+                            int64_t max_windows, const dist::Communicator& comm, const EvalProgress& on_progress) {
   HYMBA_CHECK(seq_len >= 1 && batch >= 1, "evaluate: seq_len and batch must be >= 1");
   int64_t windows = num_eval_windows(tokens, seq_len);
   HYMBA_CHECK(windows > 0, "evaluate: ", tokens.size(), " tokens are fewer than one window of --seq-len ", seq_len,
@@ -20,7 +24,8 @@ EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_l
   double loss_sum = 0.0;
   int64_t correct = 0;
   std::vector<int32_t> ids, targets;
-  for (int64_t w0 = 0; w0 < windows; w0 += batch) {
+  const int64_t ranks = comm.size(), rank = comm.rank();
+  for (int64_t w0 = rank * batch; w0 < windows; w0 += ranks * batch) {
     const int64_t b = std::min(batch, windows - w0);
     ids.resize(static_cast<size_t>(b * seq_len));
     targets.resize(ids.size());
@@ -35,6 +40,13 @@ EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_l
     r.tokens += s.scored;
     if (on_progress) on_progress(w0 + b, windows);
   }
+  if (ranks > 1) {
+    double sums[3] = {loss_sum, static_cast<double>(correct), static_cast<double>(r.tokens)};
+    comm.sum(sums, 3);  // counts below 2^53 stay exact in a double
+    loss_sum = sums[0];
+    correct = static_cast<int64_t>(sums[1]);
+    r.tokens = static_cast<int64_t>(sums[2]);
+  }
   r.loss = r.tokens > 0 ? loss_sum / static_cast<double>(r.tokens) : 0.0;
   // A NaN/Inf loss from finite inputs means the weights overflow float32.
   // NaN's sign bit depends on how the compiler ordered commutative operands: say "nan" either way.
@@ -48,6 +60,18 @@ EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_l
               "weights overflow (check the checkpoint)");
   r.accuracy = r.tokens > 0 ? static_cast<double>(correct) / static_cast<double>(r.tokens) : 0.0;
   return r;
+}
+
+}  // namespace
+
+EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
+                    int64_t max_windows, const EvalProgress& on_progress) {
+  return evaluate_batches(model, tokens, seq_len, batch, max_windows, dist::Communicator(), on_progress);
+}
+
+EvalResult evaluate_shared(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
+                           int64_t max_windows, const dist::Communicator& comm) {
+  return evaluate_batches(model, tokens, seq_len, batch, max_windows, comm, {});
 }
 
 }  // namespace hymba

@@ -5,6 +5,7 @@
 #include <functional>
 #include <span>
 
+#include "dist/communicator.h"
 #include "model/model.h"
 
 namespace hymba {
@@ -24,5 +25,10 @@ using EvalProgress = std::function<void(int64_t windows_done, int64_t windows_to
 // all when max_windows <= 0), batch at a time. No dropout, no gradients.
 EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
                     int64_t max_windows, const EvalProgress& on_progress = {});
+
+// The same windows split across the ranks of `comm` (batch k on rank
+// k % ranks), the sums added in rank order: every rank gets the result.
+EvalResult evaluate_shared(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
+                           int64_t max_windows, const dist::Communicator& comm);
 
 }  // namespace hymba
