@@ -23,6 +23,8 @@ PACKAGES=(
   libpcre2-dev
   # HTTP server of `hymba serve`
   libcpp-httplib-dev
+  # MPI: data-parallel training and distributed suites under mpirun (docs/training.md)
+  libopenmpi-dev openmpi-bin
   # tests and micro-benchmarks
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   # built-in default corpus (data files only) and report plots

@@ -19,6 +19,7 @@
 #include "core/system_memory.h"
 #include "core/threading.h"
 #include "data/corpus.h"
+#include "dist/communicator.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/tokenizer_files.h"
 #include "infer/generate.h"
@@ -279,12 +280,66 @@ std::string first_difference(const json& a, const json& b, const std::string& pr
   return a == b ? "" : prefix.substr(0, prefix.size() - 1) + ": " + a.dump() + " then, " + b.dump() + " now";
 }
 
+json skipped_row_json(const SkippedRow& s) {
+  return {{"id", s.id}, {"name", s.name}, {"group", s.group}, {"seq_len", s.seq_len},
+          {"batch", s.batch}, {"est_train_memory_mb", s.est_train_memory_mb}, {"reason", s.reason}};
+}
+
+SkippedRow skipped_row_from_json(const json& j) {
+  return {j.at("id").get<std::string>(), j.at("name").get<std::string>(), j.at("group").get<std::string>(),
+          j.at("seq_len").get<int64_t>(), j.at("batch").get<int64_t>(), j.at("est_train_memory_mb").get<double>(),
+          j.at("reason").get<std::string>()};
+}
+
+// Under mpirun: every group leader's measured and skipped rows go to rank 0,
+// which adds them to `done` and `summary` (in suite order). False on the
+// other ranks, which have nothing more to write.
+bool gather_rows(const dist::Communicator& world, bool leader, const std::vector<size_t>& rows_here, const Suite& suite,
+                 std::map<std::string, RowResult>& done, AblateSummary& summary) {
+  json mine = {{"trained", leader ? summary.trained : 0}, {"rows", json::array()}, {"skipped", json::array()}};
+  if (leader) {
+    for (size_t i : rows_here) {
+      const auto it = done.find(suite.rows[i].id);
+      if (it != done.end()) mine["rows"].push_back(it->second.to_json());
+    }
+    for (const SkippedRow& s : summary.skipped_rows) mine["skipped"].push_back(skipped_row_json(s));
+  }
+  const std::vector<std::string> parts = world.gather(mine.dump());
+  if (!world.is_root()) return false;
+  summary.trained = 0;
+  std::map<std::string, SkippedRow> skipped;
+  for (const std::string& text : parts) {
+    const json part = json::parse(text);
+    summary.trained += part.at("trained").get<int64_t>();
+    for (const json& r : part.at("rows")) {
+      RowResult row = RowResult::from_json(r);
+      done.insert_or_assign(row.id, std::move(row));
+    }
+    for (const json& s : part.at("skipped")) {
+      SkippedRow row = skipped_row_from_json(s);
+      skipped.insert_or_assign(row.id, std::move(row));
+    }
+  }
+  summary.skipped_rows.clear();
+  for (const SuiteRow& row : suite.rows)
+    if (const auto it = skipped.find(row.id); it != skipped.end()) summary.skipped_rows.push_back(it->second);
+  return true;
+}
+
 }  // namespace
 
 AblateSummary run_ablation(const AblateOptions& opt) {
   HYMBA_CHECK(!opt.out_dir.empty(), "--out: an output directory is required");
   HYMBA_CHECK(opt.cache_context >= 1, "--cache-context must be >= 1");
   HYMBA_CHECK(opt.sample_tokens >= 1, "--sample-tokens must be >= 1");
+  const dist::Communicator& world = dist::world();
+  HYMBA_CHECK(opt.ranks_per_row >= 1 && world.size() % opt.ranks_per_row == 0, "--ranks-per-row ", opt.ranks_per_row,
+              " must be >= 1 and divide the ", world.size(), " MPI rank(s) of the job");
+  // Group g of K ranks trains rows g, g + groups, ...; its rank 0 measures them.
+  const int groups = world.size() / opt.ranks_per_row;
+  const int group = world.rank() / opt.ranks_per_row;
+  const dist::Communicator group_comm = world.split(group);
+  const bool root = world.is_root(), leader = group_comm.is_root();
   set_num_threads(opt.threads);
   SuiteChoices choices;
   choices.scale = opt.scale;
@@ -363,7 +418,12 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     for (RowResult& r : stored.rows) done.emplace(r.id, std::move(r));
   }
 
-  const auto tok = suite_tokenizer(dir, base, std::move(given_tok));
+  // Rank 0 makes the suite's tokenizer first; the others then load it (or,
+  // without a shared directory, build the same one).
+  std::unique_ptr<Tokenizer> tok;
+  if (root) tok = suite_tokenizer(dir, base, std::move(given_tok));
+  world.barrier();
+  if (!root) tok = suite_tokenizer(dir, base, std::move(given_tok));
   const int64_t vocab = tok->vocab_size();
 
   // Check every row's config and its changes against earlier results before
@@ -394,6 +454,15 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     if (!suite.skip_over_memory || fs::exists(dir / "runs" / row.id / kSummaryFile)) return std::nullopt;
     return memory_skip_reason(need, available_memory_bytes());
   };
+  // The group's ranks must agree: the leader's view of the memory decides.
+  auto group_memory_skip = [&](const SuiteRow& row, const MemoryEstimate& need) -> std::optional<std::string> {
+    const std::optional<std::string> why = memory_skip(row, need);
+    if (group_comm.size() == 1) return why;
+    std::string agreed = why ? "1" + *why : "0";
+    group_comm.broadcast(agreed);
+    if (agreed[0] == '0') return std::nullopt;
+    return agreed.substr(1);
+  };
   auto row_memory = [&](const TrainOptions& t, const SuiteRow& row) {
     return model_run_memory(row_config(row, vocab), t.batch, t.seq_len, true);
   };
@@ -419,9 +488,12 @@ AblateSummary run_ablation(const AblateOptions& opt) {
   std::vector<RowResult> results;
   const auto t_suite = std::chrono::steady_clock::now();
   const size_t n = suite.rows.size();
+  std::vector<size_t> rows_here;  // indices this group trained or skipped
   for (size_t i = 0; i < n; ++i) {
     const SuiteRow& row = suite.rows[i];
     const auto found = done.find(row.id);
+    if (found == done.end() && static_cast<int>(i % static_cast<size_t>(groups)) != group) continue;  // another group's
+    if (found != done.end() && !root) continue;
     if (found != done.end()) {
       std::fprintf(stderr, "[%zu/%zu] %s: measured earlier, skipped\n", i + 1, n, row.name.c_str());
       results.push_back(found->second);
@@ -434,14 +506,16 @@ AblateSummary run_ablation(const AblateOptions& opt) {
       if (!done.count(suite.rows[k].id)) remaining += row_params[k];
     const std::string eta = work_done > 0 ? "suite ETA " + format_duration(remaining * seconds_done / work_done)
                                           : "suite ETA after the first row";
-    std::fprintf(stderr, "[%zu/%zu] %s (%s): start; %s\n", i + 1, n, row.name.c_str(), row.source.c_str(),
-                 eta.c_str());
+    if (leader)
+      std::fprintf(stderr, "[%zu/%zu] %s (%s): start; %s\n", i + 1, n, row.name.c_str(), row.source.c_str(),
+                   eta.c_str());
     const auto t_row = std::chrono::steady_clock::now();
 
     const TrainOptions row_opt = row_train_options(base, row, opt.train_overrides);
     const MemoryEstimate need = row_memory(row_opt, row);
-    if (const auto why = memory_skip(row, need)) {
-      std::fprintf(stderr, "[%zu/%zu] %s: skipped: %s\n", i + 1, n, row.name.c_str(), why->c_str());
+    rows_here.push_back(i);
+    if (const auto why = group_memory_skip(row, need)) {
+      if (leader) std::fprintf(stderr, "[%zu/%zu] %s: skipped: %s\n", i + 1, n, row.name.c_str(), why->c_str());
       summary.skipped_rows.push_back(
           {row.id, row.name, row.group, row_opt.seq_len, row_opt.batch, need.total() / (1024.0 * 1024.0), *why});
       continue;
@@ -466,11 +540,13 @@ AblateSummary run_ablation(const AblateOptions& opt) {
       t.out_dir = run_dir.string();
       t.resume = fs::exists(run_dir / kLatestFile);
       t.resume_finished = true;
+      t.comm = &group_comm;
       trained = train(row_config(row, vocab), t).to_json();
       ++summary.trained;
       work_done += row_params[i];
       seconds_done += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_row).count();
     }
+    if (!leader) continue;  // the group's rank 0 measures the row
     {
       const JsonFields f(trained, summary_path.string());
       r.best_val_loss = f.f64("best_val_loss");
@@ -505,7 +581,7 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     for (const SuiteRow& s : suite.rows)
       if (done.count(s.id)) so_far.push_back(done.at(s.id));
     so_far.insert(so_far.end(), extra_rows.begin(), extra_rows.end());
-    write_results_json(results_json, header, so_far);
+    if (root) write_results_json(results_json, header, so_far);
     std::fprintf(stderr,
                  "[%zu/%zu] %s: done in %s: %.2fM params, best val loss %.4f (ppl %.2f), acc %.3f, %.0f train tok/s, "
                  "%.1f decode tok/s\n",
@@ -513,6 +589,15 @@ AblateSummary run_ablation(const AblateOptions& opt) {
                  format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_row).count()).c_str(),
                  r.params / 1e6, r.best_val_loss, r.best_val_ppl, r.final_val_accuracy, r.train_tokens_per_s,
                  r.decode_tokens_per_s);
+  }
+  if (world.size() > 1) {
+    if (!gather_rows(world, leader, rows_here, suite, done, summary)) return summary;  // rank 0 writes the report
+    results.clear();
+    for (const SuiteRow& s : suite.rows)
+      if (done.count(s.id)) {
+        results.push_back(done.at(s.id));
+        results.back().implementation = s.implementation;
+      }
   }
   std::vector<RowResult> all_rows = results;
   all_rows.insert(all_rows.end(), extra_rows.begin(), extra_rows.end());

@@ -35,6 +35,10 @@ struct AblateOptions {
   int64_t sample_tokens = 100;       // tokens generated per prompt (also times decoding)
   std::string gnuplot = "gnuplot";   // program name or path; "" skips the plots
   int threads = 0;
+  // Under mpirun: the ranks that train each row data-parallel. The job's N
+  // ranks form N / K groups; group g trains rows g, g + N/K, ... and rank 0
+  // writes the results and report once every row is in.
+  int ranks_per_row = 1;
   bool quiet = false;           // no per-row progress bars
   bool plain_progress = false;  // periodic lines instead of bars
 };

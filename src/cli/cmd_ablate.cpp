@@ -8,6 +8,7 @@
 #include "ablate/suite.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "dist/communicator.h"
 #include "model/summary.h"
 
 namespace hymba::cli {
@@ -100,6 +101,10 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--prompt", a.prompts, "Sample prompt (repeatable; default: the suite's)");
   cmd->add_option("--gnuplot", a.gnuplot, "gnuplot program to render the plots")->capture_default_str();
   cmd->add_flag("--no-plots", o->no_plots, "Write the report without plots");
+  cmd->add_option("--ranks-per-row", a.ranks_per_row,
+                  "Under mpirun: MPI ranks that train each row data-parallel (must divide the ranks; "
+                  "the default 1 gives every rank rows of its own)")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
   cmd->add_flag("--plain-progress", a.plain_progress, "Periodic lines instead of live progress bars");
   cmd->add_flag("--quiet", a.quiet, "No per-row training progress (row start/end lines remain)");
   cmd->add_flag("--list", o->list, "List the built-in suites, their rows and recipes, and exit");
@@ -134,8 +139,9 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
     if (init_scheme->count())
       run.model_overrides["init_scheme"] = to_string(parse_init_scheme_flag(o->init_scheme));
     if (o->no_plots) run.gnuplot.clear();
-    run.threads = global.threads;
+    run.threads = command_threads(global);
     const ablate::AblateSummary s = ablate::run_ablation(run);
+    if (!dist::world().is_root()) return;  // rank 0 wrote the suite's files and reports them
     std::printf("%s\n", ablate::markdown_table(s.rows).c_str());
     std::printf("report: %s\n        %s%s\n", s.report_md.c_str(), s.report_html.c_str(),
                 s.plots_written ? " (plots in plots/)" : "");

@@ -7,6 +7,7 @@
 #include "cli/model_options.h"
 #include "core/build_info.h"
 #include "core/error.h"
+#include "dist/communicator.h"
 #include "model/layout.h"
 #include "model/summary.h"
 
@@ -31,6 +32,22 @@ void print_build(const BuildInfo& b) {
   std::printf("  CUDA     : %s\n", b.cuda_devices.c_str());
   std::printf("  Python   : %s\n", b.python_bindings ? "bindings built (import hymba; docs/python.md)"
                                                      : "not built (needs python3-dev and pybind11-dev)");
+}
+
+// Whether MPI is in this build, and the ranks this process runs among.
+nlohmann::json mpi_json() {
+  const dist::Communicator& w = dist::world();
+  return {{"built", dist::mpi_built()}, {"ranks", w.size()}, {"local_ranks", dist::local_ranks()}};
+}
+
+void print_mpi() {
+  const dist::Communicator& w = dist::world();
+  if (!dist::mpi_built())
+    std::printf("  MPI      : not built (install libopenmpi-dev; docs/training.md)\n");
+  else if (w.size() == 1)
+    std::printf("  MPI      : built; one process (mpirun -np N hymba train ... runs N ranks)\n");
+  else
+    std::printf("  MPI      : built; rank %d of %d (%d on this machine)\n", w.rank(), w.size(), dist::local_ranks());
 }
 
 double mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
@@ -102,13 +119,16 @@ void register_info(CLI::App& app, const GlobalOptions& global) {
     const ModelConfig cfg = resolve_model(opts->model, kDefaultPreset);
     const ModelSummary s = summarize(cfg, opts->seq_len);
     if (opts->json) {
-      nlohmann::json out = {{"build", to_json(b)},
+      nlohmann::json build = to_json(b);
+      build["mpi"] = mpi_json();
+      nlohmann::json out = {{"build", build},
                             {"model", to_json(s)},
                             {"config", cfg.to_json()},
                             {"init", {{"scheme", to_string(cfg.init_scheme)}, {"rules", describe_init(cfg)}}}};
       std::cout << out.dump(2) << "\n";
     } else {
       print_build(b);
+      print_mpi();
       print_model(describe(opts->model, kDefaultPreset), cfg, s);
     }
   });

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "dist/communicator.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "synth/runner.h"
 #include "synth/suite.h"
@@ -160,6 +161,7 @@ void run(Options& o) {
   if (!o.no_plots) ro.gnuplot = o.gnuplot;
   else ro.gnuplot.clear();
   const synth::SuiteRunSummary s = synth::run_synth_suite(suite, ro);
+  if (!dist::world().is_root()) return;  // rank 0 wrote the suite's files and reports them
   std::printf("%s\n", synth::synth_markdown_table(s.rows).c_str());
   std::printf("report: %s\n        %s%s\n", s.report_md.c_str(), s.report_html.c_str(),
               s.plots_written ? " (plots in plots/)" : "");

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "core/error.h"
+#include "dist/communicator.h"
 #include "train/run_state.h"
 #include "train/trainer.h"
 
@@ -71,7 +72,7 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--json", opts->json, "Print the summary as JSON on stdout");
   cmd->callback([opts, &global] {
     apply_global_options(global);
-    opts->train.threads = global.threads;
+    opts->train.threads = command_threads(global);
     opts->train.check_model = !opts->model.preset.empty() || !opts->model.config_path.empty();
     HYMBA_CHECK(opts->train.init_from.empty() || opts->model.init_scheme.empty(),
                 "--init-scheme: --init starts from the weights of its checkpoint; drop one of the two");
@@ -83,6 +84,7 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
     opts->train.resume_finished =
         opts->train.resume && !std::filesystem::exists(std::filesystem::path(opts->train.out_dir) / kSummaryFile);
     const TrainSummary s = train(cfg, opts->train);
+    if (!dist::world().is_root()) return;  // rank 0 reports for the job
     if (opts->json) {
       std::cout << s.to_json().dump(2) << "\n";
       return;

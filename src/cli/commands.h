@@ -40,5 +40,8 @@ std::string explain_unexpected_arguments(const CLI::App& app);
 
 // Applies the global options (thread count) before a subcommand runs.
 void apply_global_options(const GlobalOptions& global);
+// The thread count a command passes on (0: OpenMP's default); under mpirun
+// without --threads or OMP_NUM_THREADS, cores / ranks on this machine.
+int command_threads(const GlobalOptions& global);
 
 }  // namespace hymba::cli

@@ -17,6 +17,7 @@
 #include "core/json_io.h"
 #include "core/system_memory.h"
 #include "core/threading.h"
+#include "dist/communicator.h"
 #include "train/stop_signal.h"
 
 namespace hymba::cli {
@@ -44,7 +45,19 @@ int threads_within_address_space(int requested) {
 
 }  // namespace
 
-void apply_global_options(const GlobalOptions& global) { set_num_threads(threads_within_address_space(global.threads)); }
+// Under mpirun the ranks on one machine share its cores: without --threads
+// or OMP_NUM_THREADS each takes cores / local ranks.
+int default_threads(int requested) {
+  const int local = dist::local_ranks();
+  if (requested > 0 || local <= 1 || std::getenv("OMP_NUM_THREADS") != nullptr) return requested;
+  return std::max(1, max_hardware_threads() / local);
+}
+
+void apply_global_options(const GlobalOptions& global) {
+  set_num_threads(threads_within_address_space(default_threads(global.threads)));
+}
+
+int command_threads(const GlobalOptions& global) { return default_threads(global.threads); }
 
 }  // namespace hymba::cli
 
@@ -61,10 +74,37 @@ void default_to_passive_openmp_waits(char** argv) {
   ::execv("/proc/self/exe", argv);  // returns only on failure: carry on as we are
 }
 
+// "hymba", or "hymba (rank 1 of 4)" under mpirun: an error names the rank it came from.
+std::string who() {
+  const hymba::dist::Communicator& w = hymba::dist::world();
+  if (w.size() == 1) return "hymba";
+  return "hymba (rank " + std::to_string(w.rank()) + " of " + std::to_string(w.size()) + ")";
+}
+
+int run_command(int argc, char** argv, bool* interrupted);
+
 }  // namespace
 
 int main(int argc, char** argv) {
   default_to_passive_openmp_waits(argv);
+  try {
+    hymba::dist::init(&argc, &argv);
+  } catch (const hymba::Error& e) {
+    std::fprintf(stderr, "hymba: error: %s\n", e.what());
+    return 1;
+  }
+  bool interrupted = false;
+  const int status = run_command(argc, argv, &interrupted);
+  // A failing rank ends the job: the others may wait in a collective for it.
+  // An interruption is agreed by every rank (the trainer), so they end together.
+  if (status != 0 && !interrupted && hymba::dist::world().size() > 1) hymba::dist::abort_job(status);
+  hymba::dist::finalize();
+  return status;
+}
+
+namespace {
+
+int run_command(int argc, char** argv, bool* interrupted) {
   CLI::App app{"hymba: build, train, ablate, evaluate and serve hybrid attention + Mamba language models"};
   app.set_version_flag("--version", std::string("hymba ") + HYMBA_VERSION);
   hymba::cli::GlobalOptions global;
@@ -107,12 +147,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const hymba::Interrupted& e) {
-    std::fprintf(stderr, "hymba: %s\n", e.what());
+    // Every rank stops at the same step; rank 0 saved the checkpoint and says so.
+    if (hymba::dist::world().is_root()) std::fprintf(stderr, "%s: %s\n", who().c_str(), e.what());
+    *interrupted = true;
     return e.exit_status();  // 128 + signal, as a shell reports a killed command
   } catch (const hymba::Error& e) {
     // Messages quote at most ~80 bytes of a value (hymba::excerpt); the cap is
     // a last resort for one that did not, so a line is never megabytes long.
-    std::fprintf(stderr, "hymba: error: %s\n", hymba::excerpt(e.what(), 1000).c_str());
+    std::fprintf(stderr, "%s: error: %s\n", who().c_str(), hymba::excerpt(e.what(), 1000).c_str());
     return 1;
   } catch (const std::length_error& e) {
     std::fprintf(stderr, "hymba: error: a size is too large (%s); lower the sizes (--batch, --seq-len, "
@@ -142,3 +184,5 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace

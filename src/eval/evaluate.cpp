@@ -6,12 +6,11 @@
 
 #include "core/error.h"
 #include "data/corpus.h"
+#include "dist/communicator.h"
 
 namespace hymba {
 
 namespace {
-
-EvalResult finish(EvalResult r, double loss_sum, int64_t correct);
 
 int64_t count_windows(std::span<const int32_t> tokens, int64_t seq_len, int64_t max_windows) {
   HYMBA_CHECK(seq_len >= 1, "evaluate: seq_len must be >= 1");
@@ -22,10 +21,26 @@ int64_t count_windows(std::span<const int32_t> tokens, int64_t seq_len, int64_t 
   return windows;
 }
 
-}  // namespace
+// Loss, perplexity and accuracy from the sums, refusing what overflows.
+EvalResult finish(EvalResult r, double loss_sum, int64_t correct) {
+  r.loss = r.tokens > 0 ? loss_sum / static_cast<double>(r.tokens) : 0.0;
+  // A NaN/Inf loss from finite inputs means the weights overflow float32.
+  // NaN's sign bit depends on how the compiler ordered commutative operands: say "nan" either way.
+  HYMBA_CHECK(std::isfinite(r.loss), "evaluate: the loss is ", std::isnan(r.loss) ? "nan" : r.loss > 0 ? "inf" : "-inf",
+              "; the model's weights overflow float32 arithmetic (check the checkpoint)");
+  r.ppl = std::exp(r.loss);
+  // A finite loss past ~709 nats (e^709 overflows a double) is no language model's:
+  // the logits are astronomically large, so report it instead of "ppl inf".
+  HYMBA_CHECK(std::isfinite(r.ppl), "evaluate: the loss is ", r.loss,
+              " and the perplexity overflows; the logits are far outside float32's useful range, so the model's "
+              "weights overflow (check the checkpoint)");
+  r.accuracy = r.tokens > 0 ? static_cast<double>(correct) / static_cast<double>(r.tokens) : 0.0;
+  return r;
+}
 
-EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
-                    int64_t max_windows, const EvalProgress& on_progress) {
+// Batch k of the windows goes to rank k % ranks; `comm` sums the counts.
+EvalResult evaluate_batches(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
+                            int64_t max_windows, const dist::Communicator& comm, const EvalProgress& on_progress) {
   HYMBA_CHECK(batch >= 1, "evaluate: batch must be >= 1");
   const int64_t windows = count_windows(tokens, seq_len, max_windows);
   EvalResult r;
@@ -33,7 +48,8 @@ EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_l
   double loss_sum = 0.0;
   int64_t correct = 0;
   std::vector<int32_t> ids, targets;
-  for (int64_t w0 = 0; w0 < windows; w0 += batch) {
+  const int64_t ranks = comm.size(), rank = comm.rank();
+  for (int64_t w0 = rank * batch; w0 < windows; w0 += ranks * batch) {
     const int64_t b = std::min(batch, windows - w0);
     ids.resize(static_cast<size_t>(b * seq_len));
     targets.resize(ids.size());
@@ -48,7 +64,26 @@ EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_l
     r.tokens += s.scored;
     if (on_progress) on_progress(w0 + b, windows);
   }
+  if (ranks > 1) {
+    double sums[3] = {loss_sum, static_cast<double>(correct), static_cast<double>(r.tokens)};
+    comm.sum(sums, 3);  // counts below 2^53 stay exact in a double
+    loss_sum = sums[0];
+    correct = static_cast<int64_t>(sums[1]);
+    r.tokens = static_cast<int64_t>(sums[2]);
+  }
   return finish(r, loss_sum, correct);
+}
+
+}  // namespace
+
+EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
+                    int64_t max_windows, const EvalProgress& on_progress) {
+  return evaluate_batches(model, tokens, seq_len, batch, max_windows, dist::Communicator(), on_progress);
+}
+
+EvalResult evaluate_shared(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
+                           int64_t max_windows, const dist::Communicator& comm) {
+  return evaluate_batches(model, tokens, seq_len, batch, max_windows, comm, {});
 }
 
 EvalResult evaluate_logits(std::span<const int32_t> tokens, int64_t seq_len, int64_t max_windows, int64_t vocab,
@@ -80,25 +115,5 @@ EvalResult evaluate_logits(std::span<const int32_t> tokens, int64_t seq_len, int
   }
   return finish(r, loss_sum, correct);
 }
-
-namespace {
-
-EvalResult finish(EvalResult r, double loss_sum, int64_t correct) {
-  r.loss = r.tokens > 0 ? loss_sum / static_cast<double>(r.tokens) : 0.0;
-  // A NaN/Inf loss from finite inputs means the weights overflow float32.
-  // NaN's sign bit depends on how the compiler ordered commutative operands: say "nan" either way.
-  HYMBA_CHECK(std::isfinite(r.loss), "evaluate: the loss is ", std::isnan(r.loss) ? "nan" : r.loss > 0 ? "inf" : "-inf",
-              "; the model's weights overflow float32 arithmetic (check the checkpoint)");
-  r.ppl = std::exp(r.loss);
-  // A finite loss past ~709 nats (e^709 overflows a double) is no language model's:
-  // the logits are astronomically large, so report it instead of "ppl inf".
-  HYMBA_CHECK(std::isfinite(r.ppl), "evaluate: the loss is ", r.loss,
-              " and the perplexity overflows; the logits are far outside float32's useful range, so the model's "
-              "weights overflow (check the checkpoint)");
-  r.accuracy = r.tokens > 0 ? static_cast<double>(correct) / static_cast<double>(r.tokens) : 0.0;
-  return r;
-}
-
-}  // namespace
 
 }  // namespace hymba

@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "dist/communicator.h"
 #include "model/model.h"
 
 namespace hymba {
@@ -32,5 +33,10 @@ EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_l
 using WindowLogits = std::function<void(std::span<const int32_t> ids, std::vector<float>& logits)>;
 EvalResult evaluate_logits(std::span<const int32_t> tokens, int64_t seq_len, int64_t max_windows, int64_t vocab,
                            const WindowLogits& logits_of, const EvalProgress& on_progress = {});
+
+// The same windows split across the ranks of `comm` (batch k on rank
+// k % ranks), the sums added in rank order: every rank gets the result.
+EvalResult evaluate_shared(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
+                           int64_t max_windows, const dist::Communicator& comm);
 
 }  // namespace hymba

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "ablate/report_kit.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "dist/communicator.h"
 #include "train/progress.h"
 
 namespace hymba::synth {
@@ -207,7 +209,23 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
   }
   const json header = {{"suite", suite.name}, {"title", suite.title}, {"task", suite.task.to_json()},
                        {"train", suite.train.to_json()}, {"reference_source", suite.reference_source}};
+  // Under mpirun rank r trains rows r, r + N, ... (each alone, with its own
+  // threads); rank 0 gathers the records and writes the results and report.
+  const dist::Communicator& world = dist::world();
+  const bool root = world.is_root();
   SuiteRunSummary summary;
+  auto save_results = [&] {
+    // Rows of ids the suite no longer has stay in the file, out of the report.
+    json all = header;
+    all["rows"] = json::array();
+    for (const RowRecord& r : summary.rows) all["rows"].push_back(r.to_json());
+    for (const RowRecord& r : stored) {
+      const bool in_suite = std::any_of(suite.rows.begin(), suite.rows.end(), [&](const SynthRow& x) { return x.id == r.id; });
+      if (!in_suite) all["rows"].push_back(r.to_json());
+    }
+    write_text_atomic(results_path, all.dump(2) + "\n");
+  };
+  std::vector<std::optional<RowRecord>> records(suite.rows.size());
   for (size_t i = 0; i < suite.rows.size(); ++i) {
     const SynthRow& row = suite.rows[i];
     RowRecord rec;
@@ -224,7 +242,10 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
     if (found != stored.end()) {
       rec.result = found->result;
       ++summary.skipped;
-      if (!opt.quiet) std::fprintf(opt.log, "[%zu/%zu] %s: measured before, kept\n", i + 1, suite.rows.size(), row.name.c_str());
+      if (!opt.quiet && root)
+        std::fprintf(opt.log, "[%zu/%zu] %s: measured before, kept\n", i + 1, suite.rows.size(), row.name.c_str());
+    } else if (static_cast<int>(i % static_cast<size_t>(world.size())) != world.rank()) {
+      continue;  // another rank's row
     } else {
       if (!opt.quiet) std::fprintf(opt.log, "[%zu/%zu] %s\n", i + 1, suite.rows.size(), row.name.c_str());
       rec.result = train_on_task(tasks[i], row.arch, suite.train, [&](const EpochStats& e) {
@@ -237,16 +258,28 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
       ++summary.trained;
     }
     summary.rows.push_back(rec);
-    // Saved after every row, so a killed suite keeps what it measured. Rows
-    // of ids the suite no longer has stay in the file, out of the report.
-    json all = header;
-    all["rows"] = json::array();
-    for (const RowRecord& r : summary.rows) all["rows"].push_back(r.to_json());
-    for (const RowRecord& r : stored) {
-      const bool in_suite = std::any_of(suite.rows.begin(), suite.rows.end(), [&](const SynthRow& x) { return x.id == r.id; });
-      if (!in_suite) all["rows"].push_back(r.to_json());
+    records[i] = rec;
+    // Saved after every row, so a killed suite keeps what it measured (rank
+    // 0's rows so far, under mpirun).
+    if (root) save_results();
+  }
+  if (world.size() > 1) {
+    json trained_here = json::array();
+    for (size_t i = 0; i < records.size(); ++i)
+      if (records[i] && static_cast<int>(i % static_cast<size_t>(world.size())) == world.rank())
+        trained_here.push_back({{"index", i}, {"record", records[i]->to_json()}});
+    const std::vector<std::string> parts =
+        world.gather(json{{"trained", summary.trained}, {"rows", trained_here}}.dump());
+    if (!root) return summary;  // rank 0 writes the suite's files
+    summary.trained = 0;
+    for (size_t k = 0; k < parts.size(); ++k) {
+      const json part = json::parse(parts[k]);
+      summary.trained += part.at("trained").get<int64_t>();
+      for (const json& r : part.at("rows")) records.at(r.at("index").get<size_t>()) = RowRecord::from_json(r.at("record"));
     }
-    write_text_atomic(results_path, all.dump(2) + "\n");
+    summary.rows.clear();
+    for (const std::optional<RowRecord>& r : records) summary.rows.push_back(*r);
+    save_results();
   }
 
   std::ostringstream csv;

@@ -35,7 +35,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 nlohmann::json TrainSummary::to_json() const {
-  return {{"params", params},
+  json j = {{"params", params},
           {"steps", steps},
           {"tokens", tokens},
           {"final_train_loss", final_train_loss},
@@ -50,6 +50,11 @@ nlohmann::json TrainSummary::to_json() const {
           {"peak_rss_mb", static_cast<double>(peak_rss_bytes) / (1024.0 * 1024.0)},
           {"activation_peak_mb", static_cast<double>(activation_peak_bytes) / (1024.0 * 1024.0)},
           {"peak_rss_scope", peak_rss_scope}};
+  if (ranks > 1) {
+    j["ranks"] = ranks;
+    j["comm_share"] = comm_share;
+  }
+  return j;
 }
 
 namespace {
@@ -262,7 +267,13 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
     return hook_stopped ? std::string("interrupted") : std::string("interrupted by ") + signal_name(sig);
   };
   set_num_threads(opt.threads);
-  std::FILE* log = opt.quiet ? nullptr : stderr;
+  const dist::Communicator& comm = opt.comm != nullptr ? *opt.comm : dist::world();
+  // Rank 0 alone writes the run directory and prints progress; every rank
+  // reads it (a resume), so it must be on a filesystem they all see.
+  const bool root = comm.is_root();
+  std::FILE* log = opt.quiet || !root ? nullptr : stderr;
+  HYMBA_CHECK(opt.batch >= comm.size(), "--batch ", opt.batch, " is smaller than the ", comm.size(),
+              " MPI ranks: each rank needs at least one sequence of every batch");
   const auto t_start = std::chrono::steady_clock::now();
   // This run's memory, not an earlier run's in the same process (a suite).
   const bool rss_from_here = reset_peak_rss();
@@ -271,13 +282,15 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
   HYMBA_CHECK(!ec, opt.out_dir, ": cannot create run directory (", ec.message(), ")");
   // One process per run directory; then whatever a killed writer left behind
   // (no other writer can be active now) is swept away.
-  const RunLock lock(opt.out_dir);
-  const int stale = remove_stale_temp_files(opt.out_dir);
+  std::optional<RunLock> lock;
+  if (root) lock.emplace(opt.out_dir);
+  const int stale = root ? remove_stale_temp_files(opt.out_dir) : 0;
   if (stale > 0 && log) std::fprintf(log, "removed %d unfinished temporary file(s) of an earlier run\n", stale);
   const std::string latest = (fs::path(opt.out_dir) / kLatestFile).string();
   const bool has_run = fs::exists(latest);
   HYMBA_CHECK(!has_run || opt.resume, opt.out_dir, ": already holds a run; pass --resume to continue it or choose another --out");
   HYMBA_CHECK(!opt.resume || has_run, opt.out_dir, ": --resume given but there is no checkpoint to resume");
+  comm.barrier();  // every rank has seen the directory as it was before rank 0 writes to it
 
   std::unique_ptr<Tokenizer> tok;
   std::unique_ptr<Model> model;
@@ -315,6 +328,12 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
     model = load_model(ckpt, true);
     load_optimizer_state(ckpt, *model);
     start_step = state.step;
+    const int64_t saved_ranks = saved_run.value("ranks", int64_t{1});
+    if (saved_ranks != comm.size() && log)
+      std::fprintf(log,
+                   "note: this run trained on %lld MPI rank(s), now %d: the global batch is the same, but sums are "
+                   "split differently, so results are not bit-identical to an uninterrupted run\n",
+                   static_cast<long long>(saved_ranks), comm.size());
     if (log) std::fprintf(log, "resuming %s from step %lld\n", opt.out_dir.c_str(), static_cast<long long>(start_step));
   } else if (!opt.init_from.empty()) {
     LoadedCheckpoint init = load_checkpoint(opt.init_from, true);
@@ -383,7 +402,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
     done.final_val_acc = state.final_val_accuracy;
     done.train_tokens_per_s = state.train_seconds > 0 ? done.tokens / state.train_seconds : 0.0;
     done.wall_s = state.train_seconds;
-    write_text_atomic(summary_path, done.to_json().dump(2) + "\n");
+    if (root) write_text_atomic(summary_path, done.to_json().dump(2) + "\n");
     return done;
   }
   HYMBA_CHECK(start_step < stop, "--resume: the run already finished its ", stop, " steps");
@@ -391,9 +410,11 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
     std::fprintf(log, "model: %.3fM parameters, vocab %lld; data: %zu train / %zu val tokens (%s%s)\n",
                  model->params().num_params() / 1e6, static_cast<long long>(tok->vocab_size()), data.train().size(),
                  data.val().size(), data.cache_path().c_str(), data.loaded_from_cache() ? ", cached" : "");
-    std::fprintf(log, "training %lld steps of %lld x %lld tokens (x%lld accumulation), %d threads\n",
+    std::fprintf(log, "training %lld steps of %lld x %lld tokens (x%lld accumulation), %d threads",
                  static_cast<long long>(stop), static_cast<long long>(opt.batch), static_cast<long long>(opt.seq_len),
                  static_cast<long long>(opt.grad_accum), num_threads());
+    if (comm.size() > 1) std::fprintf(log, " on each of %d MPI ranks", comm.size());
+    std::fprintf(log, "\n");
   }
 
   LrSchedule sched;
@@ -403,9 +424,12 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
   sched.total = total;
 
   const std::string metrics_path = (fs::path(opt.out_dir) / kMetricsFile).string();
-  if (opt.resume) truncate_metrics(metrics_path, start_step);
-  else write_text_atomic(metrics_path, "");
-  MetricsLog metrics(metrics_path);
+  std::optional<MetricsLog> metrics;
+  if (root) {
+    if (opt.resume) truncate_metrics(metrics_path, start_step);
+    else write_text_atomic(metrics_path, "");
+    metrics.emplace(metrics_path);
+  }
 
   TrainSummary sum;
   sum.params = model->params().num_params();
@@ -421,6 +445,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
   // the tokenizer the run recorded, so a later plain --resume still matches.
   auto recipe_to_save = [&] {
     json recipe = run_recipe(opt, model->config().dropout);
+    if (comm.size() > 1) recipe["ranks"] = comm.size();
     if (opt.resume && !opt.tokenizer_path.empty())
       for (auto it = saved_run.begin(); it != saved_run.end(); ++it)
         if (it.key().rfind("tokenizer_", 0) == 0) recipe[it.key()] = it.value();
@@ -440,7 +465,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
   auto run_eval = [&](int64_t step_done, Progress& progress) -> EvalResult {
     EvalResult r;
     try {
-      r = evaluate(*model, data.val(), opt.seq_len, opt.batch, opt.eval_windows);
+      r = evaluate_shared(*model, data.val(), opt.seq_len, opt.batch, opt.eval_windows, comm);
     } catch (const Error& e) {  // a non-finite loss: name the run whose weights gave it
       throw Error(opt.out_dir + ": " + e.what());
     }
@@ -451,10 +476,11 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
     if (best) {
       sum.best_val_loss = r.loss;
       sum.best_step = step_done;
-      save_inference_checkpoint((fs::path(opt.out_dir) / kBestDir).string(), *model, *tok,
+      if (root)
+        save_inference_checkpoint((fs::path(opt.out_dir) / kBestDir).string(), *model, *tok,
                                 {{"step", std::to_string(step_done)}});
     }
-    metrics.write({{"step", step_done}, {"val_loss", r.loss}, {"val_ppl", r.ppl}, {"val_accuracy", r.accuracy}});
+    if (metrics) metrics->write({{"step", step_done}, {"val_loss", r.loss}, {"val_ppl", r.ppl}, {"val_accuracy", r.accuracy}});
     char line[160];
     std::snprintf(line, sizeof line, "eval step %lld: val loss %.4f ppl %.2f acc %.3f%s",
                   static_cast<long long>(step_done), r.loss, r.ppl, r.accuracy, best ? " (best)" : "");
@@ -468,14 +494,27 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
   int64_t window_steps = 0;
   double window_seconds = 0.0;
   int64_t window_tokens = 0;
+  // This rank's rows of every batch; the ranks' shares cover the batch in order.
+  const int64_t row_begin = opt.batch * comm.rank() / comm.size();
+  const int64_t rows = opt.batch * (comm.rank() + 1) / comm.size() - row_begin;
+  // A stop (signal or hook) on any rank stops all of them at the same step.
+  auto agreed_stop_signal = [&]() -> int {
+    int sig = stop_signal();
+    if (comm.size() == 1) return sig;
+    double any = sig != 0 ? 1.0 : 0.0;
+    comm.sum(&any, 1);
+    return sig != 0 ? sig : any > 0 ? SIGTERM : 0;
+  };
+  double comm_seconds = 0.0;  // of the steps' time, in sums across ranks (waits for slower ranks included)
   for (int64_t step = start_step; step < stop; ++step) {
-    if (const int sig = stop_signal(); sig != 0 && step == start_step) {
+    if (const int sig = agreed_stop_signal(); sig != 0 && step == start_step) {
       progress.finish();
       throw Interrupted(stop_reason(sig) + " before the first step; " +
                             (opt.resume ? "the run's checkpoint is unchanged" : "nothing was saved"),
                         sig);
     }
     const auto t0 = std::chrono::steady_clock::now();
+    const double comm_at_t0 = comm.sum_seconds();
     const double lr = sched.at(step);
     model->params().zero_grad();
     double step_loss = 0.0;
@@ -484,18 +523,29 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
       sampler.batch_at(draw, ids, targets);
       ForwardOptions fo;
       fo.label_smoothing = opt.label_smoothing;
-      const Rng drop = dropout_root.split(static_cast<uint64_t>(draw));
+      // Each rank draws its own masks (they cover its rows only).
+      const Rng drop = comm.size() == 1 ? dropout_root.split(static_cast<uint64_t>(draw))
+                                        : dropout_root.split(static_cast<uint64_t>(draw)).split(
+                                              0xD15700 + static_cast<uint64_t>(comm.rank()));
       if (use_dropout) fo.dropout_rng = &drop;
-      const LossStats s = model->forward(ids.data(), targets.data(), opt.batch, opt.seq_len, fo);
-      const double mean = s.scored > 0 ? s.loss_sum / static_cast<double>(s.scored) : 0.0;
+      const int64_t first = row_begin * opt.seq_len;
+      const LossStats s = model->forward(ids.data() + first, targets.data() + first, rows, opt.seq_len, fo);
+      // The loss is the mean over the whole batch's scored tokens, on every rank.
+      double batch_sums[2] = {s.loss_sum, static_cast<double>(s.scored)};
+      comm.sum(batch_sums, 2);
+      const double mean = batch_sums[1] > 0 ? batch_sums[0] / batch_sums[1] : 0.0;
       if (!std::isfinite(mean)) {
         progress.finish();
         fail("loss became ", mean, " at step ", step + 1, "; stopped. The last good checkpoint is kept in ",
              opt.out_dir, " (try a lower --lr or --grad-clip)");
       }
       step_loss += mean / static_cast<double>(opt.grad_accum);
-      model->backward(1.0f / static_cast<float>(opt.grad_accum));
+      // d(batch mean) is the ranks' sum of (scored here / scored) d(mean here).
+      const double share = comm.size() == 1 ? 1.0 : static_cast<double>(s.scored) / batch_sums[1];
+      model->backward(comm.size() == 1 ? 1.0f / static_cast<float>(opt.grad_accum)
+                                       : static_cast<float>(share / static_cast<double>(opt.grad_accum)));
     }
+    comm.sum(model->params().grads_block(), model->params().total_floats());
     const double norm = clip_grad_norm(model->params(), opt.grad_clip);
     if (!std::isfinite(norm)) {
       progress.finish();
@@ -506,6 +556,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int64_t step_tokens = opt.batch * opt.seq_len * opt.grad_accum;
     train_seconds += dt;
+    comm_seconds += comm.sum_seconds() - comm_at_t0;
     sum.tokens += step_tokens;
     sum.final_train_loss = step_loss;
     loss_window += step_loss;
@@ -516,7 +567,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
     const double tok_s = window_seconds > 0 ? window_tokens / window_seconds : 0.0;
     if (log) progress.update(step, step_loss, lr, tok_s);
     if (done % opt.log_interval == 0 || done == stop) {
-      metrics.write({{"step", done},
+      if (metrics) metrics->write({{"step", done},
                      {"loss", step_loss},
                      {"loss_avg", loss_window / static_cast<double>(window_steps)},
                      {"lr", lr},
@@ -531,7 +582,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
     std::optional<EvalResult> evaluated;
     if (done % opt.eval_interval == 0 || done == stop) evaluated = run_eval(done, progress);
     const bool saved = done % opt.save_interval == 0 || done == stop;
-    if (saved) save_training_checkpoint(opt.out_dir, done, *model, *tok, checkpoint_state(done));
+    if (saved && root) save_training_checkpoint(opt.out_dir, done, *model, *tok, checkpoint_state(done));
     if (opt.on_step) {
       json record = {{"step", done},    {"steps", stop},     {"loss", step_loss},     {"lr", lr},
                      {"grad_norm", norm}, {"tokens_per_s", tok_s}, {"tokens", sum.tokens}};
@@ -543,9 +594,9 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
       if (!opt.on_step(record)) hook_stopped = true;
     }
     // A signal during the last step lets the run finish: it is complete.
-    if (const int sig = stop_signal(); sig != 0 && done < stop) {
+    if (const int sig = agreed_stop_signal(); sig != 0 && done < stop) {
       progress.finish();
-      if (!saved) save_training_checkpoint(opt.out_dir, done, *model, *tok, checkpoint_state(done));
+      if (!saved && root) save_training_checkpoint(opt.out_dir, done, *model, *tok, checkpoint_state(done));
       throw Interrupted(stop_reason(sig) + ": stopped after step " +
                             std::to_string(done) + " of " + std::to_string(stop) + " and saved " +
                             (fs::path(opt.out_dir) / ("ckpt-" + std::to_string(done))).string() +
@@ -561,7 +612,13 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
   sum.peak_rss_bytes = peak_rss_bytes();
   sum.peak_rss_scope = rss_from_here ? "run" : "process";
   sum.activation_peak_bytes = static_cast<int64_t>(model->activation_bytes());
-  write_text_atomic(summary_path, sum.to_json().dump(2) + "\n");
+  sum.ranks = comm.size();
+  const double trained_here = train_seconds - state.train_seconds;
+  sum.comm_share = trained_here > 0 ? comm_seconds / trained_here : 0.0;
+  if (log && comm.size() > 1)
+    std::fprintf(log, "data-parallel over %d ranks: %.1f%% of the training time of the step time went to sums across ranks\n",
+                 comm.size(), 100.0 * sum.comm_share);
+  if (root) write_text_atomic(summary_path, sum.to_json().dump(2) + "\n");
   return sum;
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/sentencepiece_tokenizer.h"
+#include "dist/communicator.h"
 #include "model/config.h"
 #include "train/optimizer.h"
 
@@ -73,6 +74,10 @@ struct TrainOptions {
   // false: SIGINT/SIGTERM keep the caller's handlers (Python polls its own
   // from on_step, so a notebook's second interrupt does not kill the kernel).
   bool catch_signals = true;
+  // The ranks that train this run data-parallel (docs/training.md, MPI):
+  // nullptr is every rank of the job (one process without mpirun). Each rank
+  // computes the gradients of its share of every batch; rank 0 alone writes.
+  const dist::Communicator* comm = nullptr;
 };
 
 struct TrainSummary {
@@ -91,6 +96,10 @@ struct TrainSummary {
   // high-water mark of the trained model. 0 when no step ran in this call.
   int64_t peak_rss_bytes = 0, activation_peak_bytes = 0;
   std::string peak_rss_scope = "run";
+  // Data-parallel runs (ranks > 1): the share of the training time spent
+  // summing gradients and losses across ranks (in summary.json only then).
+  int ranks = 1;
+  double comm_share = 0.0;
   nlohmann::json to_json() const;
 };
 
