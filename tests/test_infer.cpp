@@ -256,6 +256,26 @@ TEST(Decode, QuantizedDecodeEqualsTheForwardOfTheDequantizedWeights) {
   }
 }
 
+// Prefill chunks of kFloatRows rows or more multiply by the float32
+// weights (faster), unless the decoder scores the format itself.
+TEST(Decode, LongPrefillChunksUseTheFloatWeightsUnlessAskedNotTo) {
+  const ModelConfig c = ModelConfig::from_json(tiny(families()[8].over));  // no meta tokens: every chunk is long
+  ASSERT_EQ(c.num_memory_tokens, 0);
+  Model m(c, false);
+  m.init(8);
+  const std::vector<int32_t> prompt = random_ids(infer::DecoderLinears::kFloatRows + 4, c.vocab_size, 5);
+  Decoder f32(m), q8(m, infer::WeightFormat::kQ8), scoring(m, infer::WeightFormat::kQ8);
+  scoring.set_quantized_prefill(true);
+  SequenceCache a = f32.new_cache(32), b = q8.new_cache(32), d = scoring.new_cache(32);
+  std::vector<float> la, lb, ld;
+  f32.prefill(a, prompt, &la);
+  q8.prefill(b, prompt, &lb);
+  scoring.prefill(d, prompt, &ld);
+  EXPECT_EQ(la, lb);
+  EXPECT_NE(la, ld);
+  EXPECT_LE(rel_error(ld.data(), la.data(), static_cast<int64_t>(la.size()), max_abs(la)), 2 * kQ8RelTol);
+}
+
 TEST(Decode, WeightFormatNames) {
   EXPECT_EQ(infer::parse_weight_format("q8"), infer::WeightFormat::kQ8);
   EXPECT_EQ(infer::parse_weight_format("f32"), infer::WeightFormat::kF32);

@@ -214,11 +214,12 @@ CorpusScore LanguageModel::score_corpus(const CorpusScoreOptions& options) {
       return evaluate(*model_, tokens, out.seq_len, options.batch, options.max_windows, options.on_progress);
     // Quantized weights live in the cached decoder: each window is one
     // prefill of its inputs, every position's logits kept.
-    if (!decoder_) decoder_ = std::make_unique<infer::Decoder>(*model_, weight_format_);
-    infer::SequenceCache cache = decoder_->new_cache(out.seq_len);
+    infer::Decoder decoder(*model_, weight_format_);
+    decoder.set_quantized_prefill(true);
+    infer::SequenceCache cache = decoder.new_cache(out.seq_len);
     return evaluate_logits(
         tokens, out.seq_len, options.max_windows, config().vocab_size,
-        [&](std::span<const int32_t> ids, std::vector<float>& logits) { decoder_->prefill(cache, ids, &logits); },
+        [&](std::span<const int32_t> ids, std::vector<float>& logits) { decoder.prefill(cache, ids, &logits); },
         options.on_progress);
   });
   return out;

@@ -278,7 +278,9 @@ void register_bench_infer(CLI::App& app, const GlobalOptions& global) {
     const infer::InferBenchOptions& o = r.options;
     std::printf("model: %s, %.3fM params, %d threads, --weights %s", what.c_str(), static_cast<double>(r.params) / 1e6,
                 r.threads, to_string(o.weights));
-    if (r.quantized_weight_bytes > 0) std::printf(" (%s of q8 weights)", mib(r.quantized_weight_bytes).c_str());
+    if (r.quantized_weight_bytes > 0)
+      std::printf(" (%s of %s weights; prefill chunks on the float32 ones)", mib(r.quantized_weight_bytes).c_str(),
+                  to_string(o.weights));
     std::printf("\n");
     std::printf("prefill: %.0f tok/s (prompts of %lld tokens, one at a time, from the meta prefix", r.prefill_tokens_per_second,
                 static_cast<long long>(o.prompt_len));

@@ -40,6 +40,9 @@ class Decoder {
   WeightFormat weight_format() const { return linears_.format(); }
   int64_t quantized_bytes() const { return linears_.quantized_bytes(); }
   const DecoderLinears& linears() const { return linears_; }
+  // Whether prefill chunks multiply by the quantized weights too (scoring a
+  // format) or, by default, by the float32 ones (faster; weight_format.h).
+  void set_quantized_prefill(bool on) { linears_.quantized_rows(on); }
 
   const ModelConfig& config() const { return model_.config(); }
   int64_t vocab_size() const { return model_.config().vocab_size; }

@@ -24,7 +24,7 @@ const char* to_string(WeightFormat format) {
 
 void DecoderLinears::linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w, int64_t rows,
                             int64_t C, int64_t OC) {
-  if (format_ == WeightFormat::kF32) {
+  if (format_ == WeightFormat::kF32 || (rows >= kFloatRows && !quantize_all_rows_)) {
     infer::linear(out, ld_out, in, ld_in, w, rows, C, OC);
     return;
   }
