@@ -420,7 +420,7 @@ TEST(Gguf, SeededMutationsOfARealFileRunClean) {
       const double where = rng.uniform() < 0.8 ? rng.uniform() * 4096 : rng.uniform() * static_cast<double>(bytes.size());
       const auto at = std::min(bytes.size() - 1, static_cast<size_t>(where));
       const double kind = rng.uniform();
-      if (kind < 0.6) bytes[at] = static_cast<char>(rng.uniform() * 256);
+      if (kind < 0.6) bytes[at] = static_cast<char>(static_cast<uint8_t>(rng.uniform() * 256));
       else if (kind < 0.8) bytes[at] = static_cast<char>(0xFF);
       else bytes.resize(at + 1);  // truncation
     }
