@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "data/jinja_ast.h"
+#include "data/tokenizers/unicode_text.h"
 
 namespace hymba::jinja {
 
@@ -34,19 +35,6 @@ bool is_js_space(uint32_t cp) {
 
 bool is_word(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 bool line_start(std::string_view s, size_t i) {
   if (i == 0) return true;
@@ -176,7 +164,7 @@ std::vector<Token> tokenize(std::string_view source) {
             cp = cp * 16 + static_cast<uint32_t>(d);
           }
           if (cp >= 0xD800 && cp <= 0xDFFF) throw SyntaxError("a \\u escape of a lone surrogate is not supported");
-          append_utf8(str, cp);
+          tok::append_utf8(str, cp);
           pos += len;
           continue;
         }

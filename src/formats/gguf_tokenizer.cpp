@@ -16,6 +16,7 @@
 #include "core/json_io.h"
 #include "data/hf_tokenizer.h"
 #include "data/sentencepiece_tokenizer.h"
+#include "data/tokenizers/unicode_text.h"
 
 namespace hymba::gguf {
 
@@ -35,19 +36,6 @@ constexpr const char* kConfigKey = "hymba.tokenizer.config";
 constexpr const char* kLlama3Regex =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 bool flag(const json& cfg, const char* key) {
   return cfg.is_object() && cfg.contains(key) && cfg[key].is_boolean() && cfg[key].get<bool>();
@@ -194,7 +182,7 @@ std::string byte_level_char(uint8_t b) {
     for (int x = 0; x < b; ++x) cp += printable(x) ? 0 : 1;
   }
   std::string s;
-  append_utf8(s, cp);
+  tok::append_utf8(s, cp);
   return s;
 }
 

@@ -15,7 +15,11 @@
 
 namespace hymba::infer {
 
-Decoder::Decoder(Model& model, WeightFormat weights) : model_(model), linears_(weights) {
+Decoder::Decoder(Model& model, WeightFormat weights)
+    : model_(model),
+      linears_(weights),
+      lin_([this](float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w, int64_t rows, int64_t C,
+                  int64_t OC) { linears_.linear(out, ld_out, in, ld_in, w, rows, C, OC); }) {
   const ModelPlan& plan = model_.plan();
   const float* P = model_.params().values_block();
   neg_exp_a_.resize(plan.layers.size());
@@ -63,10 +67,6 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
     cpu::position_embedding_forward(x, P + plan.positions, positions_.data(), R, c.max_position_embeddings, d);
   }
   acts_.assign(plan.layers.size(), LayerActs<float>{});
-  const LinearFn<float> lin = [this](float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w,
-                                     int64_t rows, int64_t C, int64_t OC) {
-    linears_.linear(out, ld_out, in, ld_in, w, rows, C, OC);
-  };
   k_ptrs_.resize(n);
   v_ptrs_.resize(n);
   n_cached_.resize(n);
@@ -75,7 +75,7 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
   for (const LayerPlan& lp : plan.layers) {
     LayerActs<float>& a = acts_[static_cast<size_t>(lp.index)];
     a.x_in = x;
-    layer_input_projection(plan, lp, P, arena_, a, R, lin);
+    layer_input_projection(plan, lp, P, arena_, a, R, lin_);
     const int64_t W = lp.proj_width;
     if (lp.attn) {
       if (c.rope) {
@@ -120,7 +120,7 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
                 lp.conv_b >= 0 ? P + lp.conv_b : nullptr, R, di, c.mamba_d_conv);
       a.u = arena_.alloc(static_cast<size_t>(R * di));
       cpu::silu_forward(a.u, a.xc, R * di);
-      layer_mamba_projections(plan, lp, P, arena_, a, R, lin);
+      layer_mamba_projections(plan, lp, P, arena_, a, R, lin_);
       // The scan's operands exactly as the full forward wires them.
       const ScanParams<float> sp = layer_scan_params(plan, lp, P, a, R, 1);
       SsmStepArgs args;
@@ -142,10 +142,10 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
       a.y = arena_.alloc(static_cast<size_t>(R * di));
       ssm_step(a.y, state_ptrs_.data(), args);
     }
-    layer_mixer_output(plan, lp, P, arena_, a, R, lin);
-    layer_residual_ffn(plan, lp, P, ForwardOptions{}, arena_, a, R, lin);
+    layer_mixer_output(plan, lp, P, arena_, a, R, lin_);
+    layer_residual_ffn(plan, lp, P, ForwardOptions{}, arena_, a, R, lin_);
     if (lp.block_first >= 0)
-      layer_block_link(plan, lp, P, arena_, a, acts_[static_cast<size_t>(lp.block_first)].x_in, R, lin);
+      layer_block_link(plan, lp, P, arena_, a, acts_[static_cast<size_t>(lp.block_first)].x_in, R, lin_);
     x = a.x_out;
   }
 

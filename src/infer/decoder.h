@@ -37,6 +37,8 @@ class Decoder {
   // decoder lives (it keeps A = -exp(A_log) of every Mamba layer).
   // weights: the format of the decode steps' linear layers (weight_format.h).
   explicit Decoder(Model& model, WeightFormat weights = WeightFormat::kF32);
+  Decoder(const Decoder&) = delete;  // lin_ points at this decoder's linears_
+  Decoder& operator=(const Decoder&) = delete;
   WeightFormat weight_format() const { return linears_.format(); }
   int64_t quantized_bytes() const { return linears_.quantized_bytes(); }
   const DecoderLinears& linears() const { return linears_; }
@@ -91,6 +93,7 @@ class Decoder {
 
   Model& model_;
   DecoderLinears linears_;
+  LinearFn<float> lin_;  // the graph's linear layers through linears_
   Arena arena_, chunk_arena_;
   int64_t prefill_chunk_ = 512;
   int64_t chunk_positions_run_ = 0;

@@ -95,23 +95,19 @@ void Decoder::run_chunk(SequenceCache& cache, const int32_t* ids, int64_t C, flo
     cpu::position_embedding_forward(x, P + plan.positions, chunk_positions_.data(), C, c.max_position_embeddings, d);
   }
   acts_.assign(plan.layers.size(), LayerActs<float>{});
-  const LinearFn<float> lin = [this](float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w,
-                                     int64_t rows, int64_t Cin, int64_t OC) {
-    linears_.linear(out, ld_out, in, ld_in, w, rows, Cin, OC);
-  };
   chunk_k_.resize(plan.layers.size());
   chunk_v_.resize(plan.layers.size());
 
   for (const LayerPlan& lp : plan.layers) {
     LayerActs<float>& a = acts_[static_cast<size_t>(lp.index)];
     a.x_in = x;
-    layer_input_projection(plan, lp, P, chunk_arena_, a, C, lin);
+    layer_input_projection(plan, lp, P, chunk_arena_, a, C, lin_);
     if (lp.attn) chunk_attention(cache, lp, C, meta);
     if (lp.mamba) chunk_mamba(cache, lp, C);
-    layer_mixer_output(plan, lp, P, chunk_arena_, a, C, lin);
-    layer_residual_ffn(plan, lp, P, ForwardOptions{}, chunk_arena_, a, C, lin);
+    layer_mixer_output(plan, lp, P, chunk_arena_, a, C, lin_);
+    layer_residual_ffn(plan, lp, P, ForwardOptions{}, chunk_arena_, a, C, lin_);
     if (lp.block_first >= 0)
-      layer_block_link(plan, lp, P, chunk_arena_, a, acts_[static_cast<size_t>(lp.block_first)].x_in, C, lin);
+      layer_block_link(plan, lp, P, chunk_arena_, a, acts_[static_cast<size_t>(lp.block_first)].x_in, C, lin_);
     x = a.x_out;
   }
 
@@ -242,11 +238,7 @@ void Decoder::chunk_mamba(SequenceCache& cache, const LayerPlan& lp, int64_t C) 
 
   a.u = chunk_arena_.alloc_uninit(static_cast<size_t>(C * di));
   cpu::silu_forward(a.u, a.xc, C * di);
-  const LinearFn<float> lin = [this](float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w,
-                                     int64_t rows, int64_t Cin, int64_t OC) {
-    linears_.linear(out, ld_out, in, ld_in, w, rows, Cin, OC);
-  };
-  layer_mamba_projections(plan, lp, P, chunk_arena_, a, C, lin);
+  layer_mamba_projections(plan, lp, P, chunk_arena_, a, C, lin_);
   cpu::ScanArgs sa = Ops<float>::scan_args(layer_scan_params(plan, lp, P, a, 1, C));
   sa.h0 = mc.ssm.data();
   a.y = chunk_arena_.alloc_uninit(static_cast<size_t>(C * di));

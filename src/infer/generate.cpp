@@ -70,8 +70,7 @@ SequenceRun::SequenceRun(const Decoder& decoder, std::vector<int32_t> prompt, co
       gen_{std::move(prompt), {}, {}, FinishReason::kLength},
       cache_(decoder.new_cache(static_cast<int64_t>(gen_.prompt.size()) + opt.max_new_tokens)),
       sampler_(opt.sampling, stream) {
-  check_positions(decoder);
-  for (const std::string& s : opt_.stop) longest_stop_ = std::max(longest_stop_, s.size());
+  check_and_prepare(decoder);
 }
 
 SequenceRun::SequenceRun(const Decoder& decoder, SequenceCache cache, int64_t cached, std::vector<int32_t> prompt,
@@ -83,16 +82,16 @@ SequenceRun::SequenceRun(const Decoder& decoder, SequenceCache cache, int64_t ca
       sampler_(opt.sampling, stream),
       prefilled_(cached) {
   const auto n = static_cast<int64_t>(gen_.prompt.size());
-  HYMBA_CHECK(cached >= 0 && cached < n && (cached == 0 || cache_.tokens() == cached), "generate: a cache holding ", cache_.tokens(),
-              " tokens cannot continue from ", cached, " of a ", n, "-token prompt");
+  HYMBA_CHECK(cached >= 0 && cached < n && (cached == 0 || cache_.tokens() == cached), "generate: a cache holding ",
+              cache_.tokens(), " tokens cannot continue from ", cached, " of a ", n, "-token prompt");
   HYMBA_CHECK(n + opt.max_new_tokens <= cache_.max_tokens(), "generate: ", n, " prompt tokens + ",
               opt.max_new_tokens, " new (--max-new-tokens) do not fit the ", cache_.max_tokens(),
               " tokens of the cache");
-  check_positions(decoder);
-  for (const std::string& s : opt_.stop) longest_stop_ = std::max(longest_stop_, s.size());
+  check_and_prepare(decoder);
 }
 
-void SequenceRun::check_positions(const Decoder& decoder) const {
+void SequenceRun::check_and_prepare(const Decoder& decoder) {
+  for (const std::string& s : opt_.stop) longest_stop_ = std::max(longest_stop_, s.size());
   HYMBA_CHECK(!gen_.prompt.empty(), "generate: prompt ", stream_, " has no tokens");
   const ModelConfig& c = decoder.config();
   if (c.position_embedding == PositionEmbedding::kLearned) {

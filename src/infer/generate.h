@@ -95,7 +95,8 @@ class SequenceRun {
 
  private:
   std::string_view accept(int32_t token, const Tokenizer& tokenizer);
-  void check_positions(const Decoder& decoder) const;
+  // Both constructors: the prompt fits the model's positions; stop strings measured.
+  void check_and_prepare(const Decoder& decoder);
 
   GenerateOptions opt_;
   size_t longest_stop_ = 0;

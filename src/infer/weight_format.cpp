@@ -22,6 +22,20 @@ const char* to_string(WeightFormat format) {
   return "f32";
 }
 
+// The blocks of matrix w [OC, C], made on first use and kept.
+template <typename Block, typename Quantize>
+const std::vector<Block>& DecoderLinears::quantized(std::map<Key, std::vector<Block>>& cache, const float* w,
+                                                     int64_t OC, int64_t C, int64_t blocks_per_row,
+                                                     Quantize quantize) {
+  auto [it, added] = cache.try_emplace({w, OC, C});
+  if (added) {
+    it->second.resize(static_cast<size_t>(OC * blocks_per_row));
+    quantize(it->second.data(), w, OC, C);
+    quantized_bytes_ += static_cast<int64_t>(it->second.size() * sizeof(Block));
+  }
+  return it->second;
+}
+
 void DecoderLinears::linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w, int64_t rows,
                             int64_t C, int64_t OC) {
   if (format_ == WeightFormat::kF32 || (rows >= kFloatRows && !quantize_all_rows_)) {
@@ -29,29 +43,15 @@ void DecoderLinears::linear(float* out, int64_t ld_out, const float* in, int64_t
     return;
   }
   if (format_ == WeightFormat::kQ4) {
-    auto [it, added] = q4_.try_emplace({w, OC, C});
-    std::vector<cpu::BlockQ4>& blocks = it->second;
-    if (added) {
-      blocks.resize(static_cast<size_t>(OC * cpu::q4_blocks_per_row(C)));
-      cpu::quantize_q4(blocks.data(), w, OC, C);
-      quantized_bytes_ += static_cast<int64_t>(blocks.size() * sizeof(cpu::BlockQ4));
-    }
+    const auto quantize = [](cpu::BlockQ4* b, const float* x, int64_t n, int64_t c) { cpu::quantize_q4(b, x, n, c); };
+    const auto& blocks = quantized(q4_, w, OC, C, cpu::q4_blocks_per_row(C), quantize);
     cpu::matmul_q4(out, ld_out, in, ld_in, blocks.data(), nullptr, rows, C, OC);
-    return;
+  } else {
+    const auto quantize = [](cpu::BlockQ8* b, const float* x, int64_t n, int64_t c) { cpu::quantize_q8(b, x, n, c); };
+    const auto& blocks = quantized(q8_, w, OC, C, cpu::q8_blocks_per_row(C), quantize);
+    cpu::matmul_q8(out, ld_out, in, ld_in, blocks.data(), nullptr, rows, C, OC);
   }
-  auto [it, added] = q8_.try_emplace({w, OC, C});
-  std::vector<cpu::BlockQ8>& blocks = it->second;
-  if (added) {
-    blocks.resize(static_cast<size_t>(OC * cpu::q8_blocks_per_row(C)));
-    cpu::quantize_q8(blocks.data(), w, OC, C);
-    quantized_bytes_ += static_cast<int64_t>(blocks.size() * sizeof(cpu::BlockQ8));
-  }
-  cpu::matmul_q8(out, ld_out, in, ld_in, blocks.data(), nullptr, rows, C, OC);
 }
-
-}  // namespace hymba::infer
-
-namespace hymba::infer {
 
 std::vector<std::tuple<const float*, int64_t, int64_t>> DecoderLinears::quantized_matrices() const {
   std::vector<Key> keys;

@@ -56,6 +56,9 @@ class DecoderLinears {
   using Key = std::tuple<const float*, int64_t, int64_t>;  // (w, OC, C)
   std::map<Key, std::vector<cpu::BlockQ8>> q8_;
   std::map<Key, std::vector<cpu::BlockQ4>> q4_;
+  template <typename Block, typename Quantize>
+  const std::vector<Block>& quantized(std::map<Key, std::vector<Block>>& cache, const float* w, int64_t OC, int64_t C,
+                                      int64_t blocks_per_row, Quantize quantize);
   int64_t quantized_bytes_ = 0;
 };
 

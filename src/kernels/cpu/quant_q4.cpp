@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/float_formats.h"
+#include "kernels/cpu/quant_matmul.h"
 
 namespace hymba::cpu {
 
@@ -120,19 +121,7 @@ void matmul_q4(float* out, int64_t ld_out, const float* x, int64_t ld_x, const B
   HYMBA_CHECK(isa == Q4Isa::kPortable || best_q4_isa() == Q4Isa::kAvx2, "matmul_q4: this CPU has no ",
               to_string(isa));
   static_assert(kQ4BlockSize == kQ8BlockSize, "a q4 weight block pairs with one q8 input block");
-  const int64_t nb = q4_blocks_per_row(C);
-  std::vector<BlockQ8> xq(static_cast<size_t>(R * nb));
-  quantize_q8(xq.data(), x, ld_x, R, C);
-  std::vector<float> x_scales(xq.size());
-  for (size_t i = 0; i < xq.size(); ++i) x_scales[i] = f16_to_f32(xq[i].scale);
-  const auto dot = isa == Q4Isa::kAvx2 ? row_dot_avx2 : row_dot_portable;
-#pragma omp parallel for schedule(static)
-  for (int64_t o = 0; o < OC; ++o) {
-    const BlockQ4* wr = w + o * nb;
-    const float b = bias != nullptr ? bias[o] : 0.0f;
-    for (int64_t r = 0; r < R; ++r)
-      out[r * ld_out + o] = dot(wr, xq.data() + r * nb, x_scales.data() + r * nb, nb) + b;
-  }
+  matmul_blocks(out, ld_out, x, ld_x, w, bias, R, C, OC, isa == Q4Isa::kAvx2 ? row_dot_avx2 : row_dot_portable);
 }
 
 }  // namespace hymba::cpu
