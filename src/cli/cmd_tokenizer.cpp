@@ -22,6 +22,7 @@
 #include "data/corpus.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/tokenizer_files.h"
+#include "data/unigram_trainer.h"
 #include "formats/checkpoint.h"
 
 namespace hymba::cli {
@@ -38,6 +39,7 @@ struct TrainCmdOptions {
   uint64_t seed = 0;
   uint64_t min_frequency = 2;       // byte-level-bpe only
   bool corpus_alphabet = false;  // byte-level-bpe only
+  std::string special_tokens;    // hf-unigram only; "" = seed 002's
 };
 
 struct EncodeCmdOptions {
@@ -264,8 +266,57 @@ void run_train_byte_level_bpe(const TrainCmdOptions& o) {
   if (!docs.empty()) print_sample(*tok, docs.front());
 }
 
+// Hugging Face's Unigram as seed 002 trains it (data/unigram_trainer.h):
+// NFKC + Lowercase, Whitespace, each document in 1,000,000-character
+// sequences. Writes tokenizer.json and, beside it, tokenizer_config.json.
+void run_train_hf_unigram(const TrainCmdOptions& o) {
+  HYMBA_CHECK(!o.data.empty(), "--data is required for --type hf-unigram");
+  HfUnigramOptions u;
+  u.vocab_size = o.vocab_size;
+  if (!o.special_tokens.empty()) {
+    u.special_tokens.clear();
+    for (size_t at = 0; at <= o.special_tokens.size();) {
+      size_t comma = o.special_tokens.find(',', at);
+      if (comma == std::string::npos) comma = o.special_tokens.size();
+      HYMBA_CHECK(comma > at, "--special-tokens \"", o.special_tokens, "\" has an empty token");
+      u.special_tokens.push_back(o.special_tokens.substr(at, comma - at));
+      at = comma + 1;
+    }
+  }
+  HYMBA_CHECK(o.vocab_size > static_cast<int32_t>(u.special_tokens.size()), "--vocab-size ", o.vocab_size,
+              " leaves no room beyond the ", u.special_tokens.size(), " special tokens");
+  std::printf("reading %s ...\n", o.data.c_str());
+  const std::vector<std::string> docs = read_documents(o.data);
+  int64_t bytes = 0;
+  for (const std::string& d : docs) bytes += static_cast<int64_t>(d.size());
+  std::printf("  %zu documents, %lld bytes (%.2f MiB)\n", docs.size(), static_cast<long long>(bytes), mib(bytes));
+  std::printf("training a Unigram (Hugging Face's algorithm, NFKC + lowercase, Whitespace), vocab %d ...\n",
+              o.vocab_size);
+  std::fflush(stdout);
+  const auto start = std::chrono::steady_clock::now();
+  UnigramTrainResult r;
+  try {
+    r = train_hf_unigram(hf_unigram_sequences(docs), u);
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    if (msg.rfind("vocab_size", 0) == 0) msg = "--vocab-size" + msg.substr(10);
+    fail(msg);
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("  done in %.2f s: vocab %zu\n", secs, r.vocab.size());
+  const std::filesystem::path parent = std::filesystem::path(o.out).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  write_text_atomic(o.out, hf_unigram_tokenizer_json(r, u));
+  const std::string cfg = (parent / "tokenizer_config.json").string();
+  write_text_atomic(cfg, hf_unigram_tokenizer_config(u));
+  std::printf("wrote %s and %s\n", o.out.c_str(), cfg.c_str());
+  const auto tok = load_tokenizer(o.out);
+  if (!docs.empty()) print_sample(*tok, docs.front());
+}
+
 void run_train(const TrainCmdOptions& o) {
   if (o.type == "byte-level-bpe") return run_train_byte_level_bpe(o);
+  if (o.type == "hf-unigram") return run_train_hf_unigram(o);
   TokenizerTrainOptions t;
   t.kind = parse_tokenizer_kind(o.type);
   t.vocab_size = o.vocab_size;
@@ -316,9 +367,10 @@ void register_tokenizer(CLI::App& app, const GlobalOptions& global) {
       "train",
       "Train a tokenizer on a corpus and write its file (sentencepiece BPE or Unigram, or the byte tokenizer)");
   t->add_option("--type", train->type,
-                 "Tokenizer type: bpe, unigram (sentencepiece), byte, or byte-level-bpe (Hugging Face's "
-                 "ByteLevel BPE trainer, as seed 001; writes a tokenizer.json)")
-      ->check(CLI::IsMember({"bpe", "unigram", "byte", "byte-level-bpe"}))
+                 "Tokenizer type: bpe, unigram (sentencepiece), byte, byte-level-bpe (Hugging Face's "
+                 "ByteLevel BPE trainer, as seed 001) or hf-unigram (Hugging Face's Unigram trainer with NFKC, "
+                 "lowercase and Whitespace, as seed 002); the last two write a tokenizer.json")
+      ->check(CLI::IsMember({"bpe", "unigram", "byte", "byte-level-bpe", "hf-unigram"}))
       ->capture_default_str();
   t->add_option("--vocab-size", train->vocab_size,
                 "Vocabulary size, including 4 special and 256 byte-fallback pieces (bpe, unigram)")
@@ -333,6 +385,9 @@ void register_tokenizer(CLI::App& app, const GlobalOptions& global) {
   t->add_flag("--corpus-alphabet", train->corpus_alphabet,
               "byte-level-bpe: only the byte characters the corpus uses get a token, as seed 001 "
               "(default: all 256, as HF's ByteLevelBPETokenizer, so any text encodes)");
+  t->add_option("--special-tokens", train->special_tokens,
+                "hf-unigram: comma-separated special tokens, ids 0.. in this order; the first three are named pad, "
+                "bos, eos in tokenizer_config.json (default: seed 002's <|pad|>,<|bos|>,<|eos|>)");
   t->add_option("--seed", train->seed, "Seed for sampling documents from corpora too large to train on whole")
       ->capture_default_str();
   t->callback([train, &global] {
