@@ -605,6 +605,15 @@ TEST(AblateSuites, RecipesAndFlagsMapOntoTrainingOptions) {
   ablate::apply_train_settings(t0, ablate::load_suite("seed-000", "tiny").train, "seed-000");
   EXPECT_EQ(t0.tokenizer_type, "byte-level-bpe");
   EXPECT_TRUE(t0.tokenizer_corpus_alphabet);
+  // Seed 002's suites: HF's Unigram at vocab 32,000 (NFKC + lowercase, Whitespace).
+  for (const char* suite : {"hymba-roadmap", "hymba-roadmap-epoch"}) {
+    TrainOptions t2;
+    ablate::apply_train_settings(t2, ablate::load_suite(suite, "tiny").train, suite);
+    EXPECT_EQ(t2.tokenizer_type, "hf-unigram") << suite;
+    EXPECT_EQ(t2.tokenizer_vocab, 32000) << suite;
+    EXPECT_EQ(tokenizer_train_options(t2).kind, TokenizerKind::kHfUnigram) << suite;
+    EXPECT_EQ(ablate::train_settings_json(t2)["tokenizer"], "hf-unigram") << suite;
+  }
   ablate::apply_train_settings(t, {{"tokenizer_alphabet", "bytes"}, {"tokenizer_min_frequency", 0}}, "flags");
   EXPECT_FALSE(t.tokenizer_corpus_alphabet);
   EXPECT_EQ(t.tokenizer_min_frequency, 0u);

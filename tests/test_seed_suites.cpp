@@ -351,6 +351,16 @@ TEST(SeedReport, Seed002TableHasTheRoadmapColumns) {
             (std::vector<std::string>{"mean", "default", "True", "True"}));
   EXPECT_EQ(t.cells[6][t.cells[6].size() - 3], "all");  // 7) all SWA
   EXPECT_EQ(t.cells[10][t.cells[10].size() - 4], "concat");
+  // The suite's tokenizer is the seed's (HF Unigram 32,000), and the report says so; another one is named.
+  const std::string md = ablate::seed_section("002", rows, {{"train", s.train}}, "tiny");
+  EXPECT_NE(md.find("this run hf-unigram 32000; seed 002 trains the same Hugging Face Unigram"), std::string::npos)
+      << md;
+  EXPECT_EQ(md.find("8192"), std::string::npos) << md;
+  json other = s.train;
+  other["tokenizer"] = "unigram";
+  other["tokenizer_vocab"] = 8192;
+  const std::string md2 = ablate::seed_section("002", rows, {{"train", other}}, "tiny");
+  EXPECT_NE(md2.find("this run unigram 8192; seed 002: Hugging Face Unigram 32,000"), std::string::npos) << md2;
 }
 
 // Seed 003's round 3: the rows at each T, round 1's 4,096 tokens per step.

@@ -152,8 +152,9 @@ TEST(TokenizerKind, ParsesNamesAndRejectsOthers) {
   EXPECT_EQ(parse_tokenizer_kind("bpe"), TokenizerKind::kBpe);
   EXPECT_EQ(parse_tokenizer_kind("unigram"), TokenizerKind::kUnigram);
   EXPECT_EQ(parse_tokenizer_kind("byte-level-bpe"), TokenizerKind::kByteLevelBpe);
-  for (TokenizerKind k :
-       {TokenizerKind::kByte, TokenizerKind::kBpe, TokenizerKind::kUnigram, TokenizerKind::kByteLevelBpe})
+  EXPECT_EQ(parse_tokenizer_kind("hf-unigram"), TokenizerKind::kHfUnigram);
+  for (TokenizerKind k : {TokenizerKind::kByte, TokenizerKind::kBpe, TokenizerKind::kUnigram,
+                          TokenizerKind::kByteLevelBpe, TokenizerKind::kHfUnigram})
     EXPECT_EQ(parse_tokenizer_kind(to_string(k)), k);
   expect_error([] { parse_tokenizer_kind("wordpiece"); }, "--type");
   expect_error([] { parse_tokenizer_kind("byte-level", "tokenizer"); }, "byte-level-bpe");

@@ -227,6 +227,25 @@ TEST(UnigramTrainer, WordCountsAreNormalizedAndSplitAsTheSeedDoes) {
   EXPECT_EQ(seqs[1].size(), 400000u);
 }
 
+// One huge "word" (a line with no spaces) would need a lattice of gigabytes;
+// it is counted as 8,192-byte pieces, so training stays fast and bounded.
+TEST(UnigramTrainer, AHugeSingleWordIsTrainedInBoundedPieces) {
+  std::string line;
+  for (int i = 0; i < (1 << 20); ++i) line += "ab";  // 2 MB, one pre-tokenized word
+  const auto counts = hf_unigram_word_counts({line});
+  ASSERT_EQ(counts.size(), 1u);
+  EXPECT_EQ(counts[0].first.size(), 8192u);
+  EXPECT_EQ(counts[0].second, 256u);
+  HfUnigramOptions o;
+  o.vocab_size = 40;
+  const auto start = std::chrono::steady_clock::now();
+  const UnigramTrainResult r = train_hf_unigram({line}, o);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LE(r.vocab.size(), 40u);
+  EXPECT_GT(r.vocab.size(), 5u);
+  EXPECT_LT(seconds, 20.0 * test::kSlowBuildFactor);
+}
+
 // The real HF trainer (UnigramTrainer::default(): vocab 8000, no special
 // tokens, NFKC + Lowercase, Whitespace, one sequence per corpus line)
 // against ours on the committed corpus, which prunes several times.
@@ -296,6 +315,7 @@ TEST(UnigramTrainer, SeedTokenizerJsonLoadsAndEncodes) {
   EXPECT_TRUE(j["model"]["unk_id"].is_null());
   EXPECT_EQ(j["added_tokens"].size(), 3u);
   EXPECT_EQ(j["added_tokens"][1]["content"], "<|bos|>");
+  EXPECT_EQ(j["post_processor"]["type"], "TemplateProcessing");
 
   const auto tok = train_hf_unigram_tokenizer(docs, o);
   EXPECT_EQ(tok->vocab_size(), 33);
@@ -319,6 +339,11 @@ TEST(UnigramTrainer, SeedTokenizerJsonLoadsAndEncodes) {
   std::string no_spaces = decoded;
   no_spaces.erase(std::remove(no_spaces.begin(), no_spaces.end(), ' '), no_spaces.end());
   EXPECT_EQ(no_spaces, "thelazydog.");
+  // The seed's post-processor puts <|bos|> and <|eos|> around an encoding that asks for special tokens.
+  const Encoding full = tok->encode_full("the lazy dog.", true);
+  ASSERT_EQ(full.ids.size(), ids.size() + 2);
+  EXPECT_EQ(full.ids.front(), 1);
+  EXPECT_EQ(full.ids.back(), 2);
 }
 
 // `hymba tokenizer train --type hf-unigram`: writes tokenizer.json and

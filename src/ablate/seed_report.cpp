@@ -88,7 +88,7 @@ std::string seed_steps(const std::string& seed, const json& settings) {
   if (seed == "000") return "not stated (its notebook, seed 001: 25 epochs = 1,675 steps)";
   if (seed == "001") return "25 epochs of 67 batches = 1,675";
   if (seed == "002")
-    return t.contains("stop_epochs") ? "epochs=1: ~27 of a 150-step schedule" : "150 (its code stops after epochs=1, ~27)";
+    return t.contains("stop_epochs") ? "epochs=1: ~33 of a 150-step schedule" : "150 (its code stops after epochs=1, ~33)";
   if (seed == "003") return "5,000";
   return "";
 }
@@ -98,7 +98,7 @@ std::string row_differences(const std::string& seed, const RowResult& r, const j
   std::vector<std::string> d;
   const std::string theirs = seed == "000"   ? "not stated"
                              : seed == "001" ? "1,675"
-                             : seed == "002" ? (settings.value("train", json::object()).contains("stop_epochs") ? "~27" : "150")
+                             : seed == "002" ? (settings.value("train", json::object()).contains("stop_epochs") ? "~33" : "150")
                                              : "5,000";
   d.push_back(std::to_string(r.steps) + " steps, seed " + theirs);
   if (scale != "seed") {
@@ -163,8 +163,15 @@ std::string suite_differences(const std::string& seed, const json& settings) {
   else if (seed == "000" || seed == "001")
     s << "; seed 001: Hugging Face ByteLevel BPE 4,096 (min_frequency 2, four special tokens, corpus alphabet; "
          "`tokenizer: byte-level-bpe`, the suite's default), so per-token PPL is not directly comparable.\n";
+  else if (seed == "002" && t.value("tokenizer", std::string()) == "hf-unigram" && t.value("tokenizer_vocab", 0) == 32000)
+    s << "; seed 002 trains the same Hugging Face Unigram (UnigramTrainer: vocab 32,000, <|pad|> <|bos|> <|eos|>, "
+         "NFKC + lowercase, Whitespace pre-tokenizer), so on the seed's corpus the vocabulary is the seed's and "
+         "per-token PPL is comparable (the trainer is checked piece for piece against HF's; like HF's it returns "
+         "fewer pieces than asked when the corpus supports fewer: 5,917 tokens on the whole Tiny Shakespeare file).\n";
   else if (seed == "002")
-    s << "; seed 002: Unigram 32,000 with NFKC + lowercase and a whitespace pre-tokenizer.\n";
+    s << "; seed 002: Hugging Face Unigram 32,000 (fewer when the corpus supports fewer) with NFKC + lowercase and "
+         "a Whitespace pre-tokenizer (`tokenizer: hf-unigram`, the suite's default), so per-token PPL is not "
+         "directly comparable.\n";
   else
     s << "; seed 003: not stated; its Mamba's 27M implies GPT-2's 50,257 tokens (tied), the presets' vocabulary "
          "(docs/ablation.md, Seed 003), so parameter counts and per-token loss differ from the seed's at another "

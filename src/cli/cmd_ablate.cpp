@@ -88,8 +88,9 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--tokenizer", a.tokenizer_file,
                   "Tokenizer file to use instead of training one (tokenizer.json or sentencepiece .model); "
                   "the rows' vocab_size becomes its vocabulary");
-  auto* tok_type = cmd->add_option("--tokenizer-type", o->tokenizer_type, "byte, bpe, unigram or byte-level-bpe")
-                       ->check(CLI::IsMember({"byte", "bpe", "unigram", "byte-level-bpe"}));
+  auto* tok_type = cmd->add_option("--tokenizer-type", o->tokenizer_type,
+                                   "byte, bpe, unigram, byte-level-bpe or hf-unigram")
+                       ->check(CLI::IsMember({"byte", "bpe", "unigram", "byte-level-bpe", "hf-unigram"}));
   auto* tok_vocab = cmd->add_option("--tokenizer-vocab", o->tokenizer_vocab, "Vocabulary of a trained tokenizer")
                         ->check(CLI::Range(16, 1 << 20));
   auto* init_scheme = cmd->add_option("--init-scheme", o->init_scheme,

@@ -1,6 +1,6 @@
 // `hymba tokenizer train|encode|decode|bench`: train a byte, BPE or Unigram
-// tokenizer (sentencepiece) or a Hugging Face byte-level BPE on a corpus and
-// write its file; encode text (an argument or stdin) to ids, with offsets as
+// tokenizer (sentencepiece), a Hugging Face byte-level BPE or a Hugging Face
+// Unigram (seed 002's) on a corpus and write its file; encode text (an argument or stdin) to ids, with offsets as
 // JSON, and back; time encoding.
 #include <algorithm>
 #include <chrono>
@@ -273,7 +273,9 @@ void run_train_hf_unigram(const TrainCmdOptions& o) {
   HYMBA_CHECK(!o.data.empty(), "--data is required for --type hf-unigram");
   HfUnigramOptions u;
   u.vocab_size = o.vocab_size;
-  if (!o.special_tokens.empty()) {
+  if (o.special_tokens == "none") {
+    u.special_tokens.clear();
+  } else if (!o.special_tokens.empty()) {
     u.special_tokens.clear();
     for (size_t at = 0; at <= o.special_tokens.size();) {
       size_t comma = o.special_tokens.find(',', at);
@@ -387,7 +389,8 @@ void register_tokenizer(CLI::App& app, const GlobalOptions& global) {
               "(default: all 256, as HF's ByteLevelBPETokenizer, so any text encodes)");
   t->add_option("--special-tokens", train->special_tokens,
                 "hf-unigram: comma-separated special tokens, ids 0.. in this order; the first three are named pad, "
-                "bos, eos in tokenizer_config.json (default: seed 002's <|pad|>,<|bos|>,<|eos|>)");
+                "bos, eos in tokenizer_config.json; 'none' for none, as HF's default trainer (default: seed 002's "
+                "<|pad|>,<|bos|>,<|eos|>)");
   t->add_option("--seed", train->seed, "Seed for sampling documents from corpora too large to train on whole")
       ->capture_default_str();
   t->callback([train, &global] {

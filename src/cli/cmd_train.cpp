@@ -39,7 +39,8 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
                                "published directory) instead of a fresh model");
   init->excludes("--preset")->excludes("--config");
   cmd->add_option("--tokenizer", t.tokenizer_path, "Use this tokenizer file instead of building one")->excludes(init);
-  cmd->add_option("--tokenizer-type", t.tokenizer_type, "byte, bpe, unigram or byte-level-bpe")->capture_default_str();
+  cmd->add_option("--tokenizer-type", t.tokenizer_type,
+                  "byte, bpe, unigram, byte-level-bpe or hf-unigram (seed 002's Hugging Face Unigram)")->capture_default_str();
   cmd->add_option("--tokenizer-min-frequency", t.tokenizer_min_frequency,
                   "byte-level-bpe: a merge needs a pair seen at least this often")
       ->capture_default_str();

@@ -25,6 +25,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "data/bpe_trainer.h"
+#include "data/unigram_trainer.h"
 #include "data/tokenizers/unicode_text.h"
 
 namespace hymba {
@@ -446,6 +447,17 @@ std::unique_ptr<Tokenizer> train_tokenizer(const std::vector<std::string>& docum
     b.min_frequency = opt.min_frequency;
     b.full_byte_alphabet = !opt.corpus_alphabet;
     return train_byte_level_bpe_tokenizer(documents, b);
+  }
+  if (opt.kind == TokenizerKind::kHfUnigram) {
+    HfUnigramOptions u;
+    u.vocab_size = opt.vocab_size;
+    try {
+      return train_hf_unigram_tokenizer(documents, u);
+    } catch (const Error& e) {
+      const std::string msg = e.what();  // the trainer names vocab_size; callers know it as --vocab-size
+      if (msg.rfind("vocab_size", 0) == 0) fail("--vocab-size", msg.substr(10));
+      throw;
+    }
   }
   const char* kind = to_string(opt.kind);
   HYMBA_CHECK(opt.vocab_size > kSpRequiredPieces, "--vocab-size ", opt.vocab_size, " is too small: a ", kind,

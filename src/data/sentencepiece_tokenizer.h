@@ -29,10 +29,13 @@ struct TokenizerTrainOptions {
   // (HF's BpeTrainer, seed 001) instead of all 256.
   uint64_t min_frequency = 2;
   bool corpus_alphabet = false;
+  // kind hf-unigram (data/unigram_trainer.h) is trained on the whole corpus
+  // too, with seed 002's special tokens <|pad|>, <|bos|>, <|eos|>.
 };
 
 // Trains a sentencepiece model on the documents (kind bpe or unigram; byte
-// needs no training and returns make_byte_tokenizer()). sentencepiece
+// needs no training and returns make_byte_tokenizer(); byte-level-bpe and
+// hf-unigram train Hugging Face's algorithms into a tokenizer.json). sentencepiece
 // models use pad 0, unk 1, bos 2, eos 3, byte fallback and the identity
 // normalisation, so decode(encode(x)) == x for any bytes x. Errors about the
 // vocabulary size name --vocab-size.

@@ -99,6 +99,8 @@ const char* to_string(TokenizerKind k) {
       return "wordlevel";
     case TokenizerKind::kByteLevelBpe:
       return "byte-level-bpe";
+    case TokenizerKind::kHfUnigram:
+      return "hf-unigram";
   }
   return "unknown";
 }
@@ -108,7 +110,8 @@ TokenizerKind parse_tokenizer_kind(const std::string& s, const std::string& what
   if (s == "bpe") return TokenizerKind::kBpe;
   if (s == "unigram") return TokenizerKind::kUnigram;
   if (s == "byte-level-bpe") return TokenizerKind::kByteLevelBpe;
-  fail(what, " '", s, "' is not a tokenizer type (byte, bpe, unigram or byte-level-bpe)");
+  if (s == "hf-unigram") return TokenizerKind::kHfUnigram;
+  fail(what, " '", s, "' is not a tokenizer type (byte, bpe, unigram, byte-level-bpe or hf-unigram)");
 }
 
 std::unique_ptr<Tokenizer> make_byte_tokenizer() { return std::make_unique<ByteTokenizer>(); }

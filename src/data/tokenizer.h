@@ -17,10 +17,13 @@ inline constexpr const char* kTokenizerFile = "tokenizer.model";
 
 // kByteLevelBpe: Hugging Face's ByteLevel BPE as seed 001 trains it
 // (data/bpe_trainer.h), kept as a tokenizer.json; once loaded it is an HF
-// tokenizer of kind kBpe.
-enum class TokenizerKind { kByte, kBpe, kUnigram, kWordPiece, kWordLevel, kByteLevelBpe };
+// tokenizer of kind kBpe. kHfUnigram: Hugging Face's Unigram with NFKC +
+// Lowercase and Whitespace as seed 002 trains it (data/unigram_trainer.h);
+// once loaded it is an HF tokenizer of kind kUnigram.
+enum class TokenizerKind { kByte, kBpe, kUnigram, kWordPiece, kWordLevel, kByteLevelBpe, kHfUnigram };
 const char* to_string(TokenizerKind k);
-// "byte" | "bpe" | "unigram" | "byte-level-bpe" (the kinds hymba trains);
+// "byte" | "bpe" | "unigram" | "byte-level-bpe" | "hf-unigram" (the kinds
+// hymba trains);
 // errors name `what` (the flag or field given).
 TokenizerKind parse_tokenizer_kind(const std::string& s, const std::string& what = "--type");
 

@@ -608,6 +608,12 @@ UnigramTrainResult train_unigram(const Words& word_counts, const UnigramTrainerO
   return finalize(model_pieces, model->min_score, required, opt);
 }
 
+// A word's lattice holds up to 16 nodes per character, so one 50 MB "word" (a
+// line with no spaces) would need gigabytes. Words longer than this many
+// bytes are counted as pieces of it (cut at character boundaries), as the
+// byte-level BPE trainer does; ordinary text has no such words.
+constexpr size_t kMaxTrainedWordBytes = 8192;
+
 std::vector<std::pair<std::string, uint64_t>> hf_unigram_word_counts(const std::vector<std::string>& sequences) {
   const auto normalizer = tok::make_normalizer(
       nlohmann::json::parse(R"({"type":"Sequence","normalizers":[{"type":"NFKC"},{"type":"Lowercase"}]})"),
@@ -621,8 +627,15 @@ std::vector<std::pair<std::string, uint64_t>> hf_unigram_word_counts(const std::
     tok::PreTokenized pieces;
     pieces.push_back({std::move(ns), -1});
     pre->pre_tokenize(pieces);
-    for (const tok::PreToken& p : pieces)
-      if (!p.text.empty()) ++counts[p.text.text()];
+    for (const tok::PreToken& p : pieces) {
+      const std::string& w = p.text.text();
+      for (size_t at = 0; at < w.size();) {
+        size_t end = std::min(w.size(), at + kMaxTrainedWordBytes);
+        while (end < w.size() && end > at + 1 && (static_cast<unsigned char>(w[end]) & 0xC0) == 0x80) --end;
+        ++counts[w.substr(at, end - at)];
+        at = end;
+      }
+    }
   }
   return {counts.begin(), counts.end()};
 }
@@ -663,13 +676,26 @@ std::string hf_unigram_tokenizer_json(const UnigramTrainResult& r, const HfUnigr
                      {"rstrip", false}, {"normalized", false}, {"special", true}});
   const json normalizer = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFKC"}}, {{"type", "Lowercase"}}}}};
   const json pre = {{"type", "Whitespace"}};
+  // The seed's TemplateProcessing: "<bos> $A <eos>", pair "<bos> $A <eos> $B:1 <eos>:1".
+  json post = nullptr;
+  if (opt.special_tokens.size() >= 3 && r.vocab.size() >= 3) {
+    const std::string& bos = opt.special_tokens[1];
+    const std::string& eos = opt.special_tokens[2];
+    auto special = [](const std::string& t, int type) { return json{{"SpecialToken", {{"id", t}, {"type_id", type}}}}; };
+    auto seq = [](const char* id, int type) { return json{{"Sequence", {{"id", id}, {"type_id", type}}}}; };
+    post = {{"type", "TemplateProcessing"},
+            {"single", {special(bos, 0), seq("A", 0), special(eos, 0)}},
+            {"pair", {special(bos, 0), seq("A", 0), special(eos, 0), seq("B", 1), special(eos, 1)}},
+            {"special_tokens",
+             {{bos, {{"id", bos}, {"ids", {1}}, {"tokens", {bos}}}}, {eos, {{"id", eos}, {"ids", {2}}, {"tokens", {eos}}}}}}};
+  }
   // Written by hand in HF's field order: a json array of tens of thousands of
   // pairs is slow to build.
   std::string s = "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n";
   s += "  \"added_tokens\": " + added.dump() + ",\n";
   s += "  \"normalizer\": " + normalizer.dump() + ",\n";
   s += "  \"pre_tokenizer\": " + pre.dump() + ",\n";
-  s += "  \"post_processor\": null,\n  \"decoder\": null,\n";
+  s += "  \"post_processor\": " + post.dump() + ",\n  \"decoder\": null,\n";
   s += "  \"model\": {\n    \"type\": \"Unigram\",\n    \"unk_id\": ";
   s += r.unk_id ? std::to_string(*r.unk_id) : std::string("null");
   s += ",\n    \"vocab\": [";

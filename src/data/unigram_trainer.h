@@ -77,7 +77,9 @@ struct HfUnigramOptions {
 
 // Word counts as seed 002's tokenizer feeds them: each sequence normalized
 // (NFKC, then Lowercase) and split by HF's Whitespace pre-tokenizer
-// (\w+|[^\w\s]+); invalid UTF-8 becomes U+FFFD.
+// (\w+|[^\w\s]+); invalid UTF-8 becomes U+FFFD. Words over 8,192 bytes are
+// counted as 8,192-byte pieces (cut at character boundaries), so a huge line
+// with no spaces trains in bounded memory.
 std::vector<std::pair<std::string, uint64_t>> hf_unigram_word_counts(const std::vector<std::string>& sequences);
 
 // The sequences seed 002 feeds: each document cut into chunks of 1,000,000
@@ -90,9 +92,10 @@ std::vector<std::string> hf_unigram_sequences(const std::vector<std::string>& do
 UnigramTrainResult train_hf_unigram(const std::vector<std::string>& sequences, const HfUnigramOptions& opt);
 
 // The tokenizer.json HF saves for it: the special tokens as added tokens,
-// normalizer Sequence[NFKC, Lowercase], pre-tokenizer Whitespace, no
-// post-processor or decoder (HF then joins decoded tokens with spaces), model
-// Unigram with unk_id null (the seed sets no unk token).
+// normalizer Sequence[NFKC, Lowercase], pre-tokenizer Whitespace, the
+// seed's TemplateProcessing ("<bos> $A <eos>", with special_tokens[1] and
+// [2]; none with fewer than three), no decoder (HF then joins decoded tokens
+// with spaces), model Unigram with unk_id null (the seed sets no unk token).
 std::string hf_unigram_tokenizer_json(const UnigramTrainResult& r, const HfUnigramOptions& opt);
 
 // The tokenizer_config.json naming pad, bos, eos = special_tokens[0..2].
