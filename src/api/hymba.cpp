@@ -62,7 +62,8 @@ auto naming_source(const std::string& source, Fn&& fn) {
 LanguageModel::~LanguageModel() = default;
 
 LanguageModel LanguageModel::load(const std::string& dir, bool trainable) {
-  LoadedCheckpoint c = naming_source(dir, [&] { return load_checkpoint(dir, trainable); });
+  // Inference keeps weights stored in blocks as blocks (no float32 copy).
+  LoadedCheckpoint c = naming_source(dir, [&] { return load_checkpoint(dir, trainable, !trainable); });
   LanguageModel lm;
   lm.model_ = std::move(c.model);
   lm.tokenizer_ = std::move(c.tokenizer);
@@ -210,10 +211,11 @@ CorpusScore LanguageModel::score_corpus(const CorpusScoreOptions& options) {
                             "--batch " + std::to_string(options.batch) + " x --seq-len " + std::to_string(out.seq_len),
                             "--batch or --seq-len", "eval");
   out.result = naming_source(source_, [&] {
-    if (weight_format_ == infer::WeightFormat::kF32)
+    if (weight_format_ == infer::WeightFormat::kF32 && !model_->held_format())
       return evaluate(*model_, tokens, out.seq_len, options.batch, options.max_windows, options.on_progress);
-    // Quantized weights live in the cached decoder: each window is one
-    // prefill of its inputs, every position's logits kept.
+    // Quantized weights (made from float32 or held by the checkpoint) live
+    // in the decoder: each window is one prefill of its inputs, every
+    // position's logits kept.
     infer::Decoder decoder(*model_, weight_format_);
     decoder.set_quantized_prefill(true);
     infer::SequenceCache cache = decoder.new_cache(out.seq_len);

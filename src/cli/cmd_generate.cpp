@@ -242,7 +242,7 @@ void register_bench_infer(CLI::App& app, const GlobalOptions& global) {
     std::string what;
     if (!opts->ckpt.empty()) {
       what = resolve_checkpoint(opts->ckpt);
-      model = load_model(what, false);
+      model = load_model(what, false, /*keep_blocks=*/true);
     } else {
       model = std::make_unique<Model>(resolve_model(opts->model), false);
       model->init(opts->init_seed);

@@ -3,6 +3,7 @@
 // `hymba import --in FILE.gguf`: a GGUF file (llama, mamba or hymba arch) likewise.
 // `hymba export --format hf`: our checkpoint as a directory HF transformers loads.
 // `hymba export --format gguf`: our checkpoint as one GGUF file llama.cpp loads (docs/gguf.md).
+// `hymba quantize`: a checkpoint whose linear weights are stored in q8 / q4 blocks (docs/inference.md).
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "formats/gguf.h"
 #include "formats/gguf_model.h"
 #include "formats/gguf_tokenizer.h"
+#include "formats/held_checkpoint.h"
 #include "formats/hf_import.h"
 #include "train/run_state.h"
 
@@ -49,16 +51,21 @@ void register_import_export(CLI::App& app, const GlobalOptions& global) {
       if (is_gguf_file(opts->in)) {
         const gguf::File file = gguf::File::open(opts->in);
         const std::string arch = file.get_string("general.architecture");
-        auto model = load_model(opts->in, false);
+        // Q8_0 / Q4_0 linear weights stay blocks in the written checkpoint.
+        auto model = load_model(opts->in, false, /*keep_blocks=*/true);
         save_model(opts->out, *model, {{"imported_from", "gguf " + arch}});
         std::string tokenizer = "no tokenizer";
         if (gguf::has_tokenizer(file)) {
           const CheckpointTokenizer tok = gguf::tokenizer_from_gguf(file);
           tokenizer = "tokenizer " + fs::path(save_tokenizer_files(*tok.tokenizer, opts->out)).filename().string();
         }
-        std::printf("imported GGUF (%s) %s: %lld parameters in %zu tensors, %s -> %s\n", arch.c_str(),
+        const std::string kept =
+            model->held().empty() ? std::string()
+                                  : " (" + std::to_string(model->held().size()) + " weight matrices kept in " +
+                                        to_string(*model->held_format()) + " blocks)";
+        std::printf("imported GGUF (%s) %s: %lld parameters in %zu tensors%s, %s -> %s\n", arch.c_str(),
                     opts->in.c_str(), static_cast<long long>(model->params().num_params()),
-                    model->params().rows().size(), tokenizer.c_str(), opts->out.c_str());
+                    model->params().rows().size(), kept.c_str(), tokenizer.c_str(), opts->out.c_str());
         return;
       }
       HYMBA_CHECK(fs::is_directory(opts->in), "--in ", opts->in, ": not a directory or a GGUF file");
@@ -77,6 +84,39 @@ void register_import_export(CLI::App& app, const GlobalOptions& global) {
       std::printf("imported %s checkpoint %s: %lld parameters in %zu tensors, %d tokenizer file%s -> %s\n",
                   to_string(layout), opts->in.c_str(), static_cast<long long>(model->params().num_params()),
                   model->params().rows().size(), copied, copied == 1 ? "" : "s", opts->out.c_str());
+    });
+  }
+  {
+    struct Options {
+      std::string ckpt, out, weights;
+    };
+    auto opts = std::make_shared<Options>();
+    CLI::App* cmd = app.add_subcommand(
+        "quantize", "Write a checkpoint whose linear weights are stored in q8 or q4 blocks: inference loads them by "
+                    "mmap, without a float32 copy");
+    cmd->add_option("--ckpt", opts->ckpt, "Checkpoint or run directory, or a .gguf file")->required();
+    cmd->add_option("--weights", opts->weights,
+                    "q8 (blocks of 32: an f16 scale and 32 int8, GGUF's Q8_0) or q4 (an f16 scale and 32 4-bit "
+                    "values, GGUF's Q4_0); embeddings, norms, Mamba A/D/dt/conv and the output head stay f32")
+        ->required()
+        ->check(CLI::IsMember({"q8", "q4"}));
+    cmd->add_option("--out", opts->out, "Checkpoint directory to write (config.json, model.safetensors, tokenizer)")
+        ->required();
+    cmd->callback([opts, &global] {
+      apply_global_options(global);
+      const std::string ckpt = resolve_checkpoint(opts->ckpt);
+      HYMBA_CHECK(fs::weakly_canonical(ckpt) != fs::weakly_canonical(opts->out),
+                  "--out must differ from --ckpt (quantize writes a new directory)");
+      const BlockFormat format = opts->weights == "q4" ? BlockFormat::kQ4 : BlockFormat::kQ8;
+      LoadedCheckpoint c = load_checkpoint(ckpt, false);  // float32 (a quantized one is widened, with a note)
+      const int64_t n = hold_quantized(*c.model, format);
+      int64_t bytes = 0;
+      for (const auto& kv : c.model->held()) bytes += kv.second.bytes();
+      save_inference_checkpoint(opts->out, *c.model, *c.tokenizer,
+                                {{"quantized_from", ckpt}, {"weights", to_string(format)}});
+      std::printf("quantized %s: %lld weight matrices to %s blocks (%.1f MB; %lld parameters in all) -> %s\n",
+                  ckpt.c_str(), static_cast<long long>(n), to_string(format), static_cast<double>(bytes) / 1e6,
+                  static_cast<long long>(c.model->params().num_params()), opts->out.c_str());
     });
   }
   {

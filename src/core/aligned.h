@@ -7,12 +7,20 @@
 #include <memory>
 #include <new>
 
+#include <sys/mman.h>
+
 namespace hymba {
 
 inline constexpr std::size_t kAlignment = 64;
 
 struct AlignedFree {
-  void operator()(float* p) const noexcept { std::free(p); }
+  std::size_t mapped_bytes = 0;  // non-zero: the block is an anonymous mapping
+  void operator()(float* p) const noexcept {
+    if (mapped_bytes != 0)
+      ::munmap(p, mapped_bytes);
+    else
+      std::free(p);
+  }
 };
 using AlignedFloats = std::unique_ptr<float[], AlignedFree>;
 
@@ -24,6 +32,19 @@ inline AlignedFloats make_aligned_floats(std::size_t n) {
   if (p == nullptr) throw std::bad_alloc();
   std::memset(p, 0, bytes);
   return AlignedFloats(static_cast<float*>(p));
+}
+
+// n zero floats whose pages are mapped lazily: a page costs memory only once
+// written, so the float32 rows of weights a model holds in a block format
+// (model/held_weights.h) cost nothing. Page-aligned. Small blocks fall back
+// to make_aligned_floats.
+inline AlignedFloats make_lazy_zero_floats(std::size_t n) {
+  constexpr std::size_t kMinMapped = std::size_t{1} << 20;
+  if (n * sizeof(float) < kMinMapped) return make_aligned_floats(n);
+  const std::size_t bytes = n * sizeof(float);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  return AlignedFloats(static_cast<float*>(p), AlignedFree{bytes});
 }
 
 }  // namespace hymba

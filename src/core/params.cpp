@@ -37,7 +37,8 @@ void ParamTable::allocate(bool with_grads, bool with_optimizer) {
   auto n = static_cast<std::size_t>(total_);
   HYMBA_CHECK(n <= (SIZE_MAX - kAlignment) / sizeof(float), "parameter table: ", total_,
               " floats do not fit in the address space");
-  if (!values_) values_ = make_aligned_floats(n);
+  // Lazily mapped: rows a model holds in a block format are never written.
+  if (!values_) values_ = make_lazy_zero_floats(n);
   if (with_grads && !grads_) grads_ = make_aligned_floats(n);
   if (with_optimizer && !m_) {
     m_ = make_aligned_floats(n);

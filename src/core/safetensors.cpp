@@ -1,6 +1,7 @@
 #include "core/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <tuple>
 #include <unordered_set>
 #include <utility>
@@ -128,7 +130,7 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
 // A finite value that narrowing would turn into infinity is refused: the
 // written file would silently differ from the model.
 void check_fits(const std::string& path, const NamedTensor& t, int64_t numel, FloatFormat format) {
-  if (format == FloatFormat::kF32) return;
+  if (format == FloatFormat::kF32 || t.bytes != nullptr) return;
   const float threshold = overflow_threshold(format);
   for (int64_t i = 0; i < numel; ++i) {
     const float v = t.data[i];
@@ -143,6 +145,10 @@ void check_fits(const std::string& path, const NamedTensor& t, int64_t numel, Fl
 // staging buffer, so a large tensor needs no second full-size copy.
 void write_tensor(std::FILE* f, const std::string& path, const NamedTensor& t, FloatFormat format) {
   const int64_t n = t.shape.numel();
+  if (t.bytes != nullptr) {
+    write_bytes(f, t.bytes, static_cast<std::size_t>(n), path);
+    return;
+  }
   if (format == FloatFormat::kF32) {
     write_bytes(f, t.data, static_cast<std::size_t>(n) * sizeof(float), path);
     return;
@@ -179,7 +185,9 @@ SafetensorsFile::SafetensorsFile(SafetensorsFile&& other) noexcept
       data_start_(other.data_start_),
       entries_(std::move(other.entries_)),
       index_(std::move(other.index_)),
-      metadata_(std::move(other.metadata_)) {}
+      metadata_(std::move(other.metadata_)),
+      file_size_(other.file_size_),
+      mapping_(std::move(other.mapping_)) {}
 
 SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
   if (this != &other) {
@@ -190,6 +198,8 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
     entries_ = std::move(other.entries_);
     index_ = std::move(other.index_);
     metadata_ = std::move(other.metadata_);
+    file_size_ = other.file_size_;
+    mapping_ = std::move(other.mapping_);
   }
   return *this;
 }
@@ -207,6 +217,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   if (::fstat(file.fd_, &st) != 0) fail(path, ": cannot stat: ", os_reason(errno));
   HYMBA_CHECK(!S_ISDIR(st.st_mode), path, ": is a directory, expected a safetensors file");
   const auto size = static_cast<uint64_t>(st.st_size);
+  file.file_size_ = size;
 
   HYMBA_CHECK(size >= 8, path, ": not a safetensors file: ", size, " bytes is too short for the header length");
   unsigned char len_bytes[8];
@@ -314,6 +325,18 @@ void SafetensorsFile::read_into(const std::string& name, float* dst, int64_t n) 
   }
 }
 
+std::shared_ptr<const uint8_t> SafetensorsFile::map_bytes(const std::string& name) const {
+  const SafetensorsEntry& e = entry(name);
+  if (!mapping_) {
+    void* p = ::mmap(nullptr, file_size_, PROT_READ, MAP_PRIVATE, fd_, 0);
+    if (p == MAP_FAILED) fail(path_, ": cannot map the file: ", os_reason(errno));
+    const uint64_t size = file_size_;
+    mapping_ = std::shared_ptr<const uint8_t>(static_cast<const uint8_t*>(p),
+                                              [size](const uint8_t* q) { ::munmap(const_cast<uint8_t*>(q), size); });
+  }
+  return std::shared_ptr<const uint8_t>(mapping_, mapping_.get() + data_start_ + e.begin);
+}
+
 void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                       const std::map<std::string, std::string>& metadata, FloatFormat format) {
   const int esize = bytes_per_element(format);
@@ -337,11 +360,12 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
     }
     int64_t numel = 1;
     for (int i = 0; i < t.shape.rank; ++i) numel = checked_mul(numel, t.shape[i], path + ": size of tensor '" + t.name + "'");
-    const auto bytes = static_cast<uint64_t>(checked_mul(numel, esize, path + ": bytes of tensor '" + t.name + "'"));
-    HYMBA_CHECK(bytes == 0 || t.data != nullptr, path, ": tensor '", t.name, "' has no data");
+    const int tsize = t.bytes != nullptr ? 1 : esize;
+    const auto bytes = static_cast<uint64_t>(checked_mul(numel, tsize, path + ": bytes of tensor '" + t.name + "'"));
+    HYMBA_CHECK(bytes == 0 || t.data != nullptr || t.bytes != nullptr, path, ": tensor '", t.name, "' has no data");
     check_fits(path, t, numel, format);
     nlohmann::ordered_json e = nlohmann::ordered_json::object();
-    e["dtype"] = safetensors_dtype(format);
+    e["dtype"] = t.bytes != nullptr ? std::string("U8") : std::string(safetensors_dtype(format));
     e["shape"] = std::move(dims);
     e["data_offsets"] = nlohmann::ordered_json::array({offset, offset + bytes});
     header[t.name] = std::move(e);
@@ -378,13 +402,18 @@ void save_params(const std::string& path, const ParamTable& table, const std::ma
 }
 
 void load_params(const std::string& path, ParamTable& table) {
+  load_params(SafetensorsFile::open(path), table, {});
+}
+
+void load_params(const SafetensorsFile& file, ParamTable& table, const std::set<std::string>& elsewhere) {
+  const std::string& path = file.path();
   HYMBA_CHECK(table.values_block() != nullptr || table.rows().empty(), path,
               ": cannot load parameters before they are allocated");
-  SafetensorsFile file = SafetensorsFile::open(path);
 
   // Everything is checked before the first value is overwritten, so a bad
   // checkpoint leaves the table as it was.
   for (const ParamInfo& p : table.rows()) {
+    if (elsewhere.count(p.name) != 0) continue;
     const SafetensorsEntry* e = file.find(p.name);
     HYMBA_CHECK(e != nullptr, path, ": tensor '", p.name, "' is missing");
     HYMBA_CHECK(e->is_float(), path, ": tensor '", p.name, "' has dtype ", e->dtype, ", expected F32, BF16 or F16");
@@ -398,6 +427,7 @@ void load_params(const std::string& path, ParamTable& table) {
                 "' (not a parameter of this model)");
 
   table.for_each([&](ParamSlot& slot) {
+    if (elsewhere.count(slot.info.name) != 0) return;
     file.read_into(slot.info.name, slot.value, slot.numel());
     check_finite(path, slot.info.name, slot.value, slot.numel());
   });

@@ -13,6 +13,8 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -60,6 +62,10 @@ class SafetensorsFile {
   std::vector<float> read_f32(const std::string& name) const;
   // Same into caller memory; n must equal the tensor's element count.
   void read_into(const std::string& name, float* dst, int64_t n) const;
+  // A tensor's bytes in a read-only mapping of the file (mapped on first
+  // use, shared by every tensor; the pointer keeps it alive): weights stored
+  // in the format they are computed in load without a copy.
+  std::shared_ptr<const uint8_t> map_bytes(const std::string& name) const;
 
  private:
   SafetensorsFile() = default;
@@ -71,6 +77,8 @@ class SafetensorsFile {
   std::vector<SafetensorsEntry> entries_;
   std::unordered_map<std::string, std::size_t> index_;
   std::map<std::string, std::string> metadata_;
+  uint64_t file_size_ = 0;
+  mutable std::shared_ptr<const uint8_t> mapping_;
 };
 
 // A float32 tensor to write: a name, a shape and its contiguous data.
@@ -78,6 +86,9 @@ struct NamedTensor {
   std::string name;
   Shape shape;
   const float* data = nullptr;
+  // Or raw bytes, stored as dtype U8 of `shape` (numel bytes): weights in a
+  // block format (model/held_weights.h).
+  const uint8_t* bytes = nullptr;
 };
 
 // Writes the tensors (in the order given, stored as `format`) and metadata
@@ -99,6 +110,9 @@ void save_params(const std::string& path, const ParamTable& table,
 // file order) is reported in one line naming the file and the tensor. Values
 // must be finite (check_finite).
 void load_params(const std::string& path, ParamTable& table);
+// The same from an open file, leaving the rows named in `elsewhere` (their
+// tensors may have any dtype) to the caller.
+void load_params(const SafetensorsFile& file, ParamTable& table, const std::set<std::string>& elsewhere);
 
 // hymba::Error naming the file, tensor and first index when `data` holds a NaN
 // or an infinity (weights and optimizer moments must be finite to be used).

@@ -10,6 +10,7 @@
 #include "formats/gguf.h"
 #include "formats/gguf_model.h"
 #include "formats/gguf_tokenizer.h"
+#include "formats/held_checkpoint.h"
 #include "formats/hf_import.h"
 
 namespace hymba {
@@ -23,7 +24,11 @@ void save_model(const std::string& dir, const Model& model, const std::map<std::
   write_text_atomic((fs::path(dir) / kConfigFile).string(), model.config().to_json().dump(2) + "\n");
   std::map<std::string, std::string> meta = metadata;
   meta["format"] = "hymba.cpp";
-  save_params((fs::path(dir) / kWeightsFile).string(), model.params(), meta);
+  const std::string weights = (fs::path(dir) / kWeightsFile).string();
+  if (!model.held().empty())
+    save_held_params(weights, model, meta);
+  else
+    save_params(weights, model.params(), meta);
 }
 
 bool is_gguf_file(const std::string& path) {
@@ -39,7 +44,7 @@ bool is_gguf_file(const std::string& path) {
 
 namespace {
 
-std::unique_ptr<Model> load_gguf_model(const std::string& path, bool training) {
+std::unique_ptr<Model> load_gguf_model(const std::string& path, bool training, bool keep_blocks) {
   const gguf::File file = gguf::File::open(path);
   const ModelConfig cfg = gguf::config_from_gguf(file);
   std::unique_ptr<Model> model;
@@ -48,7 +53,7 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path, bool training) {
   } catch (const Error& e) {
     throw Error(excerpt(path, 300) + ": " + e.what());
   }
-  const std::string note = gguf::load_gguf_weights(file, cfg, model->params());
+  const std::string note = gguf::load_gguf_weights(file, *model, keep_blocks && !training);
   if (!note.empty()) std::fprintf(stderr, "hymba: note: %s\n", note.c_str());
   return model;
 }
@@ -76,8 +81,8 @@ std::unique_ptr<Tokenizer> load_tokenizer_anywhere(const std::string& path) {
   return load_tokenizer_or_directory(path);
 }
 
-std::unique_ptr<Model> load_model(const std::string& dir, bool training) {
-  if (is_gguf_file(dir)) return load_gguf_model(dir, training);
+std::unique_ptr<Model> load_model(const std::string& dir, bool training, bool keep_blocks) {
+  if (is_gguf_file(dir)) return load_gguf_model(dir, training, keep_blocks);
   std::error_code ec;
   HYMBA_CHECK(fs::is_directory(dir, ec), excerpt(dir, 300), ": not a checkpoint directory",
               ec ? " (" + ec.message() + ")" : std::string());
@@ -92,9 +97,15 @@ std::unique_ptr<Model> load_model(const std::string& dir, bool training) {
     throw Error(excerpt(config_path, 300) + ": " + e.what());
   }
   const fs::path weights = fs::path(dir) / kWeightsFile;
-  if (layout == CheckpointLayout::kNative && fs::exists(weights, ec))
-    load_params(weights.string(), model->params());
-  else  // published names, shards, a stored tied lm_head (formats/hf_import.h)
+  if (layout == CheckpointLayout::kNative && fs::exists(weights, ec)) {
+    const SafetensorsFile file = SafetensorsFile::open(weights.string());
+    if (file.metadata().count(kBlocksMetadataKey) != 0) {
+      const std::string note = load_held_params(file, *model, keep_blocks && !training);
+      if (!note.empty()) std::fprintf(stderr, "hymba: note: %s\n", note.c_str());
+    } else {
+      load_params(file, model->params(), {});
+    }
+  } else  // published names, shards, a stored tied lm_head (formats/hf_import.h)
     load_checkpoint_weights(dir, layout, cfg, model->params());
   return model;
 }

@@ -20,17 +20,21 @@ namespace hymba {
 inline constexpr const char* kConfigFile = "config.json";
 inline constexpr const char* kWeightsFile = "model.safetensors";
 
-// Writes config.json and model.safetensors atomically, creating dir if needed.
+// Writes config.json and model.safetensors atomically, creating dir if
+// needed; matrices the model holds in blocks are written as blocks.
 void save_model(const std::string& dir, const Model& model, const std::map<std::string, std::string>& metadata = {});
 
 // True when `path` is a regular file starting with GGUF's magic.
 bool is_gguf_file(const std::string& path);
 
 // Builds a model from a checkpoint directory (dir/config.json and its
-// weights, every tensor's name, shape and dtype checked) or a GGUF file. A
-// GGUF file whose quantized tensors are widened to float32 says so in one
-// line on stderr.
-std::unique_ptr<Model> load_model(const std::string& path, bool training);
+// weights, every tensor's name, shape and dtype checked) or a GGUF file.
+// Linear weights stored in q8 / q4 blocks (a quantized checkpoint,
+// formats/held_checkpoint.h, or a GGUF file's Q8_0 / Q4_0 tensors) are held
+// as they are when keep_blocks (inference: model/held_weights.h); otherwise,
+// and always for training, they are widened to float32 with a one-line note
+// on stderr.
+std::unique_ptr<Model> load_model(const std::string& path, bool training, bool keep_blocks = false);
 
 // Reads and resolves a config.json file in any layout (native or published);
 // errors name the file and field.

@@ -84,6 +84,8 @@ class File {
   const TensorInfo* find_tensor(std::string_view name) const;
   // The bytes of a tensor (checked at parse to lie inside the file).
   const uint8_t* tensor_data(const TensorInfo& t) const { return data_ + data_offset_ + t.offset; }
+  // The mapping that keeps tensor_data() alive (null for a borrowed buffer).
+  std::shared_ptr<const void> mapping() const { return mapping_; }
 
   bool has(std::string_view key) const { return values_.count(std::string(key)) != 0; }
   const Value* find(std::string_view key) const;

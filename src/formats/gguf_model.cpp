@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <set>
 
 #include "core/error.h"
 #include "core/excerpt.h"
@@ -98,15 +99,22 @@ std::vector<Mapping> mappings(const ModelConfig& cfg, const ParamTable& table, c
 // engine rotates halves (x[i], x[i + D/2]), as HF does. convert_hf_to_gguf.py
 // permutes the Q/K rows so both compute the same: row h*D + 2i + t of the file
 // is row h*D + t*D/2 + i of the engine.
-void permute_rows(const float* in, float* out, int64_t rows, int64_t cols, int64_t head_dim, bool to_file) {
+// Rows of row_bytes bytes (floats or a row's quantized blocks).
+void permute_row_bytes(const uint8_t* in, uint8_t* out, int64_t rows, int64_t row_bytes, int64_t head_dim,
+                       bool to_file) {
   const int64_t half = head_dim / 2;
   for (int64_t h = 0; h < rows / head_dim; ++h)
     for (int64_t i = 0; i < half; ++i)
       for (int64_t t = 0; t < 2; ++t) {
         const int64_t file_row = h * head_dim + 2 * i + t, engine_row = h * head_dim + t * half + i;
         const int64_t src = to_file ? engine_row : file_row, dst = to_file ? file_row : engine_row;
-        std::memcpy(out + dst * cols, in + src * cols, sizeof(float) * static_cast<size_t>(cols));
+        std::memcpy(out + dst * row_bytes, in + src * row_bytes, static_cast<size_t>(row_bytes));
       }
+}
+
+void permute_rows(const float* in, float* out, int64_t rows, int64_t cols, int64_t head_dim, bool to_file) {
+  permute_row_bytes(reinterpret_cast<const uint8_t*>(in), reinterpret_cast<uint8_t*>(out), rows,
+                    cols * static_cast<int64_t>(sizeof(float)), head_dim, to_file);
 }
 
 int64_t numel_of(const std::vector<int64_t>& dims) {
@@ -199,6 +207,34 @@ void decode(const uint8_t* bytes, const TensorInfo& t, float* out) {
       }
       break;
   }
+}
+
+// A Q8_0 / Q4_0 linear weight as the model holds it: the file's blocks
+// (GGUF's block layouts are the kernels'), mapped where they can be used in
+// place, else copied (a borrowed buffer, a misaligned tensor, or llama's Q/K
+// rows, which are reordered as whole rows of blocks).
+HeldMatrix held_from_file(const File& f, const TensorInfo& t, const Mapping& m, const ModelConfig& cfg) {
+  HeldMatrix h;
+  h.format = t.type == TensorType::kQ4_0 ? BlockFormat::kQ4 : BlockFormat::kQ8;
+  h.cols = t.dims[0];
+  h.rows = t.numel() / h.cols;
+  const int64_t row_bytes = block_row_bytes(h.format, h.cols), bytes = h.rows * row_bytes;
+  const uint8_t* data = f.tensor_data(t);
+  const bool permute = m.transform == Transform::kPermuteQ || m.transform == Transform::kPermuteK;
+  if (!permute && f.mapping() && reinterpret_cast<uintptr_t>(data) % alignof(uint16_t) == 0) {
+    h.blocks = data;
+    h.owner = f.mapping();
+    return h;
+  }
+  auto copy = std::make_shared<std::vector<uint16_t>>(static_cast<size_t>((bytes + 1) / 2));
+  auto* out = reinterpret_cast<uint8_t*>(copy->data());
+  if (permute)
+    permute_row_bytes(data, out, h.rows, row_bytes, cfg.qk_head_dim, false);
+  else
+    std::memcpy(out, data, static_cast<size_t>(bytes));
+  h.blocks = copy->data();
+  h.owner = copy;
+  return h;
 }
 
 }  // namespace
@@ -423,7 +459,11 @@ ModelConfig config_from_gguf(const File& f) {
   return ModelConfig::from_json(j, src + " (" + arch + " metadata)");
 }
 
-std::string load_gguf_weights(const File& f, const ModelConfig& cfg, ParamTable& table) {
+std::string load_gguf_weights(const File& f, Model& model, bool keep_blocks) {
+  const ModelConfig& cfg = model.config();
+  ParamTable& table = model.params();
+  std::set<int64_t> linear_offsets;
+  for (int64_t off : linear_weight_offsets(model.plan())) linear_offsets.insert(off);
   const std::string& src = f.source();
   const std::string arch = architecture_for(cfg);
   const std::string file_arch = f.get_string("general.architecture");
@@ -447,7 +487,17 @@ std::string load_gguf_weights(const File& f, const ModelConfig& cfg, ParamTable&
   for (const Mapping& m : maps) {
     if (m.transform == Transform::kZeros) continue;
     const TensorInfo& t = *f.find_tensor(m.file);
-    widened += t.type == TensorType::kQ8_0 || t.type == TensorType::kQ4_0;
+    const bool quantized = t.type == TensorType::kQ8_0 || t.type == TensorType::kQ4_0;
+    if (quantized && keep_blocks && linear_offsets.count(table.info(m.engine).offset) != 0 &&
+        (m.transform == Transform::kNone || m.transform == Transform::kPermuteQ ||
+         m.transform == Transform::kPermuteK)) {
+      HeldMatrix h = held_from_file(f, t, m, cfg);
+      const int64_t bad = first_nonfinite_scale(h);
+      HYMBA_CHECK(bad < 0, src, ": tensor '", m.file, "' block ", bad, " has a NaN or infinite scale");
+      model.hold(m.engine, std::move(h));
+      continue;
+    }
+    widened += quantized;
     Tensor dst = table.value(m.engine);
     const int64_t n = t.numel(), cols = t.dims[0];
     buf.resize(static_cast<size_t>(n));
@@ -468,7 +518,8 @@ std::string load_gguf_weights(const File& f, const ModelConfig& cfg, ParamTable&
   }
   if (widened == 0) return "";
   return std::to_string(widened) + " Q8_0/Q4_0 tensors of " + src +
-         " were widened to float32 (the engine's model holds float32; generate --weights q8 quantizes again)";
+         " were widened to float32 (" + (keep_blocks ? "tensors other than linear weight matrices"
+                                                     : "this command needs float32 weights") + ")";
 }
 
 }  // namespace hymba::gguf

@@ -52,9 +52,12 @@ std::vector<float> read_tensor_f32(const File& file, const TensorInfo& tensor);
 
 // The engine config a GGUF file describes; errors name the file and key.
 ModelConfig config_from_gguf(const File& file);
-// Fills every row of `table` from the file's tensors (names, shapes and types
-// checked first; tensors the model lacks are errors). Returns a one-line note
-// when quantized tensors were widened to float32 ("" otherwise).
-std::string load_gguf_weights(const File& file, const ModelConfig& cfg, ParamTable& table);
+// Fills every row of the model's table from the file's tensors (names,
+// shapes and types checked first; tensors the model lacks are errors). With
+// keep_blocks, Q8_0 / Q4_0 tensors of linear weight matrices are held as
+// they are (model/held_weights.h: the same blocks, mapped from the file);
+// other quantized tensors are widened to float32, and the returned one-line
+// note says how many ("" when none).
+std::string load_gguf_weights(const File& file, Model& model, bool keep_blocks);
 
 }  // namespace hymba::gguf

@@ -54,6 +54,7 @@ InferBenchResult run_infer_bench(Model& model, const InferBenchOptions& opt) {
 
   InferBenchResult r;
   r.options = opt;
+  r.options.weights = dec.weight_format();  // a checkpoint holding blocks runs them
   r.threads = num_threads();
   r.params = model.params().num_params();
   double prefill_seconds = 0.0;

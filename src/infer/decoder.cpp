@@ -15,13 +15,29 @@
 
 namespace hymba::infer {
 
+namespace {
+// The format the decoder runs in: a model holding blocks runs them whatever
+// --weights says when it says f32 (there are no float values for them);
+// another block format would have to requantize them, which is refused.
+WeightFormat effective_format(const Model& model, WeightFormat asked) {
+  const std::optional<BlockFormat> held = model.held_format();
+  if (!held) return asked;
+  const WeightFormat own = weight_format_of(*held);
+  HYMBA_CHECK(asked == WeightFormat::kF32 || asked == own, "--weights ", to_string(asked),
+              ": the checkpoint holds its weights in ", to_string(own), " blocks; leave --weights out or give ",
+              to_string(own));
+  return own;
+}
+}  // namespace
+
 Decoder::Decoder(Model& model, WeightFormat weights)
     : model_(model),
-      linears_(weights),
+      linears_(effective_format(model, weights)),
       lin_([this](float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w, int64_t rows, int64_t C,
                   int64_t OC) { linears_.linear(out, ld_out, in, ld_in, w, rows, C, OC); }) {
   const ModelPlan& plan = model_.plan();
   const float* P = model_.params().values_block();
+  for (const auto& [name, held] : model_.held()) linears_.adopt(P + model_.params().info(name).offset, held);
   neg_exp_a_.resize(plan.layers.size());
   for (const LayerPlan& lp : plan.layers) {
     if (!lp.mamba) continue;

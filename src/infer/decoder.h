@@ -40,7 +40,7 @@ class Decoder {
   Decoder(const Decoder&) = delete;  // lin_ points at this decoder's linears_
   Decoder& operator=(const Decoder&) = delete;
   WeightFormat weight_format() const { return linears_.format(); }
-  int64_t quantized_bytes() const { return linears_.quantized_bytes(); }
+  int64_t quantized_bytes() const { return linears_.quantized_bytes() + linears_.held_bytes(); }
   const DecoderLinears& linears() const { return linears_; }
   // Whether prefill chunks multiply by the quantized weights too (scoring a
   // format) or, by default, by the float32 ones (faster; weight_format.h).

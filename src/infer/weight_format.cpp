@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "infer/step_kernels.h"
 
 namespace hymba::infer {
@@ -22,6 +23,35 @@ const char* to_string(WeightFormat format) {
   return "f32";
 }
 
+WeightFormat weight_format_of(BlockFormat format) {
+  return format == BlockFormat::kQ4 ? WeightFormat::kQ4 : WeightFormat::kQ8;
+}
+
+void DecoderLinears::adopt(const float* w, const HeldMatrix& m) {
+  HYMBA_CHECK(held_.emplace(w, m).second, "a held matrix was adopted twice");
+  held_bytes_ += m.bytes();
+}
+
+bool DecoderLinears::held_linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w,
+                                 int64_t rows, int64_t C, int64_t OC) const {
+  auto it = held_.find(w);
+  if (it == held_.end()) return false;
+  for (int64_t done = 0; done < OC;) {
+    HYMBA_CHECK(it != held_.end() && it->first == w + done * C, "a product of ", OC, " rows starts at a held matrix ",
+                "but its rows from ", done, " on are not held");
+    const HeldMatrix& m = it->second;
+    HYMBA_CHECK(m.cols == C && done + m.rows <= OC, "a held matrix of [", m.rows, ",", m.cols,
+                "] does not fit a product of [", OC, ",", C, "]");
+    if (m.format == BlockFormat::kQ4)
+      cpu::matmul_q4(out + done, ld_out, in, ld_in, m.q4(), nullptr, rows, C, m.rows);
+    else
+      cpu::matmul_q8(out + done, ld_out, in, ld_in, m.q8(), nullptr, rows, C, m.rows);
+    done += m.rows;
+    if (done < OC) it = held_.find(w + done * C);
+  }
+  return true;
+}
+
 // The blocks of matrix w [OC, C], made on first use and kept.
 template <typename Block, typename Quantize>
 const std::vector<Block>& DecoderLinears::quantized(std::map<Key, std::vector<Block>>& cache, const float* w,
@@ -38,6 +68,7 @@ const std::vector<Block>& DecoderLinears::quantized(std::map<Key, std::vector<Bl
 
 void DecoderLinears::linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w, int64_t rows,
                             int64_t C, int64_t OC) {
+  if (!held_.empty() && held_linear(out, ld_out, in, ld_in, w, rows, C, OC)) return;
   if (format_ == WeightFormat::kF32 || (rows >= kFloatRows && !quantize_all_rows_)) {
     infer::linear(out, ld_out, in, ld_in, w, rows, C, OC);
     return;
@@ -57,6 +88,7 @@ std::vector<std::tuple<const float*, int64_t, int64_t>> DecoderLinears::quantize
   std::vector<Key> keys;
   for (const auto& kv : q8_) keys.push_back(kv.first);
   for (const auto& kv : q4_) keys.push_back(kv.first);
+  for (const auto& kv : held_) keys.emplace_back(kv.first, kv.second.rows, kv.second.cols);
   return keys;
 }
 
@@ -66,6 +98,8 @@ std::vector<float> DecoderLinears::dequantized(const float* w, int64_t OC, int64
     cpu::dequantize_q8(out.data(), it->second.data(), OC, C);
   } else if (const auto it4 = q4_.find({w, OC, C}); it4 != q4_.end()) {
     cpu::dequantize_q4(out.data(), it4->second.data(), OC, C);
+  } else if (const auto ith = held_.find(w); ith != held_.end() && ith->second.rows == OC && ith->second.cols == C) {
+    dequantize_matrix(ith->second, out.data());
   } else {
     std::copy_n(w, OC * C, out.begin());
   }

@@ -15,6 +15,7 @@
 
 #include "kernels/cpu/quant_q4.h"
 #include "kernels/cpu/quant_q8.h"
+#include "model/held_weights.h"
 
 namespace hymba::infer {
 
@@ -23,6 +24,7 @@ enum class WeightFormat { kF32, kQ8, kQ4 };
 // "f32", "q8" or "q4"; nullopt for anything else.
 std::optional<WeightFormat> parse_weight_format(std::string_view name);
 const char* to_string(WeightFormat format);
+WeightFormat weight_format_of(BlockFormat format);
 
 // The decoder's linear layers in one weight format. f32 is the plain
 // product; q8 and q4 quantize each weight matrix the first time it is used
@@ -39,10 +41,18 @@ class DecoderLinears {
   static constexpr int64_t kFloatRows = 16;
   void quantized_rows(bool all) { quantize_all_rows_ = all; }
 
+  // Takes a matrix the model holds in a block format (model/held_weights.h):
+  // w is its (never written) float32 row block, the key the graph passes.
+  // Every product by it, and by a stack of held matrices starting at w (the
+  // graph's stacked q/k/v or gate/up), runs on the held blocks whatever the
+  // row count, one block product per held matrix.
+  void adopt(const float* w, const HeldMatrix& m);
+  int64_t held_bytes() const { return held_bytes_; }
+
   // out[rows, OC] = in[rows, C] @ w[OC, C]^T (row strides ld_out, ld_in).
   void linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w, int64_t rows, int64_t C,
               int64_t OC);
-  // Bytes of quantized weights made so far.
+  // Bytes of quantized weights made so far (held ones not included).
   int64_t quantized_bytes() const { return quantized_bytes_; }
   // The matrices quantized so far, as (weights, OC, C), and the float32
   // values one of them stands for: what the format computes with, for
@@ -60,6 +70,11 @@ class DecoderLinears {
   const std::vector<Block>& quantized(std::map<Key, std::vector<Block>>& cache, const float* w, int64_t OC, int64_t C,
                                       int64_t blocks_per_row, Quantize quantize);
   int64_t quantized_bytes_ = 0;
+  std::map<const float*, HeldMatrix> held_;
+  int64_t held_bytes_ = 0;
+  // Runs a product on held blocks; false when w starts no held matrix.
+  bool held_linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w, int64_t rows,
+                   int64_t C, int64_t OC) const;
 };
 
 }  // namespace hymba::infer

@@ -24,10 +24,40 @@ Model::Model(const ModelConfig& cfg, bool training)
   params_.allocate(training, training);
 }
 
-void Model::init(uint64_t seed) { params_.init(Rng(seed)); }
+void Model::init(uint64_t seed) {
+  require_float_weights("initialising the weights");
+  params_.init(Rng(seed));
+}
+
+void Model::hold(const std::string& name, HeldMatrix m) {
+  const ParamInfo& info = params_.info(name);
+  bool linear = false;
+  for (int64_t off : linear_weight_offsets(plan_)) linear = linear || off == info.offset;
+  HYMBA_CHECK(linear, "tensor '", name, "' is not a weight matrix of a linear layer: it cannot be held in ",
+              to_string(m.format), " blocks");
+  HYMBA_CHECK(info.shape.rank == 2 && info.shape[0] == m.rows && info.shape[1] == m.cols, "tensor '", name,
+              "': held blocks of [", m.rows, ",", m.cols, "] for shape ", info.shape.str());
+  HYMBA_CHECK(m.blocks != nullptr, "tensor '", name, "': held without blocks");
+  held_.insert_or_assign(name, std::move(m));
+}
+
+std::optional<BlockFormat> Model::held_format() const {
+  if (held_.empty()) return std::nullopt;
+  // One format per model, except that a q4 file may carry some q8 matrices.
+  for (const auto& kv : held_)
+    if (kv.second.format == BlockFormat::kQ4) return BlockFormat::kQ4;
+  return BlockFormat::kQ8;
+}
+
+void Model::require_float_weights(const std::string& what) const {
+  if (held_.empty()) return;
+  fail(what, " needs float32 weights, but this model holds ", held_.size(), " weight matrices in ",
+       to_string(*held_format()), " blocks (a quantized checkpoint or GGUF file): use the float32 checkpoint");
+}
 
 LossStats Model::forward(const int32_t* ids, const int32_t* targets, int64_t B, int64_t T,
                          const ForwardOptions& opt) {
+  require_float_weights("the full-graph forward (training, scoring, features)");
   arena_.reset();
   last_opt_ = opt;
   last_loss_ = model_forward(plan_, params_.values_block(), ids, targets, B, T, opt, arena_, acts_, &scratch_);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "core/arena.h"
@@ -10,6 +11,7 @@
 #include "model/backward.h"
 #include "model/config.h"
 #include "model/forward.h"
+#include "model/held_weights.h"
 #include "model/plan.h"
 
 namespace hymba {
@@ -23,6 +25,17 @@ class Model {
   const ModelPlan& plan() const { return plan_; }
   ParamTable& params() { return params_; }
   const ParamTable& params() const { return params_; }
+
+  // Weight matrices held in a block format (model/held_weights.h), by
+  // parameter name; empty when every weight is float32. hold() takes a
+  // matrix of linear_weight_offsets() (plan.h) whose shape matches.
+  void hold(const std::string& name, HeldMatrix m);
+  const std::map<std::string, HeldMatrix>& held() const { return held_; }
+  // The held matrices' format (nullopt: none held).
+  std::optional<BlockFormat> held_format() const;
+  // Throws a one-line error naming `what` when matrices are held: float32
+  // work cannot use their (never written) float32 rows.
+  void require_float_weights(const std::string& what) const;
 
   // Random initialisation from the table's rules (deterministic per seed).
   void init(uint64_t seed);
@@ -63,6 +76,7 @@ class Model {
  private:
   ParamTable params_;
   ModelPlan plan_;
+  std::map<std::string, HeldMatrix> held_;
   Arena arena_;
   Arena scratch_;  // per-layer activations of forwards with release_activations
   Activations<float> acts_;

@@ -94,4 +94,13 @@ ModelPlan make_plan(const ModelConfig& cfg, const ParamTable& table) {
   return plan;
 }
 
+std::vector<int64_t> linear_weight_offsets(const ModelPlan& plan) {
+  std::vector<int64_t> out;
+  for (const LayerPlan& lp : plan.layers)
+    for (int64_t off : {lp.in_proj, lp.q_proj, lp.k_proj, lp.v_proj, lp.mamba_in_proj, lp.x_proj, lp.dt_w, lp.o_proj,
+                        lp.mamba_out_proj, lp.fused_out, lp.ffn_gate, lp.ffn_up, lp.ffn_down, lp.link_w})
+      if (off >= 0) out.push_back(off);
+  return out;
+}
+
 }  // namespace hymba

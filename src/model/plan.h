@@ -56,4 +56,10 @@ struct ModelPlan {
 
 ModelPlan make_plan(const ModelConfig& cfg, const ParamTable& table);
 
+// Offsets of the weight matrices the graph's row-wise pieces multiply by
+// through their LinearFn (projections, fusion output, FFN, gated links): the
+// matrices a decoder may hold in a block format instead of float32. The
+// embedding, the LM head, norms, conv and the Mamba A/D/dt bias are not.
+std::vector<int64_t> linear_weight_offsets(const ModelPlan& plan);
+
 }  // namespace hymba

@@ -45,8 +45,9 @@ struct LoadedCheckpoint {
   std::string tokenizer_path;  // tokenizer.model, or a published tokenizer.json
   bool add_bos = false;  // tokenizer_config.json add_bos_token: prompts start with bos
 };
-// training: also allocate gradients and optimizer moments.
-LoadedCheckpoint load_checkpoint(const std::string& path, bool training);
+// training: also allocate gradients and optimizer moments. keep_blocks:
+// weights stored in q8 / q4 blocks stay so (inference; formats/checkpoint.h).
+LoadedCheckpoint load_checkpoint(const std::string& path, bool training, bool keep_blocks = false);
 
 // The checkpoint's tokenizer, refused (naming both files) when it has more
 // ids than the model's vocab_size: such an id would fail deep in a forward

@@ -1,0 +1,326 @@
+// Weights held in q8 / q4 blocks (issues 19 and 24): a quantized checkpoint
+// (`hymba quantize`) or a GGUF file's Q8_0 / Q4_0 tensors keep their blocks;
+// a decoder on them computes exactly what one quantizing the same float32
+// weights computes; their float32 rows are never written; float32 work and
+// bad files are one-line errors.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cli_util.h"
+#include "core/safetensors.h"
+#include "data/tokenizer.h"
+#include "decode_families.h"
+#include "formats/checkpoint.h"
+#include "formats/gguf.h"
+#include "formats/gguf_model.h"
+#include "formats/held_checkpoint.h"
+#include "infer/decoder.h"
+#include "model/presets.h"
+#include "test_util.h"
+
+namespace hymba {
+namespace {
+
+namespace fs = std::filesystem;
+using infer::Decoder;
+using infer::SequenceCache;
+using infer::WeightFormat;
+
+fs::path temp_dir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("hymba_held_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (auto& t : ids) t = static_cast<int32_t>(rng.uniform() * static_cast<double>(vocab)) % static_cast<int32_t>(vocab);
+  return ids;
+}
+
+// Every position's logits: a 5-token prefill, then one step per token.
+std::vector<float> decode_logits(Decoder& dec, const std::vector<int32_t>& ids) {
+  const int64_t V = dec.vocab_size(), total = static_cast<int64_t>(ids.size()), prompt = 5;
+  SequenceCache cache = dec.new_cache(total);
+  std::vector<float> out;
+  dec.prefill(cache, std::vector<int32_t>(ids.begin(), ids.begin() + prompt), &out);
+  out.resize(static_cast<size_t>(total * V));
+  for (int64_t t = prompt; t < total; ++t) {
+    SequenceCache* one[] = {&cache};
+    const int32_t token[] = {ids[static_cast<size_t>(t)]};
+    dec.step(one, token, out.data() + t * V);
+  }
+  return out;
+}
+
+std::unique_ptr<Model> random_model(const ModelConfig& c, uint64_t seed) {
+  auto m = std::make_unique<Model>(c, false);
+  m->init(seed);
+  return m;
+}
+
+// A float model's copy, quantized and saved as a checkpoint directory.
+void save_quantized(const Model& m, BlockFormat format, const fs::path& dir) {
+  Model q(m.config(), false);
+  std::memcpy(q.params().values_block(), m.params().values_block(),
+              sizeof(float) * static_cast<size_t>(m.params().total_floats()));
+  hold_quantized(q, format);
+  save_model(dir.string(), q);
+}
+
+TEST(HeldWeights, LinearWeightOffsetsAreEveryMatrixTheDecoderMultiplies) {
+  for (const test::Family& f : test::families()) {
+    SCOPED_TRACE(f.name);
+    const ModelConfig c = ModelConfig::from_json(test::tiny(f.over));
+    auto m = random_model(c, 3);
+    Decoder dec(*m, WeightFormat::kQ8);
+    dec.set_quantized_prefill(true);
+    (void)decode_logits(dec, random_ids(8, c.vocab_size, 4));
+    // Each product's matrix, and every table row a stacked product spans.
+    std::set<int64_t> multiplied;
+    const float* P = m->params().values_block();
+    for (const auto& [w, OC, C] : dec.linears().quantized_matrices()) {
+      for (int64_t r = 0; r < OC;) {
+        const int64_t offset = (w - P) + r * C;
+        const std::string& name = param_name_at(*m, offset);
+        multiplied.insert(offset);
+        r += m->params().info(name).shape[0];
+      }
+    }
+    const std::vector<int64_t> listed = linear_weight_offsets(m->plan());
+    EXPECT_EQ(multiplied, std::set<int64_t>(listed.begin(), listed.end()));
+  }
+}
+
+TEST(HeldWeights, AQuantizedCheckpointDecodesExactlyAsQuantizingOnTheFly) {
+  const fs::path dir = temp_dir("exact");
+  for (BlockFormat format : {BlockFormat::kQ8, BlockFormat::kQ4}) {
+    for (const test::Family& f : test::families()) {
+      SCOPED_TRACE(std::string(to_string(format)) + " " + f.name);
+      const ModelConfig c = ModelConfig::from_json(test::tiny(f.over));
+      auto m = random_model(c, 5);
+      const std::vector<int32_t> ids = random_ids(12, c.vocab_size, 6);
+      Decoder fly(*m, infer::weight_format_of(format));
+      fly.set_quantized_prefill(true);
+      const std::vector<float> want = decode_logits(fly, ids);
+
+      save_quantized(*m, format, dir / f.name);
+      auto held = load_model((dir / f.name).string(), false, /*keep_blocks=*/true);
+      ASSERT_EQ(held->held().size(), linear_weight_offsets(held->plan()).size());
+      // The held matrices' float32 rows were never written.
+      for (const auto& [name, h] : held->held()) {
+        const Tensor t = held->params().value(name);
+        for (int64_t i = 0; i < t.shape.numel(); ++i) ASSERT_EQ(t.data[i], 0.0f) << name;
+      }
+      Decoder dec(*held);  // no --weights: the checkpoint's own blocks
+      EXPECT_EQ(dec.weight_format(), infer::weight_format_of(format));
+      EXPECT_EQ(decode_logits(dec, ids), want);
+    }
+  }
+  fs::remove_all(dir);
+}
+
+TEST(HeldWeights, FloatWorkIsRefusedByNameAndWideningGivesTheBlocksValues) {
+  const fs::path dir = temp_dir("refuse");
+  const ModelConfig c = ModelConfig::from_json(test::tiny(test::families()[3].over));  // meta tokens, hybrid
+  auto m = random_model(c, 9);
+  save_quantized(*m, BlockFormat::kQ8, dir / "q8");
+  auto held = load_model((dir / "q8").string(), false, true);
+  const std::vector<int32_t> ids = random_ids(6, c.vocab_size, 2);
+  test::expect_error([&] { held->forward(ids.data(), nullptr, 1, 6); }, {"full-graph forward", "q8 blocks"});
+  test::expect_error([&] { held->init(1); }, {"initialising", "float32"});
+  test::expect_error([&] { Decoder d(*held, WeightFormat::kQ4); }, {"--weights q4", "q8 blocks"});
+  // Without keep_blocks (and always for training) the blocks are widened.
+  auto widened = load_model((dir / "q8").string(), false);
+  auto trainable = load_model((dir / "q8").string(), true, true);
+  EXPECT_TRUE(widened->held().empty());
+  EXPECT_TRUE(trainable->held().empty());
+  for (const auto& [name, h] : held->held()) {
+    std::vector<float> values(static_cast<size_t>(h.rows * h.cols));
+    dequantize_matrix(h, values.data());
+    const Tensor w = widened->params().value(name);
+    EXPECT_TRUE(std::equal(values.begin(), values.end(), w.data)) << name;
+  }
+  (void)widened->forward(ids.data(), nullptr, 1, 6);
+  // A held model saves as blocks again, byte for byte.
+  save_model((dir / "again").string(), *held);
+  const SafetensorsFile a = SafetensorsFile::open((dir / "q8" / kWeightsFile).string());
+  const SafetensorsFile b = SafetensorsFile::open((dir / "again" / kWeightsFile).string());
+  for (const auto& [name, h] : held->held())
+    EXPECT_EQ(std::memcmp(a.map_bytes(name).get(), b.map_bytes(name).get(), static_cast<size_t>(h.bytes())), 0);
+  fs::remove_all(dir);
+}
+
+// Rewrites dir's model.safetensors with `edit` applied to its tensors and metadata.
+void rewrite(const fs::path& dir, const std::function<void(std::vector<NamedTensor>&, std::vector<std::vector<uint8_t>>&,
+                                                               std::map<std::string, std::string>&)>& edit) {
+  const std::string path = (dir / kWeightsFile).string();
+  std::vector<NamedTensor> tensors;
+  std::vector<std::vector<uint8_t>> bytes;
+  std::map<std::string, std::string> meta;
+  {
+    const SafetensorsFile f = SafetensorsFile::open(path);
+    meta = f.metadata();
+    for (const SafetensorsEntry& e : f.entries()) {
+      const auto mapped = f.map_bytes(e.name);
+      bytes.emplace_back(mapped.get(), mapped.get() + (e.end - e.begin));
+    }
+    for (size_t i = 0; i < f.entries().size(); ++i) {
+      const SafetensorsEntry& e = f.entries()[i];
+      NamedTensor t{e.name, Shape(), nullptr, nullptr};
+      t.shape.rank = static_cast<int>(e.shape.size());
+      for (size_t d = 0; d < e.shape.size(); ++d) t.shape.dims[d] = e.shape[d];
+      if (e.dtype == "U8")
+        t.bytes = bytes[i].data();
+      else
+        t.data = reinterpret_cast<const float*>(bytes[i].data());
+      tensors.push_back(t);
+    }
+  }
+  meta.erase("format");  // save_safetensors takes what is given
+  edit(tensors, bytes, meta);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].bytes != nullptr) tensors[i].bytes = bytes[i].data();
+  }
+  save_safetensors(path, tensors, meta);
+}
+
+TEST(HeldWeights, BadQuantizedFilesAreOneLineErrors) {
+  const fs::path dir = temp_dir("bad");
+  const ModelConfig c = ModelConfig::from_json(test::tiny(test::families()[0].over));
+  auto m = random_model(c, 4);
+  const std::string first = param_name_at(*m, linear_weight_offsets(m->plan()).front());
+  struct Case {
+    const char* name;
+    std::function<void(std::vector<NamedTensor>&, std::vector<std::vector<uint8_t>>&,
+                       std::map<std::string, std::string>&)>
+        edit;
+    std::vector<std::string> error;
+  };
+  const auto index_of = [](const std::vector<NamedTensor>& ts, const std::string& n) {
+    for (size_t i = 0; i < ts.size(); ++i)
+      if (ts[i].name == n) return i;
+    return ts.size();
+  };
+  const std::vector<Case> cases = {
+      {"nan_scale",
+       [&](auto& ts, auto& bytes, auto&) {
+         const uint16_t nan = 0x7E00;
+         std::memcpy(bytes[index_of(ts, first)].data() + 34, &nan, 2);  // block 1's scale
+       },
+       {first, "block 1", "NaN or infinite scale"}},
+      {"wrong_block_count",
+       [&](auto& ts, auto& bytes, auto&) {
+         const size_t i = index_of(ts, first);
+         ts[i].shape.dims[1] += 34;
+         bytes[i].resize(bytes[i].size() + static_cast<size_t>(34 * ts[i].shape.dims[0]));
+       },
+       {first, "expected U8", "q8_0 blocks"}},
+      {"unknown_format", [&](auto&, auto&, auto& meta) { meta[kBlocksMetadataKey] = "{\"" + first + "\": \"q5_1\"}"; },
+       {first, "'q5_1'", "q8_0 or q4_0"}},
+      {"not_json", [&](auto&, auto&, auto& meta) { meta[kBlocksMetadataKey] = "[1,"; }, {kBlocksMetadataKey, "JSON object"}},
+      {"not_a_linear_weight",
+       [&](auto&, auto&, auto& meta) {
+         meta[kBlocksMetadataKey] = "{\"" + first + "\": \"q8_0\", \"model.embed_tokens.weight\": \"q8_0\"}";
+       },
+       {"model.embed_tokens.weight", "not a weight matrix of a linear layer"}},
+      {"block_tensor_as_float", [&](auto&, auto&, auto& meta) { meta[kBlocksMetadataKey] = "{}"; },
+       {first, "dtype U8", "expected F32"}},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    save_quantized(*m, BlockFormat::kQ8, dir / k.name);
+    rewrite(dir / k.name, k.edit);
+    test::expect_error([&] { (void)load_model((dir / k.name).string(), false, true); }, k.error);
+  }
+  // Truncated: the header promises bytes the file lacks.
+  save_quantized(*m, BlockFormat::kQ4, dir / "truncated");
+  const fs::path weights = dir / "truncated" / kWeightsFile;
+  fs::resize_file(weights, fs::file_size(weights) - 100);
+  test::expect_error([&] { (void)load_model((dir / "truncated").string(), false, true); }, {"model.safetensors"});
+  fs::remove_all(dir);
+}
+
+// A GGUF file's Q8_0 / Q4_0 linear weights stay blocks: the very bytes of
+// the file, and `hymba import` writes them as they are.
+TEST(HeldWeights, GgufQuantizedTensorsAreHeldAsTheFilesBlocks) {
+  const fs::path dir = temp_dir("gguf");
+  for (const char* preset : {"transformer-global", "mamba-only", "hybrid-official"}) {
+    for (gguf::ExportDtype dtype : {gguf::ExportDtype::kQ8_0, gguf::ExportDtype::kQ4_0}) {
+      SCOPED_TRACE(std::string(preset) + " " + gguf::to_string(dtype));
+      ModelConfig cfg = preset_config(preset, Scale::kTiny);
+      cfg.vocab_size = 259;
+      auto m = random_model(cfg, 11);
+      const std::string path = (dir / (std::string(preset) + gguf::to_string(dtype) + ".gguf")).string();
+      gguf::export_gguf(*m, "", path, dtype);
+      const gguf::File file = gguf::File::open(path);
+      int64_t quantized_linear = 0;
+      for (const gguf::TensorInfo& t : file.tensors())
+        quantized_linear += (t.type == gguf::TensorType::kQ8_0 || t.type == gguf::TensorType::kQ4_0) &&
+                            t.name != "output.weight" && t.name != "token_embd.weight" &&
+                            t.name != "model.embed_tokens.weight" && t.name != "lm_head.weight";
+      auto held = load_model(path, false, true);
+      ASSERT_GT(held->held().size(), 0u);
+      EXPECT_EQ(static_cast<int64_t>(held->held().size()), quantized_linear);
+      // The widened model quantized on the fly gives the same blocks, so the same logits.
+      auto widened = load_model(path, false);
+      const std::vector<int32_t> ids = random_ids(10, cfg.vocab_size, 1);
+      const WeightFormat wf = dtype == gguf::ExportDtype::kQ4_0 ? WeightFormat::kQ4 : WeightFormat::kQ8;
+      Decoder fly(*widened, wf), dec(*held, wf);
+      fly.set_quantized_prefill(true);
+      dec.set_quantized_prefill(true);  // the matrices the file kept in F16 / F32 (dt_proj)
+      EXPECT_EQ(decode_logits(dec, ids), decode_logits(fly, ids));
+      // Import keeps them: the checkpoint stores the same bytes.
+      save_model((dir / "imported").string(), *held);
+      const SafetensorsFile st = SafetensorsFile::open((dir / "imported" / kWeightsFile).string());
+      for (const auto& [name, h] : held->held()) {
+        ASSERT_NE(st.find(name), nullptr);
+        EXPECT_EQ(st.find(name)->dtype, "U8");
+        EXPECT_EQ(std::memcmp(st.map_bytes(name).get(), h.blocks, static_cast<size_t>(h.bytes())), 0) << name;
+      }
+    }
+  }
+  fs::remove_all(dir);
+}
+
+TEST(HeldWeights, QuantizeCommandWritesACheckpointThatGeneratesAsOnTheFly) {
+  const fs::path dir = temp_dir("cli");
+  ModelConfig cfg = preset_config("hybrid-official", Scale::kTiny);
+  cfg.vocab_size = 259;
+  auto m = random_model(cfg, 13);
+  save_model((dir / "f32").string(), *m);
+  make_byte_tokenizer()->save((dir / "f32" / kTokenizerFile).string());
+  const std::string f32 = (dir / "f32").string(), q8 = (dir / "q8").string();
+  const test::CliResult q = test::run_cli("quantize --ckpt " + f32 + " --weights q8 --out " + q8);
+  ASSERT_EQ(q.exit_code, 0) << q.output;
+  EXPECT_NE(q.output.find("to q8 blocks"), std::string::npos) << q.output;
+  // A prompt under 16 tokens: both prefills multiply by q8 blocks.
+  const std::string gen = " --prompt 'To be' --max-new-tokens 12 --temperature 0";
+  const test::CliResult a = test::run_cli("generate --ckpt " + f32 + " --weights q8" + gen);
+  const test::CliResult b = test::run_cli("generate --ckpt " + q8 + gen);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  // The text, not the timing line after it.
+  const auto text = [](const std::string& out) { return out.substr(0, out.find(" new tokens in ")); };
+  EXPECT_EQ(text(a.output), text(b.output));
+  EXPECT_NE(text(a.output).find("To be"), std::string::npos) << a.output;
+  const test::CliResult bad = test::run_cli("generate --ckpt " + q8 + " --weights q4" + gen);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_EQ(test::count_lines(bad.output), 1) << bad.output;
+  EXPECT_NE(bad.output.find("q8 blocks"), std::string::npos) << bad.output;
+  EXPECT_NE(test::run_cli("quantize --ckpt " + f32 + " --weights q5 --out " + (dir / "x").string()).exit_code, 0);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace hymba
