@@ -319,6 +319,16 @@ TEST(HeldWeights, QuantizeCommandWritesACheckpointThatGeneratesAsOnTheFly) {
   EXPECT_EQ(test::count_lines(bad.output), 1) << bad.output;
   EXPECT_NE(bad.output.find("q8 blocks"), std::string::npos) << bad.output;
   EXPECT_NE(test::run_cli("quantize --ckpt " + f32 + " --weights q5 --out " + (dir / "x").string()).exit_code, 0);
+  // A checkpoint without a tokenizer (hymba init's) quantizes too, and benchmarks in its blocks.
+  save_model((dir / "bare").string(), *m);
+  const test::CliResult bare = test::run_cli("quantize --ckpt " + (dir / "bare").string() + " --weights q4 --out " +
+                                             (dir / "bare-q4").string());
+  ASSERT_EQ(bare.exit_code, 0) << bare.output;
+  EXPECT_NE(bare.output.find("0 tokenizer files"), std::string::npos) << bare.output;
+  const test::CliResult bench = test::run_cli("bench infer --ckpt " + (dir / "bare-q4").string() +
+                                              " --prompt-len 4 --new-tokens 2 --batch 2 --contexts 8 --json");
+  ASSERT_EQ(bench.exit_code, 0) << bench.output;
+  EXPECT_NE(bench.output.find("\"weights\": \"q4\""), std::string::npos) << bench.output;
   fs::remove_all(dir);
 }
 

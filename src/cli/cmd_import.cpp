@@ -108,15 +108,32 @@ void register_import_export(CLI::App& app, const GlobalOptions& global) {
       HYMBA_CHECK(fs::weakly_canonical(ckpt) != fs::weakly_canonical(opts->out),
                   "--out must differ from --ckpt (quantize writes a new directory)");
       const BlockFormat format = opts->weights == "q4" ? BlockFormat::kQ4 : BlockFormat::kQ8;
-      LoadedCheckpoint c = load_checkpoint(ckpt, false);  // float32 (a quantized one is widened, with a note)
-      const int64_t n = hold_quantized(*c.model, format);
+      auto model = load_model(ckpt, false);  // float32 (a quantized one is widened, with a note)
+      const int64_t n = hold_quantized(*model, format);
       int64_t bytes = 0;
-      for (const auto& kv : c.model->held()) bytes += kv.second.bytes();
-      save_inference_checkpoint(opts->out, *c.model, *c.tokenizer,
-                                {{"quantized_from", ckpt}, {"weights", to_string(format)}});
-      std::printf("quantized %s: %lld weight matrices to %s blocks (%.1f MB; %lld parameters in all) -> %s\n",
+      for (const auto& kv : model->held()) bytes += kv.second.bytes();
+      save_model(opts->out, *model, {{"quantized_from", ckpt}, {"weights", to_string(format)}});
+      // The tokenizer travels as it is (a checkpoint may have none, e.g. `hymba init`'s).
+      int copied = 0;
+      if (is_gguf_file(ckpt)) {
+        const gguf::File file = gguf::File::open(ckpt);
+        if (gguf::has_tokenizer(file)) {
+          (void)save_tokenizer_files(*gguf::tokenizer_from_gguf(file).tokenizer, opts->out);
+          ++copied;
+        }
+      } else {
+        for (const char* f : {kTokenizerFile, "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
+          const fs::path p = fs::path(ckpt) / f;
+          if (!fs::exists(p)) continue;
+          write_text_atomic((fs::path(opts->out) / f).string(), read_file(p.string()));
+          ++copied;
+        }
+      }
+      std::printf("quantized %s: %lld weight matrices to %s blocks (%.1f MB; %lld parameters in all), %d tokenizer "
+                  "file%s -> %s\n",
                   ckpt.c_str(), static_cast<long long>(n), to_string(format), static_cast<double>(bytes) / 1e6,
-                  static_cast<long long>(c.model->params().num_params()), opts->out.c_str());
+                  static_cast<long long>(model->params().num_params()), copied, copied == 1 ? "" : "s",
+                  opts->out.c_str());
     });
   }
   {
