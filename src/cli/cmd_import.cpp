@@ -28,6 +28,21 @@ namespace hymba::cli {
 
 namespace fs = std::filesystem;
 
+namespace {
+// Copies a checkpoint directory's tokenizer files into out as they are
+// (generate reads tokenizer.model or tokenizer.json); returns how many.
+int copy_tokenizer_files(const std::string& dir, const std::string& out) {
+  int copied = 0;
+  for (const char* f : {kTokenizerFile, "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
+    const fs::path p = fs::path(dir) / f;
+    if (!fs::exists(p)) continue;
+    write_text_atomic((fs::path(out) / f).string(), read_file(p.string()));
+    ++copied;
+  }
+  return copied;
+}
+}  // namespace
+
 void register_import_export(CLI::App& app, const GlobalOptions& global) {
   {
     struct Options {
@@ -73,14 +88,7 @@ void register_import_export(CLI::App& app, const GlobalOptions& global) {
       const CheckpointLayout layout = detect_layout(read_json_file(config_path), config_path);
       auto model = load_model(opts->in, false);
       save_model(opts->out, *model, {{"imported_from", to_string(layout)}});
-      // Tokenizer files travel as they are (generate reads tokenizer.model or tokenizer.json).
-      int copied = 0;
-      for (const char* f : {kTokenizerFile, "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
-        const fs::path p = fs::path(opts->in) / f;
-        if (!fs::exists(p)) continue;
-        write_text_atomic((fs::path(opts->out) / f).string(), read_file(p.string()));
-        ++copied;
-      }
+      const int copied = copy_tokenizer_files(opts->in, opts->out);
       std::printf("imported %s checkpoint %s: %lld parameters in %zu tensors, %d tokenizer file%s -> %s\n",
                   to_string(layout), opts->in.c_str(), static_cast<long long>(model->params().num_params()),
                   model->params().rows().size(), copied, copied == 1 ? "" : "s", opts->out.c_str());
@@ -122,12 +130,7 @@ void register_import_export(CLI::App& app, const GlobalOptions& global) {
           ++copied;
         }
       } else {
-        for (const char* f : {kTokenizerFile, "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
-          const fs::path p = fs::path(ckpt) / f;
-          if (!fs::exists(p)) continue;
-          write_text_atomic((fs::path(opts->out) / f).string(), read_file(p.string()));
-          ++copied;
-        }
+        copied = copy_tokenizer_files(ckpt, opts->out);
       }
       std::printf("quantized %s: %lld weight matrices to %s blocks (%.1f MB; %lld parameters in all), %d tokenizer "
                   "file%s -> %s\n",

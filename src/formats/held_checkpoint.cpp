@@ -11,7 +11,6 @@
 
 namespace hymba {
 
-
 const std::string& param_name_at(const Model& model, int64_t offset) {
   for (const ParamInfo& p : model.params().rows())
     if (p.offset == offset) return p.name;
@@ -89,9 +88,7 @@ std::string load_held_params(const SafetensorsFile& file, Model& model, bool kee
     for (auto& [name, m] : held) model.hold(name, std::move(m));
     return "";
   }
-  for (const auto& [name, m] : held) {
-    dequantize_matrix(m, model.params().value(name).data);
-  }
+  for (const auto& [name, m] : held) dequantize_matrix(m, model.params().value(name).data);
   return std::to_string(held.size()) + " matrices of " + path + " stored in " +
          (held.empty() ? "q8" : to_string(held.front().second.format)) +
          " blocks were widened to float32 (this command needs float32 weights)";
