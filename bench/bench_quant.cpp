@@ -1,4 +1,4 @@
-// q8 block weights against float32 for the products of decoding (one row)
+// bf16, q8 and q4 weights against float32 for the products of decoding (one row)
 // and of prefill (many rows), at hymba-1.5b's widths (hidden 1600, FFN 5504).
 // "weight_GB/s" is the weight bytes read per second: decode is bound by it.
 #include <benchmark/benchmark.h>
@@ -7,6 +7,7 @@
 
 #include "bench_util.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_bf16.h"
 #include "kernels/cpu/quant_q4.h"
 #include "kernels/cpu/quant_q8.h"
 
@@ -42,6 +43,21 @@ void BM_LinearQ8(benchmark::State& state) {
   state.SetLabel(hymba::cpu::to_string(hymba::cpu::best_q8_isa()));
 }
 
+void BM_LinearBF16(benchmark::State& state) {
+  const int64_t R = state.range(0), C = state.range(1), OC = state.range(2);
+  auto x = random_vector(R * C, 1), w = random_vector(OC * C, 2);
+  std::vector<uint16_t> wb(OC * C);
+  hymba::cpu::quantize_bf16(wb.data(), w.data(), OC, C);
+  std::vector<float> out(R * OC);
+  for (auto _ : state) {
+    hymba::cpu::matmul_bf16(out.data(), OC, x.data(), C, wb.data(), nullptr, R, C, OC);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["weight_GB/s"] =
+      benchmark::Counter(2.0 * OC * C * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(hymba::cpu::to_string(hymba::cpu::best_q8_isa()));
+}
+
 void BM_LinearQ4(benchmark::State& state) {
   const int64_t R = state.range(0), C = state.range(1), OC = state.range(2);
   auto x = random_vector(R * C, 1), w = random_vector(OC * C, 2);
@@ -61,6 +77,7 @@ void BM_LinearQ4(benchmark::State& state) {
   Args({1, 1600, 1600})->Args({1, 1600, 5504})->Args({64, 1600, 1600})->UseRealTime()->Unit(benchmark::kMicrosecond)
 
 BENCHMARK(BM_LinearF32)->LINEAR_SHAPES;
+BENCHMARK(BM_LinearBF16)->LINEAR_SHAPES;
 BENCHMARK(BM_LinearQ8)->LINEAR_SHAPES;
 BENCHMARK(BM_LinearQ4)->LINEAR_SHAPES;
 

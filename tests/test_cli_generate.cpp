@@ -192,6 +192,29 @@ TEST_F(CliGenerate, BenchInferJsonHasTheFigures) {
   ASSERT_EQ(j["contexts"].size(), 3u);
   EXPECT_EQ(j["contexts"][2]["context"], 4096);
   EXPECT_GT(j["contexts"][2]["decode_ms_per_token"].get<double>(), 0.0);
+  EXPECT_GT(j["contexts"][2]["prefill_tokens_per_s"].get<double>(), 0.0);
+  // The bandwidth bar, measured in the same run.
+  EXPECT_GT(j["read_gb_per_s"].get<double>(), 0.0);
+  EXPECT_GT(j["decode_bytes_per_token"].get<int64_t>(), 4 * 1000);
+  EXPECT_NEAR(j["bandwidth_limit_tokens_per_s"].get<double>(),
+              j["read_gb_per_s"].get<double>() * 1e9 / j["decode_bytes_per_token"].get<double>(), 1e-6);
+  EXPECT_GT(j["decode_share_of_bandwidth"].get<double>(), 0.0);
+  EXPECT_GT(j["peak_rss_bytes"].get<int64_t>(), 0);
+  EXPECT_GE(j["load_s"].get<double>(), 0.0);
+}
+
+// --weights bf16 runs, and a step reads half the float32 bytes of the linear
+// weights (everything else is the same).
+TEST_F(CliGenerate, BenchInferBf16ReadsFewerBytes) {
+  const std::string base = "bench infer --preset hybrid-official --scale tiny --new-tokens 2 --batch 2 --contexts 8 --json";
+  const auto f = run_cli(base), b = run_cli(base + " --weights bf16");
+  ASSERT_EQ(f.exit_code, 0) << f.output;
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  const auto jf = nlohmann::json::parse(f.output), jb = nlohmann::json::parse(b.output);
+  EXPECT_EQ(jb["weights"], "bf16");
+  const int64_t bf16_bytes = jb["quantized_weight_bytes"].get<int64_t>();
+  EXPECT_GT(bf16_bytes, 0);
+  EXPECT_EQ(jf["decode_bytes_per_token"].get<int64_t>() - jb["decode_bytes_per_token"].get<int64_t>(), bf16_bytes);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "core/rng.h"
 #include "data/tokenizer.h"
 #include "infer/cache.h"
+#include "infer/bench.h"
 #include "infer/chat_session.h"
 #include "infer/decoder.h"
 #include "infer/generate.h"
@@ -26,6 +27,7 @@
 #include "kernels/cpu/selective_scan.h"
 #include "model/layout.h"
 #include "model/model.h"
+#include "model/plan.h"
 #include "model/summary.h"
 #include "decode_families.h"
 
@@ -139,47 +141,65 @@ TEST(Decode, Q4StepsStayCloseToTheFullForwardForEveryFamily) {
 // 16-wide rows fill half a block (measured: see the test output), against
 // q4's 40 % from the float32 weights.
 constexpr double kActivationRelTol = 0.08;
-TEST(Decode, QuantizedDecodeEqualsTheForwardOfTheDequantizedWeights) {
+// bf16 keeps float32 activations, so against the forward of its rounded
+// weights only the summation order differs: float32 rounding.
+constexpr double kBf16ActivationRelTol = 1e-4;
+
+// The worst relative logit error of `format`'s prefill + decode against the
+// float32 forward of the same model with every matrix the format made
+// replaced by the values it stands for.
+double worst_error_against_rounded_weights(infer::WeightFormat format, double tol) {
   const int64_t total = 14, prompt_len = 5;
-  for (infer::WeightFormat format : {infer::WeightFormat::kQ8, infer::WeightFormat::kQ4}) {
-    double worst = 0.0;
-    for (const Family& f : families()) {
-      SCOPED_TRACE(std::string(infer::to_string(format)) + " " + f.name);
-      const ModelConfig c = ModelConfig::from_json(tiny(f.over));
-      Model m(c, false);
-      m.init(7);
-      const int64_t V = c.vocab_size;
-      const std::vector<int32_t> ids = random_ids(total, V, 12);
-      Decoder dec(m, format);
-      SequenceCache cache = dec.new_cache(total);
-      std::vector<float> got;
-      dec.prefill(cache, std::vector<int32_t>(ids.begin(), ids.begin() + prompt_len), &got);
-      got.resize(static_cast<size_t>(total * V));
-      for (int64_t t = prompt_len; t < total; ++t) {
-        SequenceCache* one[] = {&cache};
-        const int32_t token[] = {ids[static_cast<size_t>(t)]};
-        dec.step(one, token, got.data() + t * V);
-      }
-      // The same model with every quantized matrix replaced by its values.
-      Model dq(c, false);
-      const int64_t n = m.params().total_floats();
-      std::copy_n(m.params().values_block(), n, dq.params().values_block());
-      const auto matrices = dec.linears().quantized_matrices();
-      ASSERT_FALSE(matrices.empty());
-      for (const auto& [w, OC, C] : matrices) {
-        const std::vector<float> values = dec.linears().dequantized(w, OC, C);
-        const int64_t offset = w - m.params().values_block();
-        ASSERT_TRUE(offset >= 0 && offset + OC * C <= n) << "a matrix outside the parameters: " << offset << " " << OC << "x" << C << " of " << n;
-        std::copy(values.begin(), values.end(), dq.params().values_block() + offset);
-      }
-      const std::vector<float> want = full_logits(dq, ids);
-      const double err = rel_error(got.data(), want.data(), total * V, max_abs(want));
-      worst = std::max(worst, err);
-      EXPECT_LE(err, kActivationRelTol);
+  double worst = 0.0;
+  for (const Family& f : families()) {
+    SCOPED_TRACE(std::string(infer::to_string(format)) + " " + f.name);
+    const ModelConfig c = ModelConfig::from_json(tiny(f.over));
+    Model m(c, false);
+    m.init(7);
+    const int64_t V = c.vocab_size;
+    const std::vector<int32_t> ids = random_ids(total, V, 12);
+    Decoder dec(m, format);
+    SequenceCache cache = dec.new_cache(total);
+    std::vector<float> got;
+    dec.prefill(cache, std::vector<int32_t>(ids.begin(), ids.begin() + prompt_len), &got);
+    got.resize(static_cast<size_t>(total * V));
+    for (int64_t t = prompt_len; t < total; ++t) {
+      SequenceCache* one[] = {&cache};
+      const int32_t token[] = {ids[static_cast<size_t>(t)]};
+      dec.step(one, token, got.data() + t * V);
     }
-    std::printf("%s decode vs the float32 forward of its dequantized weights: worst relative error %.4f\n",
-                infer::to_string(format), worst);
+    // The same model with every quantized matrix replaced by its values.
+    Model dq(c, false);
+    const int64_t n = m.params().total_floats();
+    std::copy_n(m.params().values_block(), n, dq.params().values_block());
+    const auto matrices = dec.linears().quantized_matrices();
+    EXPECT_FALSE(matrices.empty());
+    for (const auto& [w, OC, C] : matrices) {
+      const std::vector<float> values = dec.linears().dequantized(w, OC, C);
+      const int64_t offset = w - m.params().values_block();
+      EXPECT_TRUE(offset >= 0 && offset + OC * C <= n) << "a matrix outside the parameters: " << offset << " " << OC << "x" << C << " of " << n;
+      std::copy(values.begin(), values.end(), dq.params().values_block() + offset);
+    }
+    const std::vector<float> want = full_logits(dq, ids);
+    const double err = rel_error(got.data(), want.data(), total * V, max_abs(want));
+    worst = std::max(worst, err);
+    EXPECT_LE(err, tol);
   }
+  return worst;
+}
+
+TEST(Decode, QuantizedDecodeEqualsTheForwardOfTheDequantizedWeights) {
+  for (infer::WeightFormat format : {infer::WeightFormat::kQ8, infer::WeightFormat::kQ4})
+    std::printf("%s decode vs the float32 forward of its dequantized weights: worst relative error %.4f\n",
+                infer::to_string(format), worst_error_against_rounded_weights(format, kActivationRelTol));
+}
+
+// bf16: within its rounding of the float32 forward, and tightly equal to the
+// forward of its rounded weights.
+TEST(Decode, Bf16DecodeIsTheForwardOfItsRoundedWeights) {
+  expect_quantized_decode_close(infer::WeightFormat::kBF16, 0.02);
+  std::printf("bf16 decode vs the float32 forward of its rounded weights: worst relative error %.2e\n",
+              worst_error_against_rounded_weights(infer::WeightFormat::kBF16, kBf16ActivationRelTol));
 }
 
 // Prefill chunks of kFloatRows rows or more multiply by the float32
@@ -202,10 +222,42 @@ TEST(Decode, LongPrefillChunksUseTheFloatWeightsUnlessAskedNotTo) {
   EXPECT_LE(rel_error(ld.data(), la.data(), static_cast<int64_t>(la.size()), max_abs(la)), 2 * kQ8RelTol);
 }
 
+// The bytes bench infer divides the bandwidth by: every parameter in float32
+// except the linear matrices, which count in their format (rows padded to
+// whole blocks), and the embedding, of which a step reads one row unless the
+// head is tied to it.
+TEST(Decode, DecodeWeightBytesCountEachFormat) {
+  for (const Family& f : families()) {
+    SCOPED_TRACE(f.name);
+    const ModelConfig c = ModelConfig::from_json(tiny(f.over));
+    Model m(c, false);
+    const ModelPlan& plan = m.plan();
+    const std::vector<int64_t> linear = linear_weight_offsets(plan);
+    int64_t linear_floats = 0, q8 = 0, q4 = 0, one_rows = 0;
+    for (const ParamInfo& p : m.params().rows()) {
+      if (std::find(linear.begin(), linear.end(), p.offset) != linear.end()) {
+        linear_floats += p.shape.numel();
+        q8 += p.shape[0] * cpu::q8_blocks_per_row(p.shape[1]) * 34;
+        q4 += p.shape[0] * cpu::q4_blocks_per_row(p.shape[1]) * 18;
+      }
+      if ((p.offset == plan.embed && plan.lm_head != plan.embed) || p.offset == plan.positions)
+        one_rows += p.shape.numel() - c.hidden_size;
+    }
+    ASSERT_GT(linear_floats, 0);
+    const int64_t f32 = 4 * (m.params().num_params() - one_rows);
+    EXPECT_EQ(infer::decode_weight_bytes(m, infer::WeightFormat::kF32), f32);
+    EXPECT_EQ(infer::decode_weight_bytes(m, infer::WeightFormat::kBF16), f32 - 2 * linear_floats);
+    EXPECT_EQ(infer::decode_weight_bytes(m, infer::WeightFormat::kQ8), f32 - 4 * linear_floats + q8);
+    EXPECT_EQ(infer::decode_weight_bytes(m, infer::WeightFormat::kQ4), f32 - 4 * linear_floats + q4);
+  }
+}
+
 TEST(Decode, WeightFormatNames) {
   EXPECT_EQ(infer::parse_weight_format("q8"), infer::WeightFormat::kQ8);
   EXPECT_EQ(infer::parse_weight_format("f32"), infer::WeightFormat::kF32);
   EXPECT_EQ(infer::parse_weight_format("q4"), infer::WeightFormat::kQ4);
+  EXPECT_EQ(infer::parse_weight_format("bf16"), infer::WeightFormat::kBF16);
+  EXPECT_STREQ(infer::to_string(infer::WeightFormat::kBF16), "bf16");
   EXPECT_STREQ(infer::to_string(infer::WeightFormat::kQ4), "q4");
   EXPECT_FALSE(infer::parse_weight_format("q5").has_value());
   EXPECT_FALSE(infer::parse_weight_format("Q8").has_value());

@@ -240,6 +240,7 @@ void register_bench_infer(CLI::App& app, const GlobalOptions& global) {
     apply_global_options(global);
     std::unique_ptr<Model> model;
     std::string what;
+    const auto load_start = std::chrono::steady_clock::now();
     if (!opts->ckpt.empty()) {
       what = resolve_checkpoint(opts->ckpt);
       model = load_model(what, false, /*keep_blocks=*/true);
@@ -248,6 +249,8 @@ void register_bench_infer(CLI::App& app, const GlobalOptions& global) {
       model->init(opts->init_seed);
       what = describe(opts->model);
     }
+    const double load_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
     {
       // The weights are allocated; the caches and the longest prefill are not.
       const infer::InferBenchOptions& o = opts->bench;
@@ -268,7 +271,8 @@ void register_bench_infer(CLI::App& app, const GlobalOptions& global) {
       need.add("prefill activations", activation_bytes(cfg, 1, longest, false), "--prompt-len or --contexts");
       need.require_available("bench infer");
     }
-    const infer::InferBenchResult r = infer::run_infer_bench(*model, opts->bench);
+    infer::InferBenchResult r = infer::run_infer_bench(*model, opts->bench);
+    r.load_seconds = load_seconds;
     if (opts->json) {
       nlohmann::json j = r.to_json();
       j["model"] = what;
@@ -278,10 +282,15 @@ void register_bench_infer(CLI::App& app, const GlobalOptions& global) {
     const infer::InferBenchOptions& o = r.options;
     std::printf("model: %s, %.3fM params, %d threads, --weights %s", what.c_str(), static_cast<double>(r.params) / 1e6,
                 r.threads, to_string(o.weights));
-    if (r.quantized_weight_bytes > 0)
+    if (model->held_format())
+      std::printf(" (%s of %s weights held as stored in the checkpoint)", mib(r.quantized_weight_bytes).c_str(),
+                  to_string(o.weights));
+    else if (r.quantized_weight_bytes > 0)
       std::printf(" (%s of %s weights; prefill chunks on the float32 ones)", mib(r.quantized_weight_bytes).c_str(),
                   to_string(o.weights));
     std::printf("\n");
+    std::printf("load: %.2f s (%s); peak RSS %.2f GB\n", r.load_seconds,
+                opts->ckpt.empty() ? "random init" : "checkpoint", static_cast<double>(r.peak_rss_bytes) / 1e9);
     std::printf("prefill: %.0f tok/s (prompts of %lld tokens, one at a time, from the meta prefix", r.prefill_tokens_per_second,
                 static_cast<long long>(o.prompt_len));
     if (r.meta_prefix_seconds > 0)
@@ -295,10 +304,14 @@ void register_bench_infer(CLI::App& app, const GlobalOptions& global) {
                 static_cast<long long>(o.prompt_len + o.new_tokens + 1), mib(r.formula_cache_bytes).c_str());
     std::printf("activations: prefill peak %s, decode step peak %s\n", mib(r.prefill_activation_bytes).c_str(),
                 mib(r.decode_activation_bytes).c_str());
-    std::printf("%9s %11s %17s %12s\n", "context", "prefill s", "decode ms/token", "cache");
+    std::printf("bandwidth: decode reads %.3f GB per token; streaming read %.1f GB/s on %d threads allows %.1f "
+                "tok/s; batch-1 decode runs at %.0f %% of it\n",
+                static_cast<double>(r.decode_bytes_per_token) / 1e9, r.read_gb_per_second, r.threads,
+                r.bandwidth_limit_tokens_per_second(), 100.0 * r.decode_share_of_bandwidth());
+    std::printf("%9s %11s %15s %17s %12s\n", "context", "prefill s", "prefill tok/s", "decode ms/token", "cache");
     for (const infer::ContextTiming& c : r.contexts)
-      std::printf("%9lld %11.3f %17.3f %12s\n", static_cast<long long>(c.context), c.prefill_seconds,
-                  c.decode_ms_per_token, mib(c.cache_bytes).c_str());
+      std::printf("%9lld %11.3f %15.1f %17.3f %12s\n", static_cast<long long>(c.context), c.prefill_seconds,
+                  c.prefill_tokens_per_second(), c.decode_ms_per_token, mib(c.cache_bytes).c_str());
   });
 }
 

@@ -30,7 +30,7 @@ InitScheme parse_init_scheme_flag(const std::string& value);
 // A short label for messages: "preset hybrid-official (tiny)" or the file.
 std::string describe(const ModelChoice& choice, const std::string& fallback_preset = "");
 
-// --weights f32|q8|q4: the linear layers' weight format (infer/weight_format.h).
+// --weights f32|bf16|q8|q4: the linear layers' weight format (infer/weight_format.h).
 void add_weights_option(CLI::App* cmd, infer::WeightFormat& format);
 
 }  // namespace hymba::cli

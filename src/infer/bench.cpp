@@ -1,6 +1,10 @@
 #include "infer/bench.h"
 
+#include <sys/resource.h>
+
 #include <chrono>
+#include <memory>
+#include <set>
 #include <span>
 
 #include "core/error.h"
@@ -8,6 +12,7 @@
 #include "core/threading.h"
 #include "infer/decoder.h"
 #include "infer/sampler.h"
+#include "model/plan.h"
 
 namespace hymba::infer {
 
@@ -39,6 +44,59 @@ double timed_decode(Decoder& dec, std::span<SequenceCache* const> caches, std::v
 }
 
 }  // namespace
+
+int64_t decode_weight_bytes(const Model& model, WeightFormat format) {
+  const ModelPlan& plan = model.plan();
+  const std::vector<int64_t> linear = linear_weight_offsets(plan);
+  const std::set<int64_t> linear_offsets(linear.begin(), linear.end());
+  const int64_t d = model.config().hidden_size;
+  int64_t bytes = 0;
+  for (const ParamInfo& p : model.params().rows()) {
+    const int64_t n = p.shape.numel();
+    if ((p.offset == plan.embed && plan.lm_head != plan.embed) || p.offset == plan.positions) {
+      bytes += 4 * d;  // one row looked up; an untied head is counted on its own
+    } else if (linear_offsets.count(p.offset) != 0 && p.shape.rank == 2) {
+      const int64_t rows = p.shape[0], cols = p.shape[1];
+      switch (format) {
+        case WeightFormat::kF32: bytes += 4 * n; break;
+        case WeightFormat::kBF16: bytes += 2 * n; break;
+        case WeightFormat::kQ8: bytes += rows * cpu::q8_blocks_per_row(cols) * int64_t{sizeof(cpu::BlockQ8)}; break;
+        case WeightFormat::kQ4: bytes += rows * cpu::q4_blocks_per_row(cols) * int64_t{sizeof(cpu::BlockQ4)}; break;
+      }
+    } else {
+      bytes += 4 * n;
+    }
+  }
+  return bytes;
+}
+
+double measure_read_bandwidth() {
+  // 512 MiB: far past any L3 here, small beside the models it is run with.
+  const int64_t n = (int64_t{512} << 20) / int64_t{sizeof(uint64_t)};
+  std::unique_ptr<uint64_t[]> buf(new uint64_t[static_cast<size_t>(n)]);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) buf[i] = static_cast<uint64_t>(i);
+  double best = 0.0;
+  uint64_t sink = 0;
+  for (int pass = 0; pass < 4; ++pass) {
+    uint64_t sum = 0;
+    const auto t0 = Clock::now();
+#pragma omp parallel for schedule(static) reduction(+ : sum)
+    for (int64_t i = 0; i < n; ++i) sum += buf[i];
+    const double s = seconds_since(t0);
+    sink += sum;
+    if (pass > 0) best = std::max(best, static_cast<double>(n) * sizeof(uint64_t) / s / 1e9);  // pass 0 warms up
+  }
+  // The sum is known (n(n-1)/2): comparing keeps the reads from being dropped.
+  HYMBA_CHECK(sink == 4 * (static_cast<uint64_t>(n) * static_cast<uint64_t>(n - 1) / 2), "read bandwidth: bad sum");
+  return best;
+}
+
+int64_t peak_rss_bytes() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // kilobytes on Linux
+}
 
 InferBenchResult run_infer_bench(Model& model, const InferBenchOptions& opt) {
   HYMBA_CHECK(opt.prompt_len >= 1, "--prompt-len must be >= 1, got ", opt.prompt_len);
@@ -124,6 +182,11 @@ InferBenchResult run_infer_bench(Model& model, const InferBenchOptions& opt) {
     r.contexts.push_back(ct);
   }
   r.quantized_weight_bytes = dec.quantized_bytes();
+  // The bytes of the batch-1 step at the bench's first context: weights plus
+  // the cache of one sequence of prompt + steps.
+  r.decode_bytes_per_token = decode_weight_bytes(model, r.options.weights) + expected_cache_bytes(cfg, capacity);
+  r.peak_rss_bytes = peak_rss_bytes();  // before the bandwidth buffer adds its own
+  r.read_gb_per_second = measure_read_bandwidth();
   return r;
 }
 
@@ -133,6 +196,7 @@ nlohmann::json InferBenchResult::to_json() const {
     by_context.push_back({{"context", c.context},
                           {"decode_ms_per_token", c.decode_ms_per_token},
                           {"prefill_s", c.prefill_seconds},
+                          {"prefill_tokens_per_s", c.prefill_tokens_per_second()},
                           {"cache_bytes", c.cache_bytes}});
   return {{"threads", threads},
           {"params", params},
@@ -155,7 +219,13 @@ nlohmann::json InferBenchResult::to_json() const {
             {"sequences", options.batch},
             {"tokens_per_sequence", options.prompt_len + options.new_tokens + 1}}},
           {"activation_bytes", {{"prefill", prefill_activation_bytes}, {"decode", decode_activation_bytes}}},
-          {"contexts", by_context}};
+          {"contexts", by_context},
+          {"decode_bytes_per_token", decode_bytes_per_token},
+          {"read_gb_per_s", read_gb_per_second},
+          {"bandwidth_limit_tokens_per_s", bandwidth_limit_tokens_per_second()},
+          {"decode_share_of_bandwidth", decode_share_of_bandwidth()},
+          {"load_s", load_seconds},
+          {"peak_rss_bytes", peak_rss_bytes}};
 }
 
 }  // namespace hymba::infer

@@ -26,7 +26,8 @@ struct InferBenchOptions {
 
 struct ContextTiming {
   int64_t context = 0;
-  double prefill_seconds = 0.0;
+  double prefill_seconds = 0.0;  // one prompt of `context` tokens
+  double prefill_tokens_per_second() const { return prefill_seconds > 0 ? context / prefill_seconds : 0.0; }
   double decode_ms_per_token = 0.0;  // batch 1, averaged over new_tokens steps
   int64_t cache_bytes = 0;           // this sequence's cache (sized for context + new_tokens)
 };
@@ -49,8 +50,37 @@ struct InferBenchResult {
   int64_t prefill_activation_bytes = 0, decode_activation_bytes = 0;
   std::vector<ContextTiming> contexts;
 
+  // The bandwidth bar: bytes a batch-1 decode step reads (every weight in
+  // its format, the embedding's one row, the sequence's cache), the
+  // machine's streaming read speed measured in the same run with the same
+  // threads, and the tokens per second that speed allows.
+  int64_t decode_bytes_per_token = 0;
+  double read_gb_per_second = 0.0;
+  double bandwidth_limit_tokens_per_second() const {
+    return decode_bytes_per_token > 0 ? read_gb_per_second * 1e9 / static_cast<double>(decode_bytes_per_token) : 0.0;
+  }
+  double decode_share_of_bandwidth() const {
+    const double limit = bandwidth_limit_tokens_per_second();
+    return limit > 0 ? decode_tokens_per_second_batch1 / limit : 0.0;
+  }
+  // The process's peak resident memory at the end of the timed runs (model,
+  // caches, activations), and the load (or init) time, set by the caller.
+  int64_t peak_rss_bytes = 0;
+  double load_seconds = 0.0;
+
   nlohmann::json to_json() const;
 };
+
+// Bytes a batch-1 decode step reads from memory with `dec`'s weight format:
+// what bench infer compares decode with.
+int64_t decode_weight_bytes(const Model& model, WeightFormat format);
+
+// The machine's streaming read speed in GB/s: the best of a few sums over a
+// buffer far larger than the caches, on the current thread count.
+double measure_read_bandwidth();
+
+// This process's peak resident memory so far (0 where unknown).
+int64_t peak_rss_bytes();
 
 InferBenchResult run_infer_bench(Model& model, const InferBenchOptions& opt);
 

@@ -3,12 +3,14 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/float_formats.h"
 #include "infer/step_kernels.h"
 
 namespace hymba::infer {
 
 std::optional<WeightFormat> parse_weight_format(std::string_view name) {
   if (name == "f32") return WeightFormat::kF32;
+  if (name == "bf16") return WeightFormat::kBF16;
   if (name == "q8") return WeightFormat::kQ8;
   if (name == "q4") return WeightFormat::kQ4;
   return std::nullopt;
@@ -16,6 +18,7 @@ std::optional<WeightFormat> parse_weight_format(std::string_view name) {
 
 const char* to_string(WeightFormat format) {
   switch (format) {
+    case WeightFormat::kBF16: return "bf16";
     case WeightFormat::kQ8: return "q8";
     case WeightFormat::kQ4: return "q4";
     case WeightFormat::kF32: break;
@@ -73,7 +76,11 @@ void DecoderLinears::linear(float* out, int64_t ld_out, const float* in, int64_t
     infer::linear(out, ld_out, in, ld_in, w, rows, C, OC);
     return;
   }
-  if (format_ == WeightFormat::kQ4) {
+  if (format_ == WeightFormat::kBF16) {
+    const auto round = [](uint16_t* b, const float* x, int64_t n, int64_t c) { cpu::quantize_bf16(b, x, n, c); };
+    const auto& values = quantized(bf16_, w, OC, C, C, round);
+    cpu::matmul_bf16(out, ld_out, in, ld_in, values.data(), nullptr, rows, C, OC);
+  } else if (format_ == WeightFormat::kQ4) {
     const auto quantize = [](cpu::BlockQ4* b, const float* x, int64_t n, int64_t c) { cpu::quantize_q4(b, x, n, c); };
     const auto& blocks = quantized(q4_, w, OC, C, cpu::q4_blocks_per_row(C), quantize);
     cpu::matmul_q4(out, ld_out, in, ld_in, blocks.data(), nullptr, rows, C, OC);
@@ -88,6 +95,7 @@ std::vector<std::tuple<const float*, int64_t, int64_t>> DecoderLinears::quantize
   std::vector<Key> keys;
   for (const auto& kv : q8_) keys.push_back(kv.first);
   for (const auto& kv : q4_) keys.push_back(kv.first);
+  for (const auto& kv : bf16_) keys.push_back(kv.first);
   for (const auto& kv : held_) keys.emplace_back(kv.first, kv.second.rows, kv.second.cols);
   return keys;
 }
@@ -98,6 +106,8 @@ std::vector<float> DecoderLinears::dequantized(const float* w, int64_t OC, int64
     cpu::dequantize_q8(out.data(), it->second.data(), OC, C);
   } else if (const auto it4 = q4_.find({w, OC, C}); it4 != q4_.end()) {
     cpu::dequantize_q4(out.data(), it4->second.data(), OC, C);
+  } else if (const auto itb = bf16_.find({w, OC, C}); itb != bf16_.end()) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_f32(itb->second[i]);
   } else if (const auto ith = held_.find(w); ith != held_.end() && ith->second.rows == OC && ith->second.cols == C) {
     dequantize_matrix(ith->second, out.data());
   } else {

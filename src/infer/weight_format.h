@@ -1,5 +1,5 @@
 // The weight format the decoder runs its linear layers in (issue 19): f32,
-// q8 blocks (kernels/cpu/quant_q8.h, GGUF's Q8_0) or q4 blocks
+// bf16 (kernels/cpu/matmul_bf16.h), q8 blocks (kernels/cpu/quant_q8.h, GGUF's Q8_0) or q4 blocks
 // (kernels/cpu/quant_q4.h, GGUF's Q4_0). The format covers every projection
 // and FFN matrix that prefill chunks and decode steps multiply by; the
 // embedding, the norms, the Mamba conv / A / D / dt bias and the output head
@@ -13,21 +13,22 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/cpu/matmul_bf16.h"
 #include "kernels/cpu/quant_q4.h"
 #include "kernels/cpu/quant_q8.h"
 #include "model/held_weights.h"
 
 namespace hymba::infer {
 
-enum class WeightFormat { kF32, kQ8, kQ4 };
+enum class WeightFormat { kF32, kBF16, kQ8, kQ4 };
 
-// "f32", "q8" or "q4"; nullopt for anything else.
+// "f32", "bf16", "q8" or "q4"; nullopt for anything else.
 std::optional<WeightFormat> parse_weight_format(std::string_view name);
 const char* to_string(WeightFormat format);
 WeightFormat weight_format_of(BlockFormat format);
 
 // The decoder's linear layers in one weight format. f32 is the plain
-// product; q8 and q4 quantize each weight matrix the first time it is used
+// product; bf16, q8 and q4 round each weight matrix the first time it is used
 // and keep it for the decoder's life (the float32 weights stay resident too).
 class DecoderLinears {
  public:
@@ -66,6 +67,7 @@ class DecoderLinears {
   using Key = std::tuple<const float*, int64_t, int64_t>;  // (w, OC, C)
   std::map<Key, std::vector<cpu::BlockQ8>> q8_;
   std::map<Key, std::vector<cpu::BlockQ4>> q4_;
+  std::map<Key, std::vector<uint16_t>> bf16_;
   template <typename Block, typename Quantize>
   const std::vector<Block>& quantized(std::map<Key, std::vector<Block>>& cache, const float* w, int64_t OC, int64_t C,
                                       int64_t blocks_per_row, Quantize quantize);

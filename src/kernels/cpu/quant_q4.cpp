@@ -67,44 +67,49 @@ void dequantize_q4(float* out, const BlockQ4* blocks, int64_t N, int64_t C) {
 
 namespace {
 
-// One output: the blocks' exact int32 dots, scaled and summed in order.
-float row_dot_portable(const BlockQ4* w, const BlockQ8* x, const float* x_scales, int64_t nb) {
-  float acc = 0;
-  for (int64_t b = 0; b < nb; ++b) {
-    int32_t dot = 0;
-    for (int64_t j = 0; j < kQ4BlockSize / 2; ++j) {
-      dot += ((w[b].q[j] & 0x0F) - 8) * int32_t{x[b].q[j]};
-      dot += ((w[b].q[j] >> 4) - 8) * int32_t{x[b].q[j + kQ4BlockSize / 2]};
-    }
-    acc = std::fma(f16_to_f32(w[b].scale) * x_scales[b], static_cast<float>(dot), acc);
-  }
-  return acc;
+// One output, in the lane order of kernels/cpu/quant_matmul.h.
+float row_dot_portable(const BlockQ4* w, const BlockQ8* x, const float* x_scales, const int32_t* /*lane_sums_x8*/,
+                       int64_t nb) {
+  return lane_dot_portable(w, x, x_scales, nb, [](const BlockQ4& blk, int i) {
+    const int code = i < kQ4BlockSize / 2 ? blk.q[i] & 0x0F : blk.q[i - kQ4BlockSize / 2] >> 4;
+    return int32_t{code - 8};
+  });
+}
+
+// A block's codes, in [0, 15], as 32 bytes in element order: low nibbles are
+// elements 0..15, high nibbles 16..31.
+__attribute__((target("avx2,fma,f16c"))) __m256i load_codes(const BlockQ4& blk) {
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.q));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+// One block: sum (code - 8) * x per lane as sum code * x - 8 * sum x, the
+// codes being maddubs's unsigned operand (exact: a pair sums to at most
+// 2 * 15 * 127), then into acc as lane_fma_avx2 adds (the same integers, so
+// the same floats as the portable path).
+__attribute__((target("avx2,fma,f16c"))) __m256 block_fma(const BlockQ4& w, const BlockQ8& x,
+                                                          const int32_t* lane_sums_x8, float d, __m256 acc) {
+  const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q));
+  const __m256i pairs = _mm256_maddubs_epi16(load_codes(w), xq);
+  const __m256i lanes = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+  const __m256i offsets = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lane_sums_x8));
+  const __m256i centred = _mm256_sub_epi32(lanes, offsets);
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(centred), _mm256_set1_ps(d), acc);
 }
 
 __attribute__((target("avx2,fma,f16c"))) float row_dot_avx2(const BlockQ4* w, const BlockQ8* x,
-                                                             const float* x_scales, int64_t nb) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  const __m128i low_mask = _mm_set1_epi8(0x0F);
-  const __m256i eight = _mm256_set1_epi8(8);
-  float acc = 0;
-  for (int64_t b = 0; b < nb; ++b) {
-    // Low nibbles are elements 0..15, high nibbles 16..31: one 32-byte row in order.
-    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].q));
-    const __m128i lo = _mm_and_si128(packed, low_mask);
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(packed, 4), low_mask);
-    const __m256i wq = _mm256_sub_epi8(_mm256_set_m128i(hi, lo), eight);  // codes - 8, in [-8, 7]
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q));
-    // maddubs multiplies unsigned by signed bytes: move w's sign onto x.
-    // Exact: |w| <= 8, |x| <= 127, so a pair sums to at most 2,032.
-    const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(xq, wq));
-    const __m256i quads = _mm256_madd_epi16(pairs, ones);
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-    const float dot = static_cast<float>(_mm_cvtsi128_si32(s));
-    acc = std::fma(_cvtsh_ss(w[b].scale) * x_scales[b], dot, acc);
+                                                             const float* x_scales, const int32_t* lane_sums_x8,
+                                                             int64_t nb) {
+  __m256 even = _mm256_setzero_ps(), odd = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    even = block_fma(w[b], x[b], lane_sums_x8 + b * kDotLanes, _cvtsh_ss(w[b].scale) * x_scales[b], even);
+    odd = block_fma(w[b + 1], x[b + 1], lane_sums_x8 + (b + 1) * kDotLanes,
+                    _cvtsh_ss(w[b + 1].scale) * x_scales[b + 1], odd);
   }
-  return acc;
+  if (b < nb) even = block_fma(w[b], x[b], lane_sums_x8 + b * kDotLanes, _cvtsh_ss(w[b].scale) * x_scales[b], even);
+  return finish_lanes_avx2(even, odd);
 }
 
 }  // namespace

@@ -48,35 +48,27 @@ void dequantize_q8(float* out, const BlockQ8* blocks, int64_t N, int64_t C) {
 
 namespace {
 
-// One output: the blocks' exact int32 dots, scaled and summed in order.
-float row_dot_portable(const BlockQ8* w, const BlockQ8* x, const float* x_scales, int64_t nb) {
-  float acc = 0;
-  for (int64_t b = 0; b < nb; ++b) {
-    int32_t dot = 0;
-    for (int64_t i = 0; i < kQ8BlockSize; ++i) dot += int32_t{w[b].q[i]} * int32_t{x[b].q[i]};
-    acc = std::fma(f16_to_f32(w[b].scale) * x_scales[b], static_cast<float>(dot), acc);
-  }
-  return acc;
+// One output, in the lane order of kernels/cpu/quant_matmul.h.
+float row_dot_portable(const BlockQ8* w, const BlockQ8* x, const float* x_scales, const int32_t* /*lane_sums_x8*/,
+                       int64_t nb) {
+  return lane_dot_portable(w, x, x_scales, nb, [](const BlockQ8& blk, int i) { return int32_t{blk.q[i]}; });
+}
+
+__attribute__((target("avx2,fma,f16c"))) __m256i load_q8(const BlockQ8& blk) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.q));
 }
 
 __attribute__((target("avx2,fma,f16c"))) float row_dot_avx2(const BlockQ8* w, const BlockQ8* x,
-                                                             const float* x_scales, int64_t nb) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  float acc = 0;
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].q));
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q));
-    // maddubs multiplies unsigned by signed bytes: move w's sign onto x.
-    // Exact: |w|, |x| <= 127, so a pair sums to at most 32,258 < 2^15.
-    const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(xq, wq));
-    const __m256i quads = _mm256_madd_epi16(pairs, ones);
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-    const float dot = static_cast<float>(_mm_cvtsi128_si32(s));
-    acc = std::fma(_cvtsh_ss(w[b].scale) * x_scales[b], dot, acc);
+                                                             const float* x_scales, const int32_t* /*lane_sums_x8*/,
+                                                             int64_t nb) {
+  __m256 even = _mm256_setzero_ps(), odd = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    even = lane_fma_avx2(load_q8(w[b]), load_q8(x[b]), _cvtsh_ss(w[b].scale) * x_scales[b], even);
+    odd = lane_fma_avx2(load_q8(w[b + 1]), load_q8(x[b + 1]), _cvtsh_ss(w[b + 1].scale) * x_scales[b + 1], odd);
   }
-  return acc;
+  if (b < nb) even = lane_fma_avx2(load_q8(w[b]), load_q8(x[b]), _cvtsh_ss(w[b].scale) * x_scales[b], even);
+  return finish_lanes_avx2(even, odd);
 }
 
 }  // namespace
