@@ -35,6 +35,33 @@ void DecoderLinears::adopt(const float* w, const HeldMatrix& m) {
   held_bytes_ += m.bytes();
 }
 
+namespace {
+
+// A long product on held blocks (a prefill chunk, the meta prefix): the
+// blocks' values widened to float32 a tile of weight rows at a time, then
+// sgemm, which is 2-3x faster than the block kernels once many input rows
+// share each weight. Only the widened tile is ever float32.
+void widened_linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const HeldMatrix& m, int64_t rows) {
+  constexpr int64_t kTileRows = 256;
+  const int64_t C = m.cols;
+  thread_local std::vector<float> tile;
+  tile.resize(static_cast<size_t>(std::min(kTileRows, m.rows) * C));
+  float* buf = tile.data();  // not `tile` in the loop: each worker has its own thread_local
+  for (int64_t r0 = 0; r0 < m.rows; r0 += kTileRows) {
+    const int64_t n = std::min(kTileRows, m.rows - r0);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n; ++r) {
+      if (m.format == BlockFormat::kQ4)
+        cpu::dequantize_q4(buf + r * C, m.q4() + (r0 + r) * cpu::q4_blocks_per_row(C), 1, C);
+      else
+        cpu::dequantize_q8(buf + r * C, m.q8() + (r0 + r) * cpu::q8_blocks_per_row(C), 1, C);
+    }
+    infer::linear(out + r0, ld_out, in, ld_in, buf, rows, C, n);
+  }
+}
+
+}  // namespace
+
 bool DecoderLinears::held_linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w,
                                  int64_t rows, int64_t C, int64_t OC) const {
   auto it = held_.find(w);
@@ -45,7 +72,9 @@ bool DecoderLinears::held_linear(float* out, int64_t ld_out, const float* in, in
     const HeldMatrix& m = it->second;
     HYMBA_CHECK(m.cols == C && done + m.rows <= OC, "a held matrix of [", m.rows, ",", m.cols,
                 "] does not fit a product of [", OC, ",", C, "]");
-    if (m.format == BlockFormat::kQ4)
+    if (rows >= kFloatRows && !quantize_all_rows_)
+      widened_linear(out + done, ld_out, in, ld_in, m, rows);
+    else if (m.format == BlockFormat::kQ4)
       cpu::matmul_q4(out + done, ld_out, in, ld_in, m.q4(), nullptr, rows, C, m.rows);
     else
       cpu::matmul_q8(out + done, ld_out, in, ld_in, m.q8(), nullptr, rows, C, m.rows);

@@ -45,8 +45,10 @@ class DecoderLinears {
   // Takes a matrix the model holds in a block format (model/held_weights.h):
   // w is its (never written) float32 row block, the key the graph passes.
   // Every product by it, and by a stack of held matrices starting at w (the
-  // graph's stacked q/k/v or gate/up), runs on the held blocks whatever the
-  // row count, one block product per held matrix.
+  // graph's stacked q/k/v or gate/up), runs on the held blocks, one product
+  // per held matrix: the block kernels below kFloatRows rows (or always,
+  // when scoring), else sgemm on the blocks' values widened a tile of rows
+  // at a time.
   void adopt(const float* w, const HeldMatrix& m);
   int64_t held_bytes() const { return held_bytes_; }
 
