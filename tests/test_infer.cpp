@@ -159,6 +159,7 @@ double worst_error_against_rounded_weights(infer::WeightFormat format, double to
     const int64_t V = c.vocab_size;
     const std::vector<int32_t> ids = random_ids(total, V, 12);
     Decoder dec(m, format);
+    dec.set_head_in_format(false);  // the matrices replaced below are the linears; the head is tested apart
     SequenceCache cache = dec.new_cache(total);
     std::vector<float> got;
     dec.prefill(cache, std::vector<int32_t>(ids.begin(), ids.begin() + prompt_len), &got);
@@ -224,8 +225,9 @@ TEST(Decode, LongPrefillChunksUseTheFloatWeightsUnlessAskedNotTo) {
 
 // The bytes bench infer divides the bandwidth by: every parameter in float32
 // except the linear matrices, which count in their format (rows padded to
-// whole blocks), and the embedding, of which a step reads one row unless the
-// head is tied to it.
+// whole blocks), the output head, in the head's format (q8 for q4), and the
+// embedding, of which a step reads one row (a tied head reads it whole, in
+// its format, besides).
 TEST(Decode, DecodeWeightBytesCountEachFormat) {
   for (const Family& f : families()) {
     SCOPED_TRACE(f.name);
@@ -233,23 +235,54 @@ TEST(Decode, DecodeWeightBytesCountEachFormat) {
     Model m(c, false);
     const ModelPlan& plan = m.plan();
     const std::vector<int64_t> linear = linear_weight_offsets(plan);
-    int64_t linear_floats = 0, q8 = 0, q4 = 0, one_rows = 0;
+    const int64_t d = c.hidden_size, V = c.vocab_size;
+    int64_t linear_floats = 0, q8 = 0, q4 = 0, lookups = 0, others = 0;
     for (const ParamInfo& p : m.params().rows()) {
+      const bool lookup = p.offset == plan.embed || p.offset == plan.positions;
+      if (lookup) ++lookups;
+      if (p.offset == plan.lm_head) continue;
       if (std::find(linear.begin(), linear.end(), p.offset) != linear.end()) {
         linear_floats += p.shape.numel();
         q8 += p.shape[0] * cpu::q8_blocks_per_row(p.shape[1]) * 34;
         q4 += p.shape[0] * cpu::q4_blocks_per_row(p.shape[1]) * 18;
+      } else if (!lookup) {
+        others += p.shape.numel();
       }
-      if ((p.offset == plan.embed && plan.lm_head != plan.embed) || p.offset == plan.positions)
-        one_rows += p.shape.numel() - c.hidden_size;
     }
     ASSERT_GT(linear_floats, 0);
-    const int64_t f32 = 4 * (m.params().num_params() - one_rows);
-    EXPECT_EQ(infer::decode_weight_bytes(m, infer::WeightFormat::kF32), f32);
-    EXPECT_EQ(infer::decode_weight_bytes(m, infer::WeightFormat::kBF16), f32 - 2 * linear_floats);
-    EXPECT_EQ(infer::decode_weight_bytes(m, infer::WeightFormat::kQ8), f32 - 4 * linear_floats + q8);
-    EXPECT_EQ(infer::decode_weight_bytes(m, infer::WeightFormat::kQ4), f32 - 4 * linear_floats + q4);
+    const int64_t rest = 4 * (others + lookups * d);
+    const int64_t head_q8 = V * cpu::q8_blocks_per_row(d) * 34;
+    EXPECT_EQ(infer::decode_weight_bytes(m, infer::WeightFormat::kF32), rest + 4 * linear_floats + 4 * V * d);
+    EXPECT_EQ(infer::decode_weight_bytes(m, infer::WeightFormat::kBF16), rest + 2 * linear_floats + 2 * V * d);
+    EXPECT_EQ(infer::decode_weight_bytes(m, infer::WeightFormat::kQ8), rest + q8 + head_q8);
+    EXPECT_EQ(infer::decode_weight_bytes(m, infer::WeightFormat::kQ4), rest + q4 + head_q8);
   }
+}
+
+// The output head runs in the format (q8 for q4) at decode steps and short
+// chunks; its copy counts in quantized_bytes; head_in_format(false) keeps it
+// float32, and the logits then differ by the head's rounding alone.
+TEST(Decode, TheHeadRunsInTheFormatUnlessAskedNotTo) {
+  const ModelConfig c = ModelConfig::from_json(tiny(families()[3].over));
+  Model m(c, false);
+  m.init(5);
+  const int64_t V = c.vocab_size, d = c.hidden_size;
+  const std::vector<int32_t> ids = random_ids(6, V, 3);
+  for (infer::WeightFormat format : {infer::WeightFormat::kBF16, infer::WeightFormat::kQ8, infer::WeightFormat::kQ4}) {
+    SCOPED_TRACE(infer::to_string(format));
+    Decoder with(m, format), without(m, format);
+    without.set_head_in_format(false);
+    EXPECT_EQ(with.linears().head_format(), infer::head_format_of(format));
+    EXPECT_EQ(without.linears().head_format(), infer::WeightFormat::kF32);
+    SequenceCache a = with.new_cache(8), b = without.new_cache(8);
+    const std::vector<float> la = with.prefill(a, ids), lb = without.prefill(b, ids);
+    EXPECT_NE(la, lb) << "the head ran in float32 both times";
+    const int64_t head_bytes = format == infer::WeightFormat::kBF16 ? 2 * V * d
+                                                                     : V * cpu::q8_blocks_per_row(d) * 34;
+    EXPECT_EQ(with.quantized_bytes() - without.quantized_bytes(), head_bytes);
+    EXPECT_LE(rel_error(la.data(), lb.data(), V, max_abs(lb)), format == infer::WeightFormat::kBF16 ? 0.01 : 0.05);
+  }
+  EXPECT_EQ(infer::head_format_of(infer::WeightFormat::kF32), infer::WeightFormat::kF32);
 }
 
 TEST(Decode, WeightFormatNames) {

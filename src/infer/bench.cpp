@@ -45,25 +45,34 @@ double timed_decode(Decoder& dec, std::span<SequenceCache* const> caches, std::v
 
 }  // namespace
 
+namespace {
+// Bytes of a [rows, cols] matrix in `format`.
+int64_t matrix_bytes(WeightFormat format, int64_t rows, int64_t cols) {
+  switch (format) {
+    case WeightFormat::kBF16: return 2 * rows * cols;
+    case WeightFormat::kQ8: return rows * cpu::q8_blocks_per_row(cols) * int64_t{sizeof(cpu::BlockQ8)};
+    case WeightFormat::kQ4: return rows * cpu::q4_blocks_per_row(cols) * int64_t{sizeof(cpu::BlockQ4)};
+    case WeightFormat::kF32: break;
+  }
+  return 4 * rows * cols;
+}
+}  // namespace
+
 int64_t decode_weight_bytes(const Model& model, WeightFormat format) {
   const ModelPlan& plan = model.plan();
   const std::vector<int64_t> linear = linear_weight_offsets(plan);
   const std::set<int64_t> linear_offsets(linear.begin(), linear.end());
-  const int64_t d = model.config().hidden_size;
+  const int64_t d = model.config().hidden_size, V = model.config().vocab_size;
   int64_t bytes = 0;
   for (const ParamInfo& p : model.params().rows()) {
     const int64_t n = p.shape.numel();
-    if ((p.offset == plan.embed && plan.lm_head != plan.embed) || p.offset == plan.positions) {
-      bytes += 4 * d;  // one row looked up; an untied head is counted on its own
+    const bool lookup = p.offset == plan.embed || p.offset == plan.positions;  // one row read
+    if (lookup) bytes += 4 * d;
+    if (p.offset == plan.lm_head) {
+      bytes += matrix_bytes(head_format_of(format), V, d);
     } else if (linear_offsets.count(p.offset) != 0 && p.shape.rank == 2) {
-      const int64_t rows = p.shape[0], cols = p.shape[1];
-      switch (format) {
-        case WeightFormat::kF32: bytes += 4 * n; break;
-        case WeightFormat::kBF16: bytes += 2 * n; break;
-        case WeightFormat::kQ8: bytes += rows * cpu::q8_blocks_per_row(cols) * int64_t{sizeof(cpu::BlockQ8)}; break;
-        case WeightFormat::kQ4: bytes += rows * cpu::q4_blocks_per_row(cols) * int64_t{sizeof(cpu::BlockQ4)}; break;
-      }
-    } else {
+      bytes += matrix_bytes(format, p.shape[0], p.shape[1]);
+    } else if (!lookup) {
       bytes += 4 * n;
     }
   }

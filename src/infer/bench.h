@@ -51,7 +51,8 @@ struct InferBenchResult {
   std::vector<ContextTiming> contexts;
 
   // The bandwidth bar: bytes a batch-1 decode step reads (every weight in
-  // its format, the embedding's one row, the sequence's cache), the
+  // its format, the head in its own, the embedding's one row, the
+  // sequence's cache), the
   // machine's streaming read speed measured in the same run with the same
   // threads, and the tokens per second that speed allows.
   int64_t decode_bytes_per_token = 0;

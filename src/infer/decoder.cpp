@@ -167,7 +167,7 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
 
   float* hf = arena_.alloc(static_cast<size_t>(R * d));
   stream_norm<float>(c, hf, nullptr, nullptr, x, P, plan.final_norm, plan.final_norm_b, R, d);
-  linear(logits, V, hf, d, P + plan.lm_head, R, d, V);
+  linears_.head(logits, hf, P + plan.lm_head, R, d, V);
   // Only now do producers store the new token: their consumers ran against
   // the cache as it was, plus the current row, like the producer itself.
   commit_kv(caches);

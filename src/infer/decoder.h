@@ -45,6 +45,8 @@ class Decoder {
   // Whether prefill chunks multiply by the quantized weights too (scoring a
   // format) or, by default, by the float32 ones (faster; weight_format.h).
   void set_quantized_prefill(bool on) { linears_.quantized_rows(on); }
+  // Whether the output head runs in the format too (the default; weight_format.h).
+  void set_head_in_format(bool on) { linears_.head_in_format(on); }
 
   const ModelConfig& config() const { return model_.config(); }
   int64_t vocab_size() const { return model_.config().vocab_size; }

@@ -133,7 +133,7 @@ void Decoder::run_chunk(SequenceCache& cache, const int32_t* ids, int64_t C, flo
   const float* x_scored = x + (C - rows) * d;
   float* hf = chunk_arena_.alloc_uninit(static_cast<size_t>(rows * d));
   stream_norm<float>(c, hf, nullptr, nullptr, x_scored, P, plan.final_norm, plan.final_norm_b, rows, d);
-  linear(logits, V, hf, d, P + plan.lm_head, rows, d, V);
+  linears_.head(logits, hf, P + plan.lm_head, rows, d, V);
 }
 
 // The chunk's queries against [meta | the cached tokens a query can see |

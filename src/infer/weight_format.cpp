@@ -120,6 +120,35 @@ void DecoderLinears::linear(float* out, int64_t ld_out, const float* in, int64_t
   }
 }
 
+WeightFormat head_format_of(WeightFormat format) {
+  return format == WeightFormat::kQ4 ? WeightFormat::kQ8 : format;
+}
+
+WeightFormat DecoderLinears::head_format() const {
+  return head_in_format_ ? head_format_of(format_) : WeightFormat::kF32;
+}
+
+void DecoderLinears::head(float* logits, const float* in, const float* w, int64_t rows, int64_t C, int64_t V) {
+  const WeightFormat f = head_format();
+  if (f == WeightFormat::kF32 || (rows >= kFloatRows && !quantize_all_rows_)) {
+    infer::linear(logits, V, in, C, w, rows, C, V);
+  } else if (f == WeightFormat::kBF16) {
+    if (head_bf16_.empty()) {
+      head_bf16_.resize(static_cast<size_t>(V * C));
+      cpu::quantize_bf16(head_bf16_.data(), w, V, C);
+      quantized_bytes_ += static_cast<int64_t>(head_bf16_.size() * sizeof(uint16_t));
+    }
+    cpu::matmul_bf16(logits, V, in, C, head_bf16_.data(), nullptr, rows, C, V);
+  } else {
+    if (head_q8_.empty()) {
+      head_q8_.resize(static_cast<size_t>(V * cpu::q8_blocks_per_row(C)));
+      cpu::quantize_q8(head_q8_.data(), w, V, C);
+      quantized_bytes_ += static_cast<int64_t>(head_q8_.size() * sizeof(cpu::BlockQ8));
+    }
+    cpu::matmul_q8(logits, V, in, C, head_q8_.data(), nullptr, rows, C, V);
+  }
+}
+
 std::vector<std::tuple<const float*, int64_t, int64_t>> DecoderLinears::quantized_matrices() const {
   std::vector<Key> keys;
   for (const auto& kv : q8_) keys.push_back(kv.first);
