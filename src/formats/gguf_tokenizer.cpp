@@ -3,6 +3,7 @@
 #include <sentencepiece_processor.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "core/excerpt.h"
 #include "core/json_io.h"
 #include "data/hf_tokenizer.h"
+#include "data/sentencepiece_model.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/tokenizers/unicode_text.h"
 
@@ -46,6 +48,9 @@ struct GgmlVocab {
   std::vector<double> types, scores;
   std::vector<std::string> merges;
   std::string model, pre = "default";
+  bool add_space_prefix = true;           // llama, t5
+  bool remove_extra_whitespaces = false;  // t5
+  std::string charsmap;                   // t5: the normalizer's precompiled charsmap
 };
 
 // The byte tokenizer: 256 byte tokens (no merges) then pad, bos, eos.
@@ -105,63 +110,37 @@ bool bpe_json_vocab(const std::string& text, const std::string& path, GgmlVocab&
   return true;
 }
 
-// Reads a varint-framed field of a serialized protobuf message: the first
-// field `number` of wire type `wire` (0 varint, 2 bytes); nullopt if absent.
-struct ProtoField {
-  uint64_t varint = 0;
-  std::string_view bytes;
-};
-std::optional<ProtoField> proto_field(std::string_view msg, uint32_t number, int wire) {
-  size_t p = 0;
-  auto varint = [&](uint64_t& out) {
-    out = 0;
-    for (int shift = 0; shift < 64 && p < msg.size(); shift += 7) {
-      const auto b = static_cast<uint8_t>(msg[p++]);
-      out |= uint64_t{b & 0x7Fu} << shift;
-      if ((b & 0x80) == 0) return true;
-    }
-    return false;
-  };
-  while (p < msg.size()) {
-    uint64_t key = 0;
-    if (!varint(key)) return std::nullopt;
-    const auto w = static_cast<int>(key & 7);
-    ProtoField f;
-    if (w == 0) {
-      if (!varint(f.varint)) return std::nullopt;
-    } else if (w == 2) {
-      uint64_t len = 0;
-      if (!varint(len) || len > msg.size() - p) return std::nullopt;
-      f.bytes = msg.substr(p, len);
-      p += len;
-    } else if (w == 5) {
-      p += 4;
-    } else if (w == 1) {
-      p += 8;
-    } else {
-      return std::nullopt;
-    }
-    if ((key >> 3) == number && w == wire) return f;
-  }
-  return std::nullopt;
-}
-
-// A sentencepiece model as llama.cpp's "llama" (SPM) form.
-GgmlVocab spm_vocab(const std::string& model, const std::string& path, bool& add_space_prefix) {
+// A sentencepiece model as llama.cpp reads it: "t5" (UGM: pieces, scores,
+// types, the normalizer's precompiled charsmap and whitespace flags) for a
+// Unigram model, "llama" (SPM) for the others. `note` says, in one line, where
+// llama.cpp will tokenize differently than sentencepiece ("" when nowhere known).
+GgmlVocab spm_vocab(const std::string& model, const std::string& path, std::string& note) {
   sentencepiece::SentencePieceProcessor sp;
   HYMBA_CHECK(sp.LoadFromSerializedProto(model).ok(), path, ": not a sentencepiece model");
+  const spm::ModelSettings s = spm::read_model_settings(model);
   GgmlVocab v;
-  v.model = "llama";
+  v.model = s.model_type == 1 ? "t5" : "llama";
+  const std::vector<spm::UnigramModel::Piece> pieces = spm::read_pieces(model);
+  HYMBA_CHECK(pieces.size() == static_cast<size_t>(sp.GetPieceSize()), path, ": sentencepiece model's pieces unreadable");
   for (int id = 0; id < sp.GetPieceSize(); ++id) {
     v.tokens.push_back(sp.IdToPiece(id));
     v.scores.push_back(sp.GetScore(id));
     v.types.push_back(sp.IsUnknown(id) ? kUnknown : sp.IsControl(id) ? kControl : sp.IsUnused(id) ? kUnused
-                      : sp.IsByte(id)  ? kByte : kNormal);
+                      : sp.IsByte(id)  ? kByte : pieces[static_cast<size_t>(id)].type == spm::kUserDefined ? kUserDefined
+                                                                                            : kNormal);
   }
-  // ModelProto.normalizer_spec (3) .add_dummy_prefix (3), default true.
-  add_space_prefix = true;
-  if (auto ns = proto_field(model, 3, 2))
-    if (auto adp = proto_field(ns->bytes, 3, 0)) add_space_prefix = adp->varint != 0;
+  v.add_space_prefix = s.add_dummy_prefix;
+  if (v.model != "t5") return v;
+  v.charsmap = s.precompiled_charsmap;
+  v.remove_extra_whitespaces = s.remove_extra_whitespaces;
+  // What llama.cpp's UGM tokenizer does not read or do (src/llama-vocab.cpp).
+  std::vector<std::string> differs;
+  if (s.byte_fallback) differs.push_back("it has no byte fallback (a character outside the vocabulary is <unk> there)");
+  if (!s.escape_whitespaces) differs.push_back("it always writes spaces as U+2581 (the model has escape_whitespaces off)");
+  if (s.treat_whitespace_as_suffix) differs.push_back("it reads no treat_whitespace_as_suffix");
+  if (!s.add_dummy_prefix && s.remove_extra_whitespaces)
+    differs.push_back("with remove_extra_whitespaces it puts a space before the first word even without add_dummy_prefix");
+  for (size_t i = 0; i < differs.size(); ++i) note += (i ? "; " : "llama.cpp's t5 tokenizer differs from sentencepiece: ") + differs[i];
   return v;
 }
 
@@ -207,10 +186,11 @@ std::string add_tokenizer_metadata(const std::string& source, Writer& w) {
   w.set(kFileKey, Value::array(ValueType::kU8, std::move(file_bytes)));
   if (!config.empty()) w.set(kConfigKey, Value::str(config));
   GgmlVocab vocab;
-  bool add_space_prefix = true, known = true;
+  std::string note;
+  bool known = true;
   if (tok.kind() == TokenizerKind::kByte) vocab = byte_vocab();
   else if (fs::path(path).filename() == "tokenizer.json") known = bpe_json_vocab(bytes, path, vocab);
-  else vocab = spm_vocab(bytes, path, add_space_prefix);
+  else vocab = spm_vocab(bytes, path, note);
   if (!known) return "its tokenizer.json is not a byte-level BPE (gpt-2 or llama-3 pre-tokenizer), so llama.cpp "
                      "gets no tokenizer.ggml.* vocabulary";
   w.set("tokenizer.ggml.model", Value::str(vocab.model));
@@ -218,9 +198,15 @@ std::string add_tokenizer_metadata(const std::string& source, Writer& w) {
   w.set("tokenizer.ggml.tokens", Value::string_array(vocab.tokens));
   w.set("tokenizer.ggml.token_type", Value::array(ValueType::kI32, vocab.types));
   if (vocab.model == "gpt2") w.set("tokenizer.ggml.merges", Value::string_array(vocab.merges));
-  if (vocab.model == "llama") {
+  if (vocab.model == "llama" || vocab.model == "t5") {
     w.set("tokenizer.ggml.scores", Value::array(ValueType::kF32, vocab.scores));
-    w.set("tokenizer.ggml.add_space_prefix", Value::boolean(add_space_prefix));
+    w.set("tokenizer.ggml.add_space_prefix", Value::boolean(vocab.add_space_prefix));
+  }
+  if (vocab.model == "t5") {
+    w.set("tokenizer.ggml.remove_extra_whitespaces", Value::boolean(vocab.remove_extra_whitespaces));
+    std::vector<double> charsmap(vocab.charsmap.size());
+    for (size_t i = 0; i < charsmap.size(); ++i) charsmap[i] = static_cast<uint8_t>(vocab.charsmap[i]);
+    w.set("tokenizer.ggml.precompiled_charsmap", Value::array(ValueType::kU8, std::move(charsmap)));
   }
   const auto id = [&](const char* key, int32_t v) {
     if (v >= 0 && v < static_cast<int32_t>(vocab.tokens.size())) w.set(key, Value::u32(static_cast<uint32_t>(v)));
@@ -232,7 +218,7 @@ std::string add_tokenizer_metadata(const std::string& source, Writer& w) {
   const json cfg = config.empty() ? json::object() : parse_json(config, cfg_path.string());
   w.set("tokenizer.ggml.add_bos_token", Value::boolean(ct.add_bos));
   w.set("tokenizer.ggml.add_eos_token", Value::boolean(flag(cfg, "add_eos_token")));
-  return "";
+  return note;
 }
 
 namespace {
@@ -385,6 +371,70 @@ std::string spm_tokenizer_json(const File& f, const std::vector<std::string>& to
   return j.dump();
 }
 
+// llama.cpp's "t5" (UGM) form as a sentencepiece Unigram model: the same
+// pieces, scores and types, the precompiled charsmap as the normalizer and
+// llama.cpp's defaults for absent keys (no space prefix, spaces kept; unk 2,
+// eos 1, pad 0, no bos, which the engine then takes from eos). Byte pieces
+// are kept without byte fallback, as llama.cpp's UGM tokenizer has none.
+std::string t5_sentencepiece_model(const File& f, const std::vector<std::string>& tokens,
+                                   const std::vector<double>& types) {
+  const std::string& src = f.source();
+  HYMBA_CHECK(f.has("tokenizer.ggml.scores"), src, ": key 'tokenizer.ggml.scores' is missing (the t5 form needs a score per token)");
+  const std::vector<double>& scores = f.get_numbers("tokenizer.ggml.scores");
+  HYMBA_CHECK(scores.size() == tokens.size(), src, ": key 'tokenizer.ggml.scores' has ", scores.size(),
+              " entries for ", tokens.size(), " tokens");
+  spm::UnigramModel m;
+  spm::ModelSettings& s = m.settings;
+  s.normalizer_name = "gguf_precompiled";
+  if (f.has("tokenizer.ggml.precompiled_charsmap")) {
+    const Value& v = f.get("tokenizer.ggml.precompiled_charsmap");
+    HYMBA_CHECK(v.type == ValueType::kArray && (v.element_type == ValueType::kU8 || v.element_type == ValueType::kI8),
+                src, ": key 'tokenizer.ggml.precompiled_charsmap' must be an array of u8 or i8");
+    s.precompiled_charsmap.resize(v.numbers.size());
+    for (size_t i = 0; i < v.numbers.size(); ++i)
+      s.precompiled_charsmap[i] = static_cast<char>(static_cast<uint8_t>(static_cast<int>(v.numbers[i])));
+    spm::check_precompiled_charsmap(s.precompiled_charsmap, src + ": key 'tokenizer.ggml.precompiled_charsmap'");
+  }
+  s.add_dummy_prefix = f.get_bool_or("tokenizer.ggml.add_space_prefix", false);
+  s.remove_extra_whitespaces = f.get_bool_or("tokenizer.ggml.remove_extra_whitespaces", false);
+  s.byte_fallback = false;
+  const auto id_of = [&](const char* key, int64_t def) -> int64_t {
+    if (!f.has(key)) return def;
+    const uint64_t id = f.get_uint(key);
+    HYMBA_CHECK(id < tokens.size(), src, ": key '", key, "' is ", id, ", past the ", tokens.size(), " tokens");
+    return static_cast<int64_t>(id);
+  };
+  const int64_t unk = id_of("tokenizer.ggml.unknown_token_id", 2), eos = id_of("tokenizer.ggml.eos_token_id", 1);
+  const int64_t pad = id_of("tokenizer.ggml.padding_token_id", 0), bos = id_of("tokenizer.ggml.bos_token_id", eos);
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  HYMBA_CHECK(unk < n, src, ": key 'tokenizer.ggml.unknown_token_id' is missing and the default unknown id 2 is past the ",
+              n, " tokens");
+  HYMBA_CHECK(eos < n && bos < n, src, ": key 'tokenizer.ggml.eos_token_id' is missing and the default id 1 is past the ",
+              n, " tokens");
+  std::map<std::string_view, size_t> seen;
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    HYMBA_CHECK(!tokens[id].empty(), src, ": key 'tokenizer.ggml.tokens' has an empty token (id ", id, ")");
+    const auto [it, fresh] = seen.emplace(tokens[id], id);
+    HYMBA_CHECK(fresh, src, ": key 'tokenizer.ggml.tokens' lists \"", excerpt(tokens[id], 40), "\" twice (ids ",
+                it->second, " and ", id, ")");
+    HYMBA_CHECK(std::isfinite(scores[id]), src, ": key 'tokenizer.ggml.scores' has a non-finite score (id ", id, ")");
+    const double t = types[id];
+    int type = t >= 1 && t <= 6 ? static_cast<int>(t) : spm::kControl;  // sentencepiece's types 1-6
+    // sentencepiece wants exactly one unknown piece: the unknown id's.
+    if (static_cast<int64_t>(id) == unk) type = spm::kUnknown;
+    else if (type == spm::kUnknown) type = spm::kControl;
+    // A byte piece must be <0xXX> and sentencepiece allows them only with
+    // byte fallback; llama.cpp never matches them in text, like a control piece.
+    if (type == spm::kByte) type = spm::kControl;
+    m.pieces.push_back({tokens[id], static_cast<float>(scores[id]), type});
+  }
+  m.unk_piece = tokens[static_cast<size_t>(unk)];
+  m.eos_piece = tokens[static_cast<size_t>(eos)];
+  m.bos_piece = tokens[static_cast<size_t>(bos)];
+  if (pad < n) m.pad_piece = tokens[static_cast<size_t>(pad)];
+  return spm::write_unigram_model(m);
+}
+
 }  // namespace
 
 CheckpointTokenizer tokenizer_from_gguf(const File& f) {
@@ -414,8 +464,8 @@ CheckpointTokenizer tokenizer_from_gguf(const File& f) {
   }
   HYMBA_CHECK(!no_vocab(f), src, ": no tokenizer in the file (tokenizer.ggml.model is missing or no_vocab)");
   const std::string& model = f.get_string("tokenizer.ggml.model");
-  HYMBA_CHECK(model == "gpt2" || model == "llama", src, ": key 'tokenizer.ggml.model' is \"", excerpt(model, 40),
-              "\"; the engine reads the gpt2 and llama forms (or its own hymba.tokenizer.file)");
+  HYMBA_CHECK(model == "gpt2" || model == "llama" || model == "t5", src, ": key 'tokenizer.ggml.model' is \"",
+              excerpt(model, 40), "\"; the engine reads the gpt2, llama and t5 forms (or its own hymba.tokenizer.file)");
   const std::vector<std::string>& tokens = f.get_strings("tokenizer.ggml.tokens");
   const std::vector<double> types =
       f.has("tokenizer.ggml.token_type") ? f.get_numbers("tokenizer.ggml.token_type") : std::vector<double>();
@@ -433,6 +483,14 @@ CheckpointTokenizer tokenizer_from_gguf(const File& f) {
   special("tokenizer.ggml.eos_token_id", "eos_token");
   special("tokenizer.ggml.unknown_token_id", "unk_token");
   special("tokenizer.ggml.padding_token_id", "pad_token");
+  if (model == "t5") {
+    // llama.cpp's UGM defaults: no bos, eos at the end.
+    ct.add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", false);
+    ct.tokenizer = load_sentencepiece_tokenizer(t5_sentencepiece_model(f, tokens, token_types),
+                                                src + " (tokenizer.ggml.*)");
+    ct.tokenizer->set_added_specials(ct.add_bos, f.get_bool_or("tokenizer.ggml.add_eos_token", true));
+    return ct;
+  }
   ct.add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", false);
   cfg["add_bos_token"] = ct.add_bos;
   cfg["add_eos_token"] = f.get_bool_or("tokenizer.ggml.add_eos_token", false);
