@@ -268,5 +268,83 @@ TEST(GgufT5, MutatedCharsmapsNeverCrash) {
   std::printf("charsmap mutations: %d refused, %d loaded and tokenized\n", refused, loaded);
 }
 
+// A Unigram tokenizer.json: written in the t5 form only when llama.cpp's
+// UGM tokenizer gives its ids; else a one-line note and no vocabulary.
+std::string unigram_json(const std::string& prepend, bool seed_002_pipeline) {
+  json j = json::parse(read_file(kTok + "/unigram/tokenizer.json"));
+  if (!seed_002_pipeline) {
+    j["normalizer"] = nullptr;
+    j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", prepend},
+                          {"split", true}};
+    j["model"]["byte_fallback"] = false;
+  }
+  return j.dump();
+}
+
+Exported export_json(const std::string& text, const std::string& name) {
+  Exported e;
+  e.dir = temp_dir(name);
+  write_text_atomic((e.dir / "tokenizer.json").string(), text);
+  gguf::Writer w;
+  w.set("general.architecture", gguf::Value::str("none"));
+  e.note = gguf::add_tokenizer_metadata(e.dir.string(), w);
+  e.full = (e.dir / "full.gguf").string();
+  w.write(e.full);
+  const gguf::File f = gguf::File::open(e.full);
+  gguf::Writer only;
+  for (const std::string& k : f.keys())
+    if (k.rfind("hymba.", 0) != 0) only.set(k, f.get(k));
+  e.ggml_only = (e.dir / "ggml_only.gguf").string();
+  only.write(e.ggml_only);
+  return e;
+}
+
+TEST(GgufT5, UnigramTokenizerJsonIsWrittenOnlyWhenLlamaCppAgrees) {
+  {  // No normalizer, Metaspace without a prefix: llama.cpp's UGM runs it exactly.
+    const Exported e = export_json(unigram_json("never", false), "json_ok");
+    EXPECT_EQ(e.note, "");
+    const gguf::File f = gguf::File::open(e.ggml_only);
+    EXPECT_EQ(f.get_string("tokenizer.ggml.model"), "t5");
+    EXPECT_FALSE(f.get_bool("tokenizer.ggml.add_space_prefix"));
+    EXPECT_FALSE(f.has("tokenizer.ggml.precompiled_charsmap"));
+    const auto original = load_tokenizer((e.dir / "tokenizer.json").string());
+    const auto rebuilt = gguf::tokenizer_from_gguf(f).tokenizer;
+    // HF matches special-token text inside a text, llama.cpp's plain
+    // tokenize and sentencepiece do not; and on long runs of one repeated
+    // piece, near-ties of the Viterbi sums fall differently (HF sums in
+    // double, sentencepiece in float).
+    int compared = 0, differ = 0;
+    for (const std::string& t : parity_texts()) {
+      if (t.find("<s>") != std::string::npos || t.find("</s>") != std::string::npos ||
+          t.find("<unk>") != std::string::npos)
+        continue;
+      ++compared;
+      differ += rebuilt->encode(t) != original->encode(t);
+    }
+    EXPECT_GE(compared, 450);
+    EXPECT_LE(differ, 3);
+    std::printf("t5 form of a Unigram tokenizer.json: %d of %d texts differ\n", differ, compared);
+    fs::remove_all(e.dir);
+  }
+  {  // Metaspace prepending a space: HF keeps "  x" as two markers, llama.cpp makes three.
+    const Exported e = export_json(unigram_json("always", false), "json_always");
+    EXPECT_NE(e.note.find("(Metaspace prepend always) would tokenize"), std::string::npos) << e.note;
+    EXPECT_NE(e.note.find("so llama.cpp gets no tokenizer.ggml.* vocabulary"), std::string::npos) << e.note;
+    EXPECT_EQ(e.note.find('\n'), std::string::npos) << e.note;
+    EXPECT_EQ(gguf::File::open(e.full).find("tokenizer.ggml.model"), nullptr);
+    fs::remove_all(e.dir);
+  }
+  {  // Seed 002's NFKC + Lowercase with a whitespace split.
+    const Exported e = export_json(unigram_json("always", true), "json_seed002");
+    EXPECT_NE(e.note.find("has a Sequence normalizer, which llama.cpp's t5 tokenizer cannot express"),
+              std::string::npos) << e.note;
+    EXPECT_EQ(gguf::File::open(e.full).find("tokenizer.ggml.model"), nullptr);
+    // The engine's own copy still reads back exactly.
+    EXPECT_EQ(gguf::tokenizer_from_gguf(gguf::File::open(e.full)).tokenizer->encode("Hello World"),
+              load_tokenizer((e.dir / "tokenizer.json").string())->encode("Hello World"));
+    fs::remove_all(e.dir);
+  }
+}
+
 }  // namespace
 }  // namespace hymba

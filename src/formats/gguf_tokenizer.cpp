@@ -53,6 +53,16 @@ struct GgmlVocab {
   std::string charsmap;                   // t5: the normalizer's precompiled charsmap
 };
 
+// llama.cpp's t5 (UGM) vocabulary, as read from or written to a file.
+struct T5Form {
+  std::vector<std::string> tokens;
+  std::vector<double> scores, types;
+  std::string charsmap;
+  bool add_space_prefix = false, remove_extra_whitespaces = false;
+  int64_t unk = 2, eos = 1, bos = -1, pad = 0;
+};
+std::string t5_sentencepiece_model(const T5Form& t, const std::string& src);
+
 // The byte tokenizer: 256 byte tokens (no merges) then pad, bos, eos.
 GgmlVocab byte_vocab() {
   GgmlVocab v;
@@ -144,6 +154,74 @@ GgmlVocab spm_vocab(const std::string& model, const std::string& path, std::stri
   return v;
 }
 
+// Texts whose ids decide whether llama.cpp's t5 form reproduces a
+// tokenizer.json Unigram pipeline: spaces leading, doubled and trailing,
+// tabs and newlines, accents composed and not, full-width and CJK letters.
+const char* const kUgmProbeTexts[] = {
+    "Hello world, the theory of everything!", "  two  spaces\tand tab\n", " leading and trailing ",
+    "naïve café 12345", "e\xCC\x81 decomposed", "日本語のテキスト 🎉", "Ｆｕｌｌｗｉｄｔｈ ＡＢＣ", "UPPER lower",
+    "line one\nline two\r\nline three", "a"};
+
+// A Unigram tokenizer.json as llama.cpp's "t5" form, when llama.cpp's UGM
+// tokenizer can run its pipeline: no normalizer (a t5 vocabulary's only
+// normalizer is a precompiled charsmap) and a Metaspace pre-tokenizer, and
+// then only if the form read back gives the file's own ids on the probe
+// texts. Otherwise false, with `why` saying in one line what differs.
+bool unigram_json_vocab(const std::string& text, const std::string& path, const Tokenizer& original, GgmlVocab& v,
+                        std::string& why) {
+  const json j = parse_json(text, path);
+  if (!j.contains("model") || !j["model"].is_object() || j["model"].value("type", "") != "Unigram") return false;
+  const json& m = j["model"];
+  const auto type_of = [](const json& x) { return x.is_object() ? x.value("type", std::string("?")) : std::string("?"); };
+  if (j.contains("normalizer") && !j["normalizer"].is_null()) {
+    why = "its Unigram tokenizer.json has a " + type_of(j["normalizer"]) +
+          " normalizer, which llama.cpp's t5 tokenizer cannot express (it takes a sentencepiece precompiled charsmap)";
+    return false;
+  }
+  const json pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json();
+  if (type_of(pre) != "Metaspace" || pre.value("replacement", "\xE2\x96\x81") != "\xE2\x96\x81") {
+    why = "its Unigram tokenizer.json pre-tokenizer is " + (pre.is_null() ? std::string("none") : type_of(pre)) +
+          ", not the Metaspace (U+2581) llama.cpp's t5 tokenizer applies";
+    return false;
+  }
+  const std::string scheme = pre.value("prepend_scheme", pre.value("add_prefix_space", true) ? "always" : "never");
+  v.model = "t5";
+  v.add_space_prefix = scheme != "never";
+  v.remove_extra_whitespaces = false;
+  const bool byte_fallback = m.value("byte_fallback", false);
+  const int64_t unk = m.contains("unk_id") && m["unk_id"].is_number_integer() ? m["unk_id"].get<int64_t>() : -1;
+  for (const json& entry : m["vocab"]) {
+    const std::string piece = entry.at(0).get<std::string>();
+    const int64_t id = static_cast<int64_t>(v.tokens.size());
+    const bool byte = byte_fallback && piece.size() == 6 && piece.rfind("<0x", 0) == 0 && piece.back() == '>';
+    v.tokens.push_back(piece);
+    v.scores.push_back(entry.at(1).get<double>());
+    v.types.push_back(id == unk ? kUnknown : byte ? kByte : kNormal);
+  }
+  if (j.contains("added_tokens") && j["added_tokens"].is_array())
+    for (const json& a : j["added_tokens"]) {
+      const int64_t id = a.value("id", int64_t{-1});
+      if (id >= 0 && id < static_cast<int64_t>(v.types.size()) && id != unk)
+        v.types[static_cast<size_t>(id)] = a.value("special", false) ? kControl : kUserDefined;
+    }
+  T5Form t{v.tokens, v.scores, v.types, "", v.add_space_prefix, false, unk, original.eos_id(), original.bos_id(),
+           original.pad_id()};
+  if (unk < 0) {
+    why = "its Unigram tokenizer.json has no unk_id, which llama.cpp's t5 tokenizer needs";
+    return false;
+  }
+  const auto ugm = load_sentencepiece_tokenizer(t5_sentencepiece_model(t, path), path + " (as t5)");
+  for (const char* probe : kUgmProbeTexts) {
+    const std::vector<int32_t> ours = original.encode(probe), theirs = ugm->encode(probe);
+    if (ours == theirs) continue;
+    why = "its Unigram tokenizer.json (Metaspace prepend " + scheme + (byte_fallback ? ", byte fallback" : "") +
+          ") would tokenize \"" + excerpt(probe, 40) + "\" into " + std::to_string(theirs.size()) +
+          " ids in llama.cpp's t5 form against its own " + std::to_string(ours.size());
+    return false;
+  }
+  return true;
+}
+
 void copy_metadata_of_gguf(const std::string& source, Writer& w) {
   const File f = File::open(source);
   for (const std::string& key : f.keys())
@@ -189,10 +267,15 @@ std::string add_tokenizer_metadata(const std::string& source, Writer& w) {
   std::string note;
   bool known = true;
   if (tok.kind() == TokenizerKind::kByte) vocab = byte_vocab();
-  else if (fs::path(path).filename() == "tokenizer.json") known = bpe_json_vocab(bytes, path, vocab);
-  else vocab = spm_vocab(bytes, path, note);
-  if (!known) return "its tokenizer.json is not a byte-level BPE (gpt-2 or llama-3 pre-tokenizer), so llama.cpp "
-                     "gets no tokenizer.ggml.* vocabulary";
+  else if (fs::path(path).filename() == "tokenizer.json") {
+    std::string why;
+    known = bpe_json_vocab(bytes, path, vocab) || unigram_json_vocab(bytes, path, tok, vocab, why);
+    if (!why.empty()) return why + ", so llama.cpp gets no tokenizer.ggml.* vocabulary";
+  } else {
+    vocab = spm_vocab(bytes, path, note);
+  }
+  if (!known) return "its tokenizer.json is neither a byte-level BPE (gpt-2 or llama-3 pre-tokenizer) nor a Unigram "
+                     "llama.cpp's t5 form can express, so llama.cpp gets no tokenizer.ggml.* vocabulary";
   w.set("tokenizer.ggml.model", Value::str(vocab.model));
   w.set("tokenizer.ggml.pre", Value::str(vocab.pre));
   w.set("tokenizer.ggml.tokens", Value::string_array(vocab.tokens));
@@ -204,9 +287,11 @@ std::string add_tokenizer_metadata(const std::string& source, Writer& w) {
   }
   if (vocab.model == "t5") {
     w.set("tokenizer.ggml.remove_extra_whitespaces", Value::boolean(vocab.remove_extra_whitespaces));
+    // No charsmap is no normalization; llama.cpp refuses an empty one.
     std::vector<double> charsmap(vocab.charsmap.size());
     for (size_t i = 0; i < charsmap.size(); ++i) charsmap[i] = static_cast<uint8_t>(vocab.charsmap[i]);
-    w.set("tokenizer.ggml.precompiled_charsmap", Value::array(ValueType::kU8, std::move(charsmap)));
+    if (!charsmap.empty())
+      w.set("tokenizer.ggml.precompiled_charsmap", Value::array(ValueType::kU8, std::move(charsmap)));
   }
   const auto id = [&](const char* key, int32_t v) {
     if (v >= 0 && v < static_cast<int32_t>(vocab.tokens.size())) w.set(key, Value::u32(static_cast<uint32_t>(v)));
@@ -372,67 +457,82 @@ std::string spm_tokenizer_json(const File& f, const std::vector<std::string>& to
 }
 
 // llama.cpp's "t5" (UGM) form as a sentencepiece Unigram model: the same
-// pieces, scores and types, the precompiled charsmap as the normalizer and
-// llama.cpp's defaults for absent keys (no space prefix, spaces kept; unk 2,
-// eos 1, pad 0, no bos, which the engine then takes from eos). Byte pieces
-// are kept without byte fallback, as llama.cpp's UGM tokenizer has none.
-std::string t5_sentencepiece_model(const File& f, const std::vector<std::string>& tokens,
-                                   const std::vector<double>& types) {
-  const std::string& src = f.source();
-  HYMBA_CHECK(f.has("tokenizer.ggml.scores"), src, ": key 'tokenizer.ggml.scores' is missing (the t5 form needs a score per token)");
-  const std::vector<double>& scores = f.get_numbers("tokenizer.ggml.scores");
-  HYMBA_CHECK(scores.size() == tokens.size(), src, ": key 'tokenizer.ggml.scores' has ", scores.size(),
-              " entries for ", tokens.size(), " tokens");
+// pieces, scores and types, the precompiled charsmap as the normalizer.
+// Byte pieces are kept without byte fallback, as llama.cpp's UGM tokenizer
+// has none. `src` names the file in errors.
+std::string t5_sentencepiece_model(const T5Form& t, const std::string& src) {
   spm::UnigramModel m;
   spm::ModelSettings& s = m.settings;
   s.normalizer_name = "gguf_precompiled";
+  spm::check_precompiled_charsmap(t.charsmap, src + ": key 'tokenizer.ggml.precompiled_charsmap'");
+  s.precompiled_charsmap = t.charsmap;
+  s.add_dummy_prefix = t.add_space_prefix;
+  s.remove_extra_whitespaces = t.remove_extra_whitespaces;
+  s.byte_fallback = false;
+  const int64_t n = static_cast<int64_t>(t.tokens.size());
+  HYMBA_CHECK(t.unk >= 0 && t.unk < n, src, ": key 'tokenizer.ggml.unknown_token_id' is missing and the default unknown id 2 is past the ",
+              n, " tokens");
+  HYMBA_CHECK(t.eos >= 0 && t.eos < n, src, ": key 'tokenizer.ggml.eos_token_id' is missing and the default id 1 is past the ",
+              n, " tokens");
+  std::map<std::string_view, size_t> seen;
+  for (size_t id = 0; id < t.tokens.size(); ++id) {
+    const std::string& token = t.tokens[id];
+    HYMBA_CHECK(!token.empty(), src, ": key 'tokenizer.ggml.tokens' has an empty token (id ", id, ")");
+    const auto [it, fresh] = seen.emplace(token, id);
+    HYMBA_CHECK(fresh, src, ": key 'tokenizer.ggml.tokens' lists \"", excerpt(token, 40), "\" twice (ids ",
+                it->second, " and ", id, ")");
+    HYMBA_CHECK(std::isfinite(t.scores[id]), src, ": key 'tokenizer.ggml.scores' has a non-finite score (id ", id, ")");
+    const double d = t.types[id];
+    int type = d >= 1 && d <= 6 ? static_cast<int>(d) : spm::kControl;  // sentencepiece's types 1-6
+    // sentencepiece wants exactly one unknown piece: the unknown id's.
+    if (static_cast<int64_t>(id) == t.unk) type = spm::kUnknown;
+    else if (type == spm::kUnknown) type = spm::kControl;
+    // A byte piece must be <0xXX> and sentencepiece allows them only with
+    // byte fallback; llama.cpp never matches them in text, like a control piece.
+    if (type == spm::kByte) type = spm::kControl;
+    m.pieces.push_back({token, static_cast<float>(t.scores[id]), type});
+  }
+  m.unk_piece = t.tokens[static_cast<size_t>(t.unk)];
+  m.eos_piece = t.tokens[static_cast<size_t>(t.eos)];
+  // The engine needs a bos; a t5 vocabulary may have none (then eos stands in).
+  m.bos_piece = t.tokens[static_cast<size_t>(t.bos >= 0 && t.bos < n ? t.bos : t.eos)];
+  if (t.pad >= 0 && t.pad < n) m.pad_piece = t.tokens[static_cast<size_t>(t.pad)];
+  return spm::write_unigram_model(m);
+}
+
+// The t5 form's keys, with llama.cpp's defaults for absent ones (no space
+// prefix, spaces kept; unk 2, eos 1, pad 0, no bos).
+T5Form t5_form_of(const File& f, const std::vector<std::string>& tokens, const std::vector<double>& types) {
+  const std::string& src = f.source();
+  T5Form t;
+  t.tokens = tokens;
+  t.types = types;
+  HYMBA_CHECK(f.has("tokenizer.ggml.scores"), src,
+              ": key 'tokenizer.ggml.scores' is missing (the t5 form needs a score per token)");
+  t.scores = f.get_numbers("tokenizer.ggml.scores");
+  HYMBA_CHECK(t.scores.size() == tokens.size(), src, ": key 'tokenizer.ggml.scores' has ", t.scores.size(),
+              " entries for ", tokens.size(), " tokens");
   if (f.has("tokenizer.ggml.precompiled_charsmap")) {
     const Value& v = f.get("tokenizer.ggml.precompiled_charsmap");
     HYMBA_CHECK(v.type == ValueType::kArray && (v.element_type == ValueType::kU8 || v.element_type == ValueType::kI8),
                 src, ": key 'tokenizer.ggml.precompiled_charsmap' must be an array of u8 or i8");
-    s.precompiled_charsmap.resize(v.numbers.size());
+    t.charsmap.resize(v.numbers.size());
     for (size_t i = 0; i < v.numbers.size(); ++i)
-      s.precompiled_charsmap[i] = static_cast<char>(static_cast<uint8_t>(static_cast<int>(v.numbers[i])));
-    spm::check_precompiled_charsmap(s.precompiled_charsmap, src + ": key 'tokenizer.ggml.precompiled_charsmap'");
+      t.charsmap[i] = static_cast<char>(static_cast<uint8_t>(static_cast<int>(v.numbers[i])));
   }
-  s.add_dummy_prefix = f.get_bool_or("tokenizer.ggml.add_space_prefix", false);
-  s.remove_extra_whitespaces = f.get_bool_or("tokenizer.ggml.remove_extra_whitespaces", false);
-  s.byte_fallback = false;
-  const auto id_of = [&](const char* key, int64_t def) -> int64_t {
+  t.add_space_prefix = f.get_bool_or("tokenizer.ggml.add_space_prefix", false);
+  t.remove_extra_whitespaces = f.get_bool_or("tokenizer.ggml.remove_extra_whitespaces", false);
+  const auto id_of = [&f, &src, &tokens](const char* key, int64_t def) -> int64_t {
     if (!f.has(key)) return def;
     const uint64_t id = f.get_uint(key);
     HYMBA_CHECK(id < tokens.size(), src, ": key '", key, "' is ", id, ", past the ", tokens.size(), " tokens");
     return static_cast<int64_t>(id);
   };
-  const int64_t unk = id_of("tokenizer.ggml.unknown_token_id", 2), eos = id_of("tokenizer.ggml.eos_token_id", 1);
-  const int64_t pad = id_of("tokenizer.ggml.padding_token_id", 0), bos = id_of("tokenizer.ggml.bos_token_id", eos);
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  HYMBA_CHECK(unk < n, src, ": key 'tokenizer.ggml.unknown_token_id' is missing and the default unknown id 2 is past the ",
-              n, " tokens");
-  HYMBA_CHECK(eos < n && bos < n, src, ": key 'tokenizer.ggml.eos_token_id' is missing and the default id 1 is past the ",
-              n, " tokens");
-  std::map<std::string_view, size_t> seen;
-  for (size_t id = 0; id < tokens.size(); ++id) {
-    HYMBA_CHECK(!tokens[id].empty(), src, ": key 'tokenizer.ggml.tokens' has an empty token (id ", id, ")");
-    const auto [it, fresh] = seen.emplace(tokens[id], id);
-    HYMBA_CHECK(fresh, src, ": key 'tokenizer.ggml.tokens' lists \"", excerpt(tokens[id], 40), "\" twice (ids ",
-                it->second, " and ", id, ")");
-    HYMBA_CHECK(std::isfinite(scores[id]), src, ": key 'tokenizer.ggml.scores' has a non-finite score (id ", id, ")");
-    const double t = types[id];
-    int type = t >= 1 && t <= 6 ? static_cast<int>(t) : spm::kControl;  // sentencepiece's types 1-6
-    // sentencepiece wants exactly one unknown piece: the unknown id's.
-    if (static_cast<int64_t>(id) == unk) type = spm::kUnknown;
-    else if (type == spm::kUnknown) type = spm::kControl;
-    // A byte piece must be <0xXX> and sentencepiece allows them only with
-    // byte fallback; llama.cpp never matches them in text, like a control piece.
-    if (type == spm::kByte) type = spm::kControl;
-    m.pieces.push_back({tokens[id], static_cast<float>(scores[id]), type});
-  }
-  m.unk_piece = tokens[static_cast<size_t>(unk)];
-  m.eos_piece = tokens[static_cast<size_t>(eos)];
-  m.bos_piece = tokens[static_cast<size_t>(bos)];
-  if (pad < n) m.pad_piece = tokens[static_cast<size_t>(pad)];
-  return spm::write_unigram_model(m);
+  t.unk = id_of("tokenizer.ggml.unknown_token_id", 2);
+  t.eos = id_of("tokenizer.ggml.eos_token_id", 1);
+  t.pad = id_of("tokenizer.ggml.padding_token_id", 0);
+  t.bos = id_of("tokenizer.ggml.bos_token_id", -1);
+  return t;
 }
 
 }  // namespace
@@ -486,7 +586,7 @@ CheckpointTokenizer tokenizer_from_gguf(const File& f) {
   if (model == "t5") {
     // llama.cpp's UGM defaults: no bos, eos at the end.
     ct.add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", false);
-    ct.tokenizer = load_sentencepiece_tokenizer(t5_sentencepiece_model(f, tokens, token_types),
+    ct.tokenizer = load_sentencepiece_tokenizer(t5_sentencepiece_model(t5_form_of(f, tokens, token_types), src),
                                                 src + " (tokenizer.ggml.*)");
     ct.tokenizer->set_added_specials(ct.add_bos, f.get_bool_or("tokenizer.ggml.add_eos_token", true));
     return ct;
