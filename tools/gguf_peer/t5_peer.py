@@ -10,6 +10,7 @@
      llama.cpp from that file (llama_peer tokenize_vocab: no bos/eos, special
      token text as text, as sentencepiece does) and by the engine from the same
      file (its own copy: sentencepiece's ids);
+     (a Unigram tokenizer.json: the engine's HF pipeline);
   3. round trip: the same file without the engine's hymba.* keys (llama.cpp's
      keys alone) is read by the engine, and its ids are compared with the
      original tokenizer's and with llama.cpp's.
@@ -69,7 +70,8 @@ def main():
     ap.add_argument("--gguf-py", required=True)
     ap.add_argument("--texts", default="tests/fixtures/tokenizers/texts.jsonl")
     ap.add_argument("--models", nargs="*",
-                    default=["tests/fixtures/gguf/t5_unigram.model", "tests/fixtures/tokenizers/spm_unigram/tokenizer.model"])
+                    default=["tests/fixtures/gguf/t5_unigram.model", "tests/fixtures/tokenizers/spm_unigram/tokenizer.model",
+                             "unigram-json-never"])
     a = ap.parse_args()
     sys.path.insert(0, a.gguf_py)
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gguf_fixtures"))
@@ -83,11 +85,22 @@ def main():
     for model in a.models:
         ckpt = os.path.join(work, "ckpt")
         shutil.rmtree(ckpt, ignore_errors=True)
-        original = os.path.join(work, "tokenizer.model")
-        shutil.copy(model, original)
-        vocab = len(read_model(model)[0])
+        if model == "unigram-json-never":
+            # The Unigram tokenizer.json fixture with no normalizer and Metaspace(prepend never): a
+            # pipeline llama.cpp's t5 form can express (tests/test_gguf_t5.cpp builds the same).
+            j = json.load(open("tests/fixtures/tokenizers/unigram/tokenizer.json", encoding="utf-8"))
+            j["normalizer"] = None
+            j["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "never", "split": True}
+            j["model"]["byte_fallback"] = False
+            name, vocab = "tokenizer.json", len(j["model"]["vocab"])
+            original = os.path.join(work, name)
+            json.dump(j, open(original, "w", encoding="utf-8"), ensure_ascii=False)
+        else:
+            name, vocab = "tokenizer.model", len(read_model(model)[0])
+            original = os.path.join(work, name)
+            shutil.copy(model, original)
         run([a.hymba, "init", "--preset", "mamba-only", "--scale", "tiny", "--vocab-size", str(vocab), "--out", ckpt])
-        shutil.copy(model, os.path.join(ckpt, "tokenizer.model"))
+        shutil.copy(original, os.path.join(ckpt, name))
         full, only = os.path.join(work, "full.gguf"), os.path.join(work, "only.gguf")
         note = subprocess.run([a.hymba, "export", "--format", "gguf", "--dtype", "f32", "--ckpt", ckpt, "--out", full],
                               check=True, capture_output=True, text=True)
