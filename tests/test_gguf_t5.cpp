@@ -222,6 +222,9 @@ TEST(GgufT5, BadT5MetadataIsRefusedInOneLine) {
   const gguf::Value dup = gguf::Value::string_array(tokens);
   const std::string p7 = with_key(src, "tokenizer.ggml.tokens", &dup, dir / "dup.gguf");
   expect_error([&] { load(p7); }, {"key 'tokenizer.ggml.tokens' lists", "twice (ids 20 and 21)"});
+  // A huge charsmap is refused before its walk (no long stall on hostile input).
+  expect_error([] { spm::check_precompiled_charsmap(std::string((size_t{16} << 20) + 8, '\0'), "big"); },
+               {"big: precompiled charsmap", "larger than the 16 MiB"});
   const gguf::Value bert = gguf::Value::str("bert");
   const std::string p8 = with_key(src, "tokenizer.ggml.model", &bert, dir / "bert.gguf");
   expect_error([&] { load(p8); }, {"key 'tokenizer.ggml.model' is \"bert\"", "gpt2, llama and t5"});

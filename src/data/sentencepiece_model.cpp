@@ -159,6 +159,11 @@ std::string write_unigram_model(const UnigramModel& m) {
 
 void check_precompiled_charsmap(std::string_view blob, const std::string& where) {
   if (blob.empty()) return;
+  // The walk visits up to 256 units per reachable state; real charsmaps
+  // (sentencepiece's nmt_nfkc, nfkc_cf) are about 240 KB.
+  constexpr size_t kMaxBytes = size_t{16} << 20;
+  HYMBA_CHECK(blob.size() <= kMaxBytes, where, ": precompiled charsmap of ", blob.size(),
+              " bytes is larger than the 16 MiB the engine accepts");
   HYMBA_CHECK(blob.size() > 4, where, ": precompiled charsmap of ", blob.size(),
               " bytes is too short for its trie size header");
   uint32_t trie_bytes = 0;
