@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "formats/checkpoint.h"
+#include "formats/gguf_model.h"
 #include "model/model.h"
 #include "train/run_state.h"
 
@@ -161,6 +162,27 @@ TEST_F(ClassifyTrain, PublishedCheckpointWithTokenizerJsonIsABackbone) {
   o.epochs = 2;
   const json s = train_classifier(o);
   EXPECT_TRUE(fs::exists(fs::path(o.out_dir) / "backbone-0" / "tokenizer.json"));
+  ClassifyEvalOptions e;
+  e.classifier_dir = o.out_dir;
+  e.data_path = val_;
+  e.quiet = true;
+  EXPECT_EQ(eval_classifier(e)["metrics"]["confusion_matrix"], s["metrics"]["confusion_matrix"]);
+}
+
+TEST_F(ClassifyTrain, GgufFileIsABackbone) {
+  // The hybrid backbone exported as GGUF (arch hymba) trains the same head as
+  // its directory, and the saved classifier keeps the tokenizer as a file.
+  const std::string file = (dir_ / "bb.gguf").string();
+  (void)gguf::export_gguf(*hymba::load_model(hybrid_, false), hybrid_, file, gguf::ExportDtype::kF32);
+  ClassifyTrainOptions o = options("from_gguf");
+  o.backbones = {file};
+  o.epochs = 2;
+  const json s = train_classifier(o);
+  ClassifyTrainOptions d = options("from_dir");
+  d.epochs = 2;
+  EXPECT_EQ(s["metrics"]["confusion_matrix"], train_classifier(d)["metrics"]["confusion_matrix"]);
+  EXPECT_TRUE(fs::exists(fs::path(o.out_dir) / "backbone-0" / kTokenizerFile));
+  EXPECT_FALSE(fs::exists(fs::path(o.out_dir) / "backbone-0" / "bb.gguf"));
   ClassifyEvalOptions e;
   e.classifier_dir = o.out_dir;
   e.data_path = val_;

@@ -116,11 +116,16 @@ void Classifier::save(const std::string& dir, const json& extra) const {
     const Backbone& b = backbones_[k];
     const fs::path sub_dir = fs::path(dir) / sub;
     save_model(sub_dir.string(), *b.model);
-    // Keep the tokenizer's own file name (and its tokenizer_config.json), so the
-    // backbone loads back with the same tokenizer whatever its kind.
-    b.tok->save((sub_dir / fs::path(b.tok_path).filename()).string());
-    const fs::path tok_cfg = fs::path(b.tok_path).parent_path() / "tokenizer_config.json";
-    if (fs::exists(tok_cfg)) write_text_atomic((sub_dir / tok_cfg.filename()).string(), read_file(tok_cfg.string()));
+    if (is_gguf_file(b.tok_path)) {
+      // A .gguf backbone: its tokenizer as the file of its kind.
+      (void)save_tokenizer_files(*b.tok, sub_dir.string());
+    } else {
+      // Keep the tokenizer's own file name (and its tokenizer_config.json), so the
+      // backbone loads back with the same tokenizer whatever its kind.
+      b.tok->save((sub_dir / fs::path(b.tok_path).filename()).string());
+      const fs::path tok_cfg = fs::path(b.tok_path).parent_path() / "tokenizer_config.json";
+      if (fs::exists(tok_cfg)) write_text_atomic((sub_dir / tok_cfg.filename()).string(), read_file(tok_cfg.string()));
+    }
     meta["backbones"].push_back({{"dir", sub},
                                  {"source", backbones_[k].source},
                                  {"frozen", !train_backbones_},

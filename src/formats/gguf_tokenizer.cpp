@@ -3,6 +3,7 @@
 #include <sentencepiece_processor.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "core/excerpt.h"
 #include "core/json_io.h"
 #include "data/hf_tokenizer.h"
+#include "data/sentencepiece_model.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/tokenizers/unicode_text.h"
 
@@ -46,7 +48,20 @@ struct GgmlVocab {
   std::vector<double> types, scores;
   std::vector<std::string> merges;
   std::string model, pre = "default";
+  bool add_space_prefix = true;           // llama, t5
+  bool remove_extra_whitespaces = false;  // t5
+  std::string charsmap;                   // t5: the normalizer's precompiled charsmap
 };
+
+// llama.cpp's t5 (UGM) vocabulary, as read from or written to a file.
+struct T5Form {
+  std::vector<std::string> tokens;
+  std::vector<double> scores, types;
+  std::string charsmap;
+  bool add_space_prefix = false, remove_extra_whitespaces = false;
+  int64_t unk = 2, eos = 1, bos = -1, pad = 0;
+};
+std::string t5_sentencepiece_model(const T5Form& t, const std::string& src);
 
 // The byte tokenizer: 256 byte tokens (no merges) then pad, bos, eos.
 GgmlVocab byte_vocab() {
@@ -105,64 +120,106 @@ bool bpe_json_vocab(const std::string& text, const std::string& path, GgmlVocab&
   return true;
 }
 
-// Reads a varint-framed field of a serialized protobuf message: the first
-// field `number` of wire type `wire` (0 varint, 2 bytes); nullopt if absent.
-struct ProtoField {
-  uint64_t varint = 0;
-  std::string_view bytes;
-};
-std::optional<ProtoField> proto_field(std::string_view msg, uint32_t number, int wire) {
-  size_t p = 0;
-  auto varint = [&](uint64_t& out) {
-    out = 0;
-    for (int shift = 0; shift < 64 && p < msg.size(); shift += 7) {
-      const auto b = static_cast<uint8_t>(msg[p++]);
-      out |= uint64_t{b & 0x7Fu} << shift;
-      if ((b & 0x80) == 0) return true;
-    }
-    return false;
-  };
-  while (p < msg.size()) {
-    uint64_t key = 0;
-    if (!varint(key)) return std::nullopt;
-    const auto w = static_cast<int>(key & 7);
-    ProtoField f;
-    if (w == 0) {
-      if (!varint(f.varint)) return std::nullopt;
-    } else if (w == 2) {
-      uint64_t len = 0;
-      if (!varint(len) || len > msg.size() - p) return std::nullopt;
-      f.bytes = msg.substr(p, len);
-      p += len;
-    } else if (w == 5) {
-      p += 4;
-    } else if (w == 1) {
-      p += 8;
-    } else {
-      return std::nullopt;
-    }
-    if ((key >> 3) == number && w == wire) return f;
-  }
-  return std::nullopt;
-}
-
-// A sentencepiece model as llama.cpp's "llama" (SPM) form.
-GgmlVocab spm_vocab(const std::string& model, const std::string& path, bool& add_space_prefix) {
+// A sentencepiece model as llama.cpp reads it: "t5" (UGM: pieces, scores,
+// types, the normalizer's precompiled charsmap and whitespace flags) for a
+// Unigram model, "llama" (SPM) for the others. `note` says, in one line, where
+// llama.cpp will tokenize differently than sentencepiece ("" when nowhere known).
+GgmlVocab spm_vocab(const std::string& model, const std::string& path, std::string& note) {
   sentencepiece::SentencePieceProcessor sp;
   HYMBA_CHECK(sp.LoadFromSerializedProto(model).ok(), path, ": not a sentencepiece model");
+  const spm::ModelSettings s = spm::read_model_settings(model);
   GgmlVocab v;
-  v.model = "llama";
+  v.model = s.model_type == 1 ? "t5" : "llama";
+  const std::vector<spm::UnigramModel::Piece> pieces = spm::read_pieces(model);
+  HYMBA_CHECK(pieces.size() == static_cast<size_t>(sp.GetPieceSize()), path, ": sentencepiece model's pieces unreadable");
   for (int id = 0; id < sp.GetPieceSize(); ++id) {
     v.tokens.push_back(sp.IdToPiece(id));
     v.scores.push_back(sp.GetScore(id));
     v.types.push_back(sp.IsUnknown(id) ? kUnknown : sp.IsControl(id) ? kControl : sp.IsUnused(id) ? kUnused
-                      : sp.IsByte(id)  ? kByte : kNormal);
+                      : sp.IsByte(id)  ? kByte : pieces[static_cast<size_t>(id)].type == spm::kUserDefined ? kUserDefined
+                                                                                            : kNormal);
   }
-  // ModelProto.normalizer_spec (3) .add_dummy_prefix (3), default true.
-  add_space_prefix = true;
-  if (auto ns = proto_field(model, 3, 2))
-    if (auto adp = proto_field(ns->bytes, 3, 0)) add_space_prefix = adp->varint != 0;
+  v.add_space_prefix = s.add_dummy_prefix;
+  if (v.model != "t5") return v;
+  v.charsmap = s.precompiled_charsmap;
+  v.remove_extra_whitespaces = s.remove_extra_whitespaces;
+  // What llama.cpp's UGM tokenizer does not read or do (src/llama-vocab.cpp).
+  std::vector<std::string> differs;
+  if (s.byte_fallback) differs.push_back("it has no byte fallback (a character outside the vocabulary is <unk> there)");
+  if (!s.escape_whitespaces) differs.push_back("it always writes spaces as U+2581 (the model has escape_whitespaces off)");
+  if (s.treat_whitespace_as_suffix) differs.push_back("it reads no treat_whitespace_as_suffix");
+  if (!s.add_dummy_prefix && s.remove_extra_whitespaces)
+    differs.push_back("with remove_extra_whitespaces it puts a space before the first word even without add_dummy_prefix");
+  for (size_t i = 0; i < differs.size(); ++i) note += (i ? "; " : "llama.cpp's t5 tokenizer differs from sentencepiece: ") + differs[i];
   return v;
+}
+
+// Texts whose ids decide whether llama.cpp's t5 form reproduces a
+// tokenizer.json Unigram pipeline: spaces leading, doubled and trailing,
+// tabs and newlines, accents composed and not, full-width and CJK letters.
+const char* const kUgmProbeTexts[] = {
+    "Hello world, the theory of everything!", "  two  spaces\tand tab\n", " leading and trailing ",
+    "naïve café 12345", "e\xCC\x81 decomposed", "日本語のテキスト 🎉", "Ｆｕｌｌｗｉｄｔｈ ＡＢＣ", "UPPER lower",
+    "line one\nline two\r\nline three", "a"};
+
+// A Unigram tokenizer.json as llama.cpp's "t5" form, when llama.cpp's UGM
+// tokenizer can run its pipeline: no normalizer (a t5 vocabulary's only
+// normalizer is a precompiled charsmap) and a Metaspace pre-tokenizer, and
+// then only if the form read back gives the file's own ids on the probe
+// texts. Otherwise false, with `why` saying in one line what differs.
+bool unigram_json_vocab(const std::string& text, const std::string& path, const Tokenizer& original, GgmlVocab& v,
+                        std::string& why) {
+  const json j = parse_json(text, path);
+  if (!j.contains("model") || !j["model"].is_object() || j["model"].value("type", "") != "Unigram") return false;
+  const json& m = j["model"];
+  const auto type_of = [](const json& x) { return x.is_object() ? x.value("type", std::string("?")) : std::string("?"); };
+  if (j.contains("normalizer") && !j["normalizer"].is_null()) {
+    why = "its Unigram tokenizer.json has a " + type_of(j["normalizer"]) +
+          " normalizer, which llama.cpp's t5 tokenizer cannot express (it takes a sentencepiece precompiled charsmap)";
+    return false;
+  }
+  const json pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json();
+  if (type_of(pre) != "Metaspace" || pre.value("replacement", "\xE2\x96\x81") != "\xE2\x96\x81") {
+    why = "its Unigram tokenizer.json pre-tokenizer is " + (pre.is_null() ? std::string("none") : type_of(pre)) +
+          ", not the Metaspace (U+2581) llama.cpp's t5 tokenizer applies";
+    return false;
+  }
+  const std::string scheme = pre.value("prepend_scheme", pre.value("add_prefix_space", true) ? "always" : "never");
+  v.model = "t5";
+  v.add_space_prefix = scheme != "never";
+  v.remove_extra_whitespaces = false;
+  const bool byte_fallback = m.value("byte_fallback", false);
+  const int64_t unk = m.contains("unk_id") && m["unk_id"].is_number_integer() ? m["unk_id"].get<int64_t>() : -1;
+  for (const json& entry : m["vocab"]) {
+    const std::string piece = entry.at(0).get<std::string>();
+    const int64_t id = static_cast<int64_t>(v.tokens.size());
+    const bool byte = byte_fallback && piece.size() == 6 && piece.rfind("<0x", 0) == 0 && piece.back() == '>';
+    v.tokens.push_back(piece);
+    v.scores.push_back(entry.at(1).get<double>());
+    v.types.push_back(id == unk ? kUnknown : byte ? kByte : kNormal);
+  }
+  if (j.contains("added_tokens") && j["added_tokens"].is_array())
+    for (const json& a : j["added_tokens"]) {
+      const int64_t id = a.value("id", int64_t{-1});
+      if (id >= 0 && id < static_cast<int64_t>(v.types.size()) && id != unk)
+        v.types[static_cast<size_t>(id)] = a.value("special", false) ? kControl : kUserDefined;
+    }
+  T5Form t{v.tokens, v.scores, v.types, "", v.add_space_prefix, false, unk, original.eos_id(), original.bos_id(),
+           original.pad_id()};
+  if (unk < 0) {
+    why = "its Unigram tokenizer.json has no unk_id, which llama.cpp's t5 tokenizer needs";
+    return false;
+  }
+  const auto ugm = load_sentencepiece_tokenizer(t5_sentencepiece_model(t, path), path + " (as t5)");
+  for (const char* probe : kUgmProbeTexts) {
+    const std::vector<int32_t> ours = original.encode(probe), theirs = ugm->encode(probe);
+    if (ours == theirs) continue;
+    why = "its Unigram tokenizer.json (Metaspace prepend " + scheme + (byte_fallback ? ", byte fallback" : "") +
+          ") would tokenize \"" + excerpt(probe, 40) + "\" into " + std::to_string(theirs.size()) +
+          " ids in llama.cpp's t5 form against its own " + std::to_string(ours.size());
+    return false;
+  }
+  return true;
 }
 
 void copy_metadata_of_gguf(const std::string& source, Writer& w) {
@@ -207,20 +264,34 @@ std::string add_tokenizer_metadata(const std::string& source, Writer& w) {
   w.set(kFileKey, Value::array(ValueType::kU8, std::move(file_bytes)));
   if (!config.empty()) w.set(kConfigKey, Value::str(config));
   GgmlVocab vocab;
-  bool add_space_prefix = true, known = true;
+  std::string note;
+  bool known = true;
   if (tok.kind() == TokenizerKind::kByte) vocab = byte_vocab();
-  else if (fs::path(path).filename() == "tokenizer.json") known = bpe_json_vocab(bytes, path, vocab);
-  else vocab = spm_vocab(bytes, path, add_space_prefix);
-  if (!known) return "its tokenizer.json is not a byte-level BPE (gpt-2 or llama-3 pre-tokenizer), so llama.cpp "
-                     "gets no tokenizer.ggml.* vocabulary";
+  else if (fs::path(path).filename() == "tokenizer.json") {
+    std::string why;
+    known = bpe_json_vocab(bytes, path, vocab) || unigram_json_vocab(bytes, path, tok, vocab, why);
+    if (!why.empty()) return why + ", so llama.cpp gets no tokenizer.ggml.* vocabulary";
+  } else {
+    vocab = spm_vocab(bytes, path, note);
+  }
+  if (!known) return "its tokenizer.json is neither a byte-level BPE (gpt-2 or llama-3 pre-tokenizer) nor a Unigram "
+                     "llama.cpp's t5 form can express, so llama.cpp gets no tokenizer.ggml.* vocabulary";
   w.set("tokenizer.ggml.model", Value::str(vocab.model));
   w.set("tokenizer.ggml.pre", Value::str(vocab.pre));
   w.set("tokenizer.ggml.tokens", Value::string_array(vocab.tokens));
   w.set("tokenizer.ggml.token_type", Value::array(ValueType::kI32, vocab.types));
   if (vocab.model == "gpt2") w.set("tokenizer.ggml.merges", Value::string_array(vocab.merges));
-  if (vocab.model == "llama") {
+  if (vocab.model == "llama" || vocab.model == "t5") {
     w.set("tokenizer.ggml.scores", Value::array(ValueType::kF32, vocab.scores));
-    w.set("tokenizer.ggml.add_space_prefix", Value::boolean(add_space_prefix));
+    w.set("tokenizer.ggml.add_space_prefix", Value::boolean(vocab.add_space_prefix));
+  }
+  if (vocab.model == "t5") {
+    w.set("tokenizer.ggml.remove_extra_whitespaces", Value::boolean(vocab.remove_extra_whitespaces));
+    // No charsmap is no normalization; llama.cpp refuses an empty one.
+    std::vector<double> charsmap(vocab.charsmap.size());
+    for (size_t i = 0; i < charsmap.size(); ++i) charsmap[i] = static_cast<uint8_t>(vocab.charsmap[i]);
+    if (!charsmap.empty())
+      w.set("tokenizer.ggml.precompiled_charsmap", Value::array(ValueType::kU8, std::move(charsmap)));
   }
   const auto id = [&](const char* key, int32_t v) {
     if (v >= 0 && v < static_cast<int32_t>(vocab.tokens.size())) w.set(key, Value::u32(static_cast<uint32_t>(v)));
@@ -232,7 +303,7 @@ std::string add_tokenizer_metadata(const std::string& source, Writer& w) {
   const json cfg = config.empty() ? json::object() : parse_json(config, cfg_path.string());
   w.set("tokenizer.ggml.add_bos_token", Value::boolean(ct.add_bos));
   w.set("tokenizer.ggml.add_eos_token", Value::boolean(flag(cfg, "add_eos_token")));
-  return "";
+  return note;
 }
 
 namespace {
@@ -385,6 +456,85 @@ std::string spm_tokenizer_json(const File& f, const std::vector<std::string>& to
   return j.dump();
 }
 
+// llama.cpp's "t5" (UGM) form as a sentencepiece Unigram model: the same
+// pieces, scores and types, the precompiled charsmap as the normalizer.
+// Byte pieces are kept without byte fallback, as llama.cpp's UGM tokenizer
+// has none. `src` names the file in errors.
+std::string t5_sentencepiece_model(const T5Form& t, const std::string& src) {
+  spm::UnigramModel m;
+  spm::ModelSettings& s = m.settings;
+  s.normalizer_name = "gguf_precompiled";
+  spm::check_precompiled_charsmap(t.charsmap, src + ": key 'tokenizer.ggml.precompiled_charsmap'");
+  s.precompiled_charsmap = t.charsmap;
+  s.add_dummy_prefix = t.add_space_prefix;
+  s.remove_extra_whitespaces = t.remove_extra_whitespaces;
+  s.byte_fallback = false;
+  const int64_t n = static_cast<int64_t>(t.tokens.size());
+  HYMBA_CHECK(t.unk >= 0 && t.unk < n, src, ": key 'tokenizer.ggml.unknown_token_id' is missing and the default unknown id 2 is past the ",
+              n, " tokens");
+  HYMBA_CHECK(t.eos >= 0 && t.eos < n, src, ": key 'tokenizer.ggml.eos_token_id' is missing and the default id 1 is past the ",
+              n, " tokens");
+  std::map<std::string_view, size_t> seen;
+  for (size_t id = 0; id < t.tokens.size(); ++id) {
+    const std::string& token = t.tokens[id];
+    HYMBA_CHECK(!token.empty(), src, ": key 'tokenizer.ggml.tokens' has an empty token (id ", id, ")");
+    const auto [it, fresh] = seen.emplace(token, id);
+    HYMBA_CHECK(fresh, src, ": key 'tokenizer.ggml.tokens' lists \"", excerpt(token, 40), "\" twice (ids ",
+                it->second, " and ", id, ")");
+    HYMBA_CHECK(std::isfinite(t.scores[id]), src, ": key 'tokenizer.ggml.scores' has a non-finite score (id ", id, ")");
+    const double d = t.types[id];
+    int type = d >= 1 && d <= 6 ? static_cast<int>(d) : spm::kControl;  // sentencepiece's types 1-6
+    // sentencepiece wants exactly one unknown piece: the unknown id's.
+    if (static_cast<int64_t>(id) == t.unk) type = spm::kUnknown;
+    else if (type == spm::kUnknown) type = spm::kControl;
+    // A byte piece must be <0xXX> and sentencepiece allows them only with
+    // byte fallback; llama.cpp never matches them in text, like a control piece.
+    if (type == spm::kByte) type = spm::kControl;
+    m.pieces.push_back({token, static_cast<float>(t.scores[id]), type});
+  }
+  m.unk_piece = t.tokens[static_cast<size_t>(t.unk)];
+  m.eos_piece = t.tokens[static_cast<size_t>(t.eos)];
+  // The engine needs a bos; a t5 vocabulary may have none (then eos stands in).
+  m.bos_piece = t.tokens[static_cast<size_t>(t.bos >= 0 && t.bos < n ? t.bos : t.eos)];
+  if (t.pad >= 0 && t.pad < n) m.pad_piece = t.tokens[static_cast<size_t>(t.pad)];
+  return spm::write_unigram_model(m);
+}
+
+// The t5 form's keys, with llama.cpp's defaults for absent ones (no space
+// prefix, spaces kept; unk 2, eos 1, pad 0, no bos).
+T5Form t5_form_of(const File& f, const std::vector<std::string>& tokens, const std::vector<double>& types) {
+  const std::string& src = f.source();
+  T5Form t;
+  t.tokens = tokens;
+  t.types = types;
+  HYMBA_CHECK(f.has("tokenizer.ggml.scores"), src,
+              ": key 'tokenizer.ggml.scores' is missing (the t5 form needs a score per token)");
+  t.scores = f.get_numbers("tokenizer.ggml.scores");
+  HYMBA_CHECK(t.scores.size() == tokens.size(), src, ": key 'tokenizer.ggml.scores' has ", t.scores.size(),
+              " entries for ", tokens.size(), " tokens");
+  if (f.has("tokenizer.ggml.precompiled_charsmap")) {
+    const Value& v = f.get("tokenizer.ggml.precompiled_charsmap");
+    HYMBA_CHECK(v.type == ValueType::kArray && (v.element_type == ValueType::kU8 || v.element_type == ValueType::kI8),
+                src, ": key 'tokenizer.ggml.precompiled_charsmap' must be an array of u8 or i8");
+    t.charsmap.resize(v.numbers.size());
+    for (size_t i = 0; i < v.numbers.size(); ++i)
+      t.charsmap[i] = static_cast<char>(static_cast<uint8_t>(static_cast<int>(v.numbers[i])));
+  }
+  t.add_space_prefix = f.get_bool_or("tokenizer.ggml.add_space_prefix", false);
+  t.remove_extra_whitespaces = f.get_bool_or("tokenizer.ggml.remove_extra_whitespaces", false);
+  const auto id_of = [&f, &src, &tokens](const char* key, int64_t def) -> int64_t {
+    if (!f.has(key)) return def;
+    const uint64_t id = f.get_uint(key);
+    HYMBA_CHECK(id < tokens.size(), src, ": key '", key, "' is ", id, ", past the ", tokens.size(), " tokens");
+    return static_cast<int64_t>(id);
+  };
+  t.unk = id_of("tokenizer.ggml.unknown_token_id", 2);
+  t.eos = id_of("tokenizer.ggml.eos_token_id", 1);
+  t.pad = id_of("tokenizer.ggml.padding_token_id", 0);
+  t.bos = id_of("tokenizer.ggml.bos_token_id", -1);
+  return t;
+}
+
 }  // namespace
 
 CheckpointTokenizer tokenizer_from_gguf(const File& f) {
@@ -414,8 +564,8 @@ CheckpointTokenizer tokenizer_from_gguf(const File& f) {
   }
   HYMBA_CHECK(!no_vocab(f), src, ": no tokenizer in the file (tokenizer.ggml.model is missing or no_vocab)");
   const std::string& model = f.get_string("tokenizer.ggml.model");
-  HYMBA_CHECK(model == "gpt2" || model == "llama", src, ": key 'tokenizer.ggml.model' is \"", excerpt(model, 40),
-              "\"; the engine reads the gpt2 and llama forms (or its own hymba.tokenizer.file)");
+  HYMBA_CHECK(model == "gpt2" || model == "llama" || model == "t5", src, ": key 'tokenizer.ggml.model' is \"",
+              excerpt(model, 40), "\"; the engine reads the gpt2, llama and t5 forms (or its own hymba.tokenizer.file)");
   const std::vector<std::string>& tokens = f.get_strings("tokenizer.ggml.tokens");
   const std::vector<double> types =
       f.has("tokenizer.ggml.token_type") ? f.get_numbers("tokenizer.ggml.token_type") : std::vector<double>();
@@ -433,6 +583,14 @@ CheckpointTokenizer tokenizer_from_gguf(const File& f) {
   special("tokenizer.ggml.eos_token_id", "eos_token");
   special("tokenizer.ggml.unknown_token_id", "unk_token");
   special("tokenizer.ggml.padding_token_id", "pad_token");
+  if (model == "t5") {
+    // llama.cpp's UGM defaults: no bos, eos at the end.
+    ct.add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", false);
+    ct.tokenizer = load_sentencepiece_tokenizer(t5_sentencepiece_model(t5_form_of(f, tokens, token_types), src),
+                                                src + " (tokenizer.ggml.*)");
+    ct.tokenizer->set_added_specials(ct.add_bos, f.get_bool_or("tokenizer.ggml.add_eos_token", true));
+    return ct;
+  }
   ct.add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", false);
   cfg["add_bos_token"] = ct.add_bos;
   cfg["add_eos_token"] = f.get_bool_or("tokenizer.ggml.add_eos_token", false);

@@ -2,12 +2,15 @@
 //   - tokenizer.ggml.*, the form llama.cpp reads: "gpt2" (byte-level BPE:
 //     tokens, token types, merges) for ByteLevel BPE tokenizer.json files and
 //     the engine's byte tokenizer, "llama" (SPM: pieces, scores, types with
-//     byte fallback) for sentencepiece models; bos/eos/unk/pad ids;
+//     byte fallback) for sentencepiece BPE models, "t5" (UGM: pieces, scores,
+//     types, the normalizer's precompiled charsmap) for sentencepiece Unigram
+//     models and the Unigram tokenizer.json files llama.cpp can run;
+//     bos/eos/unk/pad ids;
 //   - hymba.tokenizer.*, the engine's own tokenizer file byte for byte (and
 //     its tokenizer_config.json), so the engine reads back exactly the
 //     tokenizer it wrote.
 // Reading prefers hymba.tokenizer.*, else builds the tokenizer from the
-// tokenizer.ggml.* form ("gpt2" and "llama").
+// tokenizer.ggml.* form ("gpt2", "llama" and "t5").
 #pragma once
 
 #include <string>

@@ -6,6 +6,7 @@
  *   llama_peer MODEL.gguf greedy IDS.txt N OUT.txt N greedy tokens after the ids (one decode per token)
  *   llama_peer MODEL.gguf tokenize TEXT.txt OUT.txt  ids of the text (no bos/eos added; special-token text matched, as HF tokenizers do)
  *   llama_peer MODEL.gguf tokenize_plain TEXT.txt OUT.txt  the same with special-token text as plain text (as sentencepiece)
+ *   llama_peer VOCAB.gguf tokenize_vocab TEXT.txt OUT.txt  tokenize_plain loading the vocabulary only (a file without tensors)
  *
  * The KV cache is F32 (llama.cpp's default F16 cache costs ~1e-3 in the logits). */
 #include <stdio.h>
@@ -32,12 +33,14 @@ int main(int argc, char** argv) {
   ggml_backend_load_all_from_path(getenv("LLAMA_PEER_LIBDIR"));
   llama_backend_init();
   struct llama_model_params mp = llama_model_default_params();
+  const int vocab_only = strcmp(mode, "tokenize_vocab") == 0;
+  mp.vocab_only = vocab_only;
   struct llama_model* model = llama_model_load_from_file(argv[1], mp);
   if (!model) die("llama.cpp could not load the model");
   const struct llama_vocab* vocab = llama_model_get_vocab(model);
   const int n_vocab = llama_vocab_n_tokens(vocab);
 
-  if (strcmp(mode, "tokenize") == 0 || strcmp(mode, "tokenize_plain") == 0) {
+  if (strcmp(mode, "tokenize") == 0 || strcmp(mode, "tokenize_plain") == 0 || vocab_only) {
     FILE* f = fopen(argv[3], "rb");
     if (!f) die("cannot open the text");
     static char text[1 << 20];
