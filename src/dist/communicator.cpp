@@ -56,9 +56,9 @@ bool g_initialized = false;
 struct Peer {
   int pid = 0;
   std::string host;
+  bool local = false;  // shares this rank's memory node (MPI_COMM_TYPE_SHARED), so its pid is ours to look at
 };
 std::vector<Peer> g_peers;
-std::string g_host;
 
 std::string host_name() {
   char name[256] = {};
@@ -146,7 +146,7 @@ void wait_watching(const CommState& s, std::vector<MPI_Request>& requests, const
         if (requests[i] == MPI_REQUEST_NULL) continue;
         const int peer = s.world_rank.at(static_cast<size_t>(peer_of[i]));
         const Peer& p = g_peers.at(static_cast<size_t>(peer));
-        if (p.host == g_host && process_ended(p.pid))
+        if (p.local && process_ended(p.pid))
           throw PeerLost(describe(peer) + " stopped: its process (pid " + std::to_string(p.pid) + ") is gone");
         if (timeout > 0 && silent > timeout)
           throw PeerLost(describe(peer) + " stopped answering: nothing from it for " +
@@ -233,22 +233,31 @@ void init(int* argc, char*** argv) {
   MPI_Comm node;
   check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "Comm_split_type");
   MPI_Comm_size(node, &g_local_ranks);
-  MPI_Comm_free(&node);
   int size = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  // Which world ranks share this machine (not by host name: containers may repeat one).
+  std::vector<int> node_ranks(static_cast<size_t>(g_local_ranks)), world_ranks(node_ranks.size());
+  for (int k = 0; k < g_local_ranks; ++k) node_ranks[static_cast<size_t>(k)] = k;
+  MPI_Group node_group = MPI_GROUP_NULL, world_group = MPI_GROUP_NULL;
+  MPI_Comm_group(node, &node_group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  MPI_Group_translate_ranks(node_group, g_local_ranks, node_ranks.data(), world_group, world_ranks.data());
+  MPI_Group_free(&node_group);
+  MPI_Group_free(&world_group);
+  MPI_Comm_free(&node);
   // Each rank's pid and host, as fixed-size records.
   constexpr int kRecord = 264;
   std::string mine(kRecord, '\0');
-  g_host = host_name();
-  const std::string pid = std::to_string(::getpid());
+  const std::string host = host_name(), pid = std::to_string(::getpid());
   std::copy(pid.begin(), pid.end(), mine.begin());
-  std::copy_n(g_host.begin(), std::min<size_t>(g_host.size(), kRecord - 17), mine.begin() + 16);
+  std::copy_n(host.begin(), std::min<size_t>(host.size(), kRecord - 17), mine.begin() + 16);
   std::string all(static_cast<size_t>(kRecord) * static_cast<size_t>(size), '\0');
   check_mpi(MPI_Allgather(mine.data(), kRecord, MPI_CHAR, all.data(), kRecord, MPI_CHAR, MPI_COMM_WORLD), "Allgather");
   for (int k = 0; k < size; ++k) {
     const char* record = all.data() + static_cast<size_t>(k) * kRecord;
-    g_peers.push_back({std::atoi(record), std::string(record + 16)});
+    g_peers.push_back({std::atoi(record), std::string(record + 16), false});
   }
+  for (const int k : world_ranks) g_peers.at(static_cast<size_t>(k)).local = true;
 }
 
 void finalize() {
