@@ -343,6 +343,26 @@ TEST_F(Mpi, AblateSuiteSplitOverTwoRanksWritesTheResultsOfOneProcess) {
   for (size_t i = 0; i < 4; ++i)
     EXPECT_LE(relative(a["rows"][i]["best_val_loss"].get<double>(), c["rows"][i]["best_val_loss"].get<double>()), 1e-6)
         << a["rows"][i]["id"];
+
+  // With grad_shards in the recipe, data-parallel rows repeat one process's bits.
+  json sharded = suite;
+  sharded["train"]["grad_shards"] = 2;
+  std::ofstream(path("sharded.json")) << sharded.dump();
+  auto sharded_command = [&](const std::string& out, const std::string& extra) {
+    return "--threads 1 ablate --suite " + path("sharded.json") + " --data " + path("toy.txt") + " --out " +
+           path(out) + " --sample-tokens 8 --cache-context 64 --no-plots --quiet " + extra;
+  };
+  const auto alone = run_cli(sharded_command("sharded_one", ""));
+  ASSERT_EQ(alone.exit_code, 0) << alone.output;
+  const auto pair = run_cli(sharded_command("sharded_two", "--ranks-per-row 2"), mpirun(2));
+  ASSERT_EQ(pair.exit_code, 0) << pair.output;
+  const json d = json::parse(read_file(path("sharded_one/results.json"))),
+             e = json::parse(read_file(path("sharded_two/results.json")));
+  ASSERT_EQ(e["rows"].size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(d["rows"][i]["best_val_loss"].dump(), e["rows"][i]["best_val_loss"].dump()) << d["rows"][i]["id"];
+    EXPECT_EQ(d["rows"][i]["curve"].dump(), e["rows"][i]["curve"].dump()) << d["rows"][i]["id"];
+  }
 }
 
 TEST_F(Mpi, SynthSuiteSplitOverTwoRanksWritesTheResultsOfOneProcess) {
