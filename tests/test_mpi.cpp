@@ -157,6 +157,40 @@ TEST_F(Mpi, TwoRanksMatchOneProcessAndRepeatBitIdentically) {
   EXPECT_FALSE(json::parse(read_file(path("one/summary.json"))).contains("ranks"));
 }
 
+TEST_F(Mpi, GradShardsMakeTwoRanksBitIdenticalToOneProcessAtEveryStep) {
+  SKIP_WITHOUT_MPI();
+  // --grad-shards: the gradient of every batch is the same tree of shard
+  // gradients whether one process or two ranks compute the shards.
+  auto compare = [&](const std::string& one_dir, const std::string& two_dir, const std::string& extra, int steps) {
+    const auto one = run_cli(train_args(one_dir, steps, 10, extra));
+    ASSERT_EQ(one.exit_code, 0) << one.output;
+    const auto two = run_cli(train_args(two_dir, steps, 10, extra), mpirun(2));
+    ASSERT_EQ(two.exit_code, 0) << two.output;
+    const std::vector<json> a = read_jsonl(path(one_dir + "/metrics.jsonl")),
+                            b = read_jsonl(path(two_dir + "/metrics.jsonl"));
+    ASSERT_EQ(a.size(), b.size());
+    int losses = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(a[i]["step"], b[i]["step"]);
+      for (const char* key : {"loss", "loss_avg", "grad_norm", "val_loss", "val_accuracy"}) {
+        if (!a[i].contains(key)) continue;
+        EXPECT_EQ(a[i][key].dump(), b[i][key].dump()) << key << " at step " << a[i]["step"] << " (" << extra << ")";
+        losses += key == std::string("loss");
+      }
+    }
+    EXPECT_EQ(losses, steps);
+    const std::string last = "/ckpt-" + std::to_string(steps);
+    EXPECT_EQ(read_file(path(one_dir + last + "/model.safetensors")),
+              read_file(path(two_dir + last + "/model.safetensors")));
+    EXPECT_EQ(read_file(path(one_dir + last + "/optimizer.safetensors")),
+              read_file(path(two_dir + last + "/optimizer.safetensors")));
+  };
+  compare("one", "two", "--grad-shards 2", 24);
+  // Two shards per rank and two micro-batches: leaves in a deeper tree;
+  // dropout masks keyed by the shard, not the rank.
+  compare("one4", "two4", "--grad-shards 4 --grad-accum 2 --dropout 0.1", 6);
+}
+
 // The pid of `rank` among the processes mpirun started for the run in `out`.
 pid_t find_rank(int rank, const std::string& out) {
   for (const auto& e : fs::directory_iterator("/proc")) {
@@ -192,14 +226,22 @@ TEST_F(Mpi, KilledRankStopsTheRunAndItsCheckpointResumesInOneProcess) {
   ::kill(victim, SIGKILL);
   run.join();
   ASSERT_NE(killed.exit_code, 0) << "the run finished before rank 1 could be killed";
-  // mpirun ends the job and names the rank that died.
-  EXPECT_NE(killed.output.find("rank 1"), std::string::npos) << killed.output;
-  EXPECT_NE(killed.output.find("signal 9"), std::string::npos) << killed.output;
   ASSERT_FALSE(fs::exists(path("run/summary.json")));
+  // Rank 0 names the rank that died and the checkpoint to resume, in one
+  // line, before mpirun's own report.
+  std::string latest = read_file(path("run/latest"));
+  while (!latest.empty() && (latest.back() == '\n' || latest.back() == ' ')) latest.pop_back();
+  ASSERT_EQ(latest.rfind("ckpt-", 0), 0u) << latest;
+  const std::string line = "hymba (rank 0 of 2): error: rank 1 (host ";
+  const size_t at = killed.output.find(line);
+  ASSERT_NE(at, std::string::npos) << killed.output;
+  const std::string said = killed.output.substr(at, killed.output.find('\n', at) - at);
+  EXPECT_NE(said.find(") stopped: its process (pid " + std::to_string(victim) + ") is gone; the last checkpoint " +
+                      path("run/" + latest) + " is intact"),
+            std::string::npos)
+      << said;
 
   // The last checkpoint is whole: one process resumes it and finishes the run.
-  const std::string latest = read_file(path("run/latest"));
-  ASSERT_EQ(latest.rfind("ckpt-", 0), 0u) << latest;
   const int64_t saved_step = std::stoll(latest.substr(5));
   const auto resumed = run_cli(train_args("run", kSteps, 1000, extra + " --resume", false, lr));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
@@ -217,6 +259,30 @@ TEST_F(Mpi, KilledRankStopsTheRunAndItsCheckpointResumesInOneProcess) {
     ASSERT_EQ(b[i]["step"], step);
     EXPECT_LE(relative(a[i]["loss"].get<double>(), b[i]["loss"].get<double>()), 1e-4) << "step " << step;
   }
+}
+
+TEST_F(Mpi, HungRankIsNamedAfterTheRankTimeout) {
+  SKIP_WITHOUT_MPI();
+  test::CliResult hung;
+  std::thread run([&] {
+    hung = run_cli(train_args("run", 400, 1000, "--save-interval 5"),
+                   "HYMBA_RANK_TIMEOUT=2 " + mpirun(2) + " -x HYMBA_RANK_TIMEOUT");
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  pid_t victim = -1;
+  while (std::chrono::steady_clock::now() < deadline && (victim < 0 || !fs::exists(path("run/latest")))) {
+    if (victim < 0) victim = find_rank(1, path("run"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GT(victim, 0) << "rank 1 not found";
+  ::kill(victim, SIGSTOP);  // alive but silent, as a rank stuck on a dead file system
+  run.join();
+  ::kill(victim, SIGKILL);  // in case the job left it behind
+  ASSERT_NE(hung.exit_code, 0) << "the run finished before rank 1 could be stopped";
+  EXPECT_NE(hung.output.find("stopped answering: nothing from it for 2 s (HYMBA_RANK_TIMEOUT); the last checkpoint "),
+            std::string::npos)
+      << hung.output;
+  EXPECT_NE(hung.output.find("error: rank 1 (host "), std::string::npos) << hung.output;
 }
 
 // A suite's results without the figures that time the run (they differ run to run).
@@ -278,6 +344,26 @@ TEST_F(Mpi, AblateSuiteSplitOverTwoRanksWritesTheResultsOfOneProcess) {
   for (size_t i = 0; i < 4; ++i)
     EXPECT_LE(relative(a["rows"][i]["best_val_loss"].get<double>(), c["rows"][i]["best_val_loss"].get<double>()), 1e-6)
         << a["rows"][i]["id"];
+
+  // With grad_shards in the recipe, data-parallel rows repeat one process's bits.
+  json sharded = suite;
+  sharded["train"]["grad_shards"] = 2;
+  std::ofstream(path("sharded.json")) << sharded.dump();
+  auto sharded_command = [&](const std::string& out, const std::string& extra) {
+    return "--threads 1 ablate --suite " + path("sharded.json") + " --data " + path("toy.txt") + " --out " +
+           path(out) + " --sample-tokens 8 --cache-context 64 --no-plots --quiet " + extra;
+  };
+  const auto alone = run_cli(sharded_command("sharded_one", ""));
+  ASSERT_EQ(alone.exit_code, 0) << alone.output;
+  const auto pair = run_cli(sharded_command("sharded_two", "--ranks-per-row 2"), mpirun(2));
+  ASSERT_EQ(pair.exit_code, 0) << pair.output;
+  const json d = json::parse(read_file(path("sharded_one/results.json"))),
+             e = json::parse(read_file(path("sharded_two/results.json")));
+  ASSERT_EQ(e["rows"].size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(d["rows"][i]["best_val_loss"].dump(), e["rows"][i]["best_val_loss"].dump()) << d["rows"][i]["id"];
+    EXPECT_EQ(d["rows"][i]["curve"].dump(), e["rows"][i]["curve"].dump()) << d["rows"][i]["id"];
+  }
 }
 
 TEST_F(Mpi, SynthSuiteSplitOverTwoRanksWritesTheResultsOfOneProcess) {
@@ -298,12 +384,31 @@ TEST_F(Mpi, SynthSuiteSplitOverTwoRanksWritesTheResultsOfOneProcess) {
   };
   const auto one = run_cli(command("one"));
   ASSERT_EQ(one.exit_code, 0) << one.output;
-  const auto two = run_cli(command("two"), mpirun(2));
+  const auto two = run_cli(command("two") + " --ranks-per-row 1", mpirun(2));
   ASSERT_EQ(two.exit_code, 0) << two.output;
   const json a = json::parse(read_file(path("one/results.json"))), b = json::parse(read_file(path("two/results.json")));
   ASSERT_EQ(b["rows"].size(), 3u);
   EXPECT_EQ(without_timings(a), without_timings(b));
   EXPECT_EQ(two.output.find("report: "), two.output.rfind("report: ")) << two.output;
+
+  // Both ranks on every row, data-parallel: equal to one process's to rounding.
+  const auto shared = run_cli(command("shared") + " --ranks-per-row 2", mpirun(2));
+  ASSERT_EQ(shared.exit_code, 0) << shared.output;
+  const json c = json::parse(read_file(path("shared/results.json")));
+  ASSERT_EQ(c["rows"].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const json& x = a["rows"][i]["epochs"];
+    const json& y = c["rows"][i]["epochs"];
+    ASSERT_EQ(x.size(), y.size()) << a["rows"][i]["id"];
+    for (size_t e = 0; e < x.size(); ++e)
+      for (const char* key : {"train_loss", "eval_loss", "eval_acc"})
+        EXPECT_LE(relative(x[e][key].get<double>(), y[e][key].get<double>()), 1e-5)
+            << a["rows"][i]["id"] << " epoch " << e + 1 << " " << key;
+  }
+  const auto bad = run_cli(command("bad") + " --ranks-per-row 3", mpirun(2));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("error: --ranks-per-row 3 must be >= 1 and divide the 2 MPI rank(s)"), std::string::npos)
+      << bad.output;
 }
 
 TEST_F(Mpi, RefusesABatchSmallerThanTheRanksAndBadRanksPerRow) {
@@ -314,6 +419,15 @@ TEST_F(Mpi, RefusesABatchSmallerThanTheRanksAndBadRanksPerRow) {
   EXPECT_NE(small.exit_code, 0);
   EXPECT_NE(small.output.find("error: --batch 1 is smaller than the 2 MPI ranks"), std::string::npos) << small.output;
   EXPECT_FALSE(fs::exists(path("small/metrics.jsonl")));
+  const auto uneven = run_cli(train_args("uneven", 2, 4, "--grad-shards 3"));
+  EXPECT_NE(uneven.exit_code, 0);
+  EXPECT_NE(uneven.output.find("error: --grad-shards 3 must be >= 1 and divide --batch 4"), std::string::npos)
+      << uneven.output;
+  const auto too_few = run_cli(train_args("few", 2, 4, "--grad-shards 1"), mpirun(2));
+  EXPECT_NE(too_few.exit_code, 0);
+  EXPECT_NE(too_few.output.find("error: --grad-shards 1: the 2 MPI rank(s) must be a power of two that divides it"),
+            std::string::npos)
+      << too_few.output;
   const auto bad = run_cli("--threads 1 ablate --suite seed-001 --out " + path("suite") + " --ranks-per-row 3", mpirun(2));
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("error: --ranks-per-row 3 must be >= 1 and divide the 2 MPI rank(s)"), std::string::npos)

@@ -62,6 +62,7 @@ TrainOptions train_options(const json& kw) {
       {"batch", i64(o.batch)},
       {"seq_len", i64(o.seq_len)},
       {"grad_accum", i64(o.grad_accum)},
+      {"grad_shards", i64(o.grad_shards)},
       {"lr", f64(o.lr)},
       {"min_lr_ratio", f64(o.min_lr_ratio)},
       {"warmup", i64(o.warmup)},

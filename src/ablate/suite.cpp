@@ -386,6 +386,7 @@ void apply_train_settings(TrainOptions& o, const json& settings, const std::stri
     else if (k == "batch") o.batch = integer();
     else if (k == "seq_len") o.seq_len = integer();
     else if (k == "grad_accum") o.grad_accum = integer();
+    else if (k == "grad_shards") o.grad_shards = integer();
     else if (k == "lr") o.lr = num();
     else if (k == "min_lr_ratio") o.min_lr_ratio = num();
     else if (k == "warmup") o.warmup = integer();
@@ -416,7 +417,7 @@ void apply_train_settings(TrainOptions& o, const json& settings, const std::stri
       (void)parse_tokenizer_kind(o.tokenizer_type, source + ": 'tokenizer'");
     } else {
       fail(source, ": unknown training setting '", k,
-           "' (known: steps, epochs, stop_epochs, batch, seq_len, grad_accum, lr, min_lr_ratio, warmup, weight_decay, beta1, "
+           "' (known: steps, epochs, stop_epochs, batch, seq_len, grad_accum, grad_shards, lr, min_lr_ratio, warmup, weight_decay, beta1, "
            "beta2, grad_clip, label_smoothing, dropout, eval_interval, eval_windows, log_interval, save_interval, "
            "val_fraction, seed, tokenizer, tokenizer_vocab, tokenizer_min_frequency, tokenizer_alphabet)");
     }

@@ -32,6 +32,7 @@ struct Override {
 struct Options {
   std::string suite, out, task, preset, gnuplot = "gnuplot";
   int64_t show = 0;
+  int ranks_per_row = 1;
   bool list = false, no_plots = false, quiet = false;
   // Values of the override flags (read only when given).
   int64_t vocab_size = 0, seq_len = 0, num_tokens_to_copy = 0, noise_vocab_size = 0, max_key_len = 0,
@@ -141,6 +142,7 @@ void run(Options& o) {
     return;
   }
   if (single && o.out.empty()) {
+    HYMBA_CHECK(o.ranks_per_row == 1, "--ranks-per-row: only for a suite or a run with --out");
     const synth::TaskSpec task = synth::row_task(suite, suite.rows[0]);
     const synth::RunResult r = synth::train_on_task(task, suite.rows[0].arch, suite.train, [](const synth::EpochStats& e) {
       std::printf("epoch %3lld  train loss %.4f  eval loss %.4f  eval acc %.4f  macro %.4f  lr %.3g  (%.1fs)\n",
@@ -158,6 +160,7 @@ void run(Options& o) {
   synth::SuiteRunOptions ro;
   ro.out_dir = o.out;
   ro.quiet = o.quiet;
+  ro.ranks_per_row = o.ranks_per_row;
   if (!o.no_plots) ro.gnuplot = o.gnuplot;
   else ro.gnuplot.clear();
   const synth::SuiteRunSummary s = synth::run_synth_suite(suite, ro);
@@ -196,6 +199,10 @@ void register_synth(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--gnuplot", x.gnuplot, "gnuplot program to render the plots")->capture_default_str();
   cmd->add_flag("--no-plots", x.no_plots, "Write the report without plots");
   cmd->add_flag("--quiet", x.quiet, "No per-epoch lines");
+  cmd->add_option("--ranks-per-row", x.ranks_per_row,
+                  "A suite under mpirun: MPI ranks that train each row data-parallel (must divide the ranks; "
+                  "the default 1 gives every rank rows of its own)")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
   // Task difficulty.
   add(cmd, x, "--vocab-size,--vocab_size", x.vocab_size, "task", "vocab_size", "Vocabulary (all special tokens included)");
   add(cmd, x, "--seq-len,--seq_len", x.seq_len, "task", "seq_len", "Sequence length L");

@@ -53,6 +53,10 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--batch", t.batch, "Sequences per micro-batch")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   cmd->add_option("--seq-len", t.seq_len, "Tokens per sequence")->check(CLI::Range(1, 1 << 24))->capture_default_str();
   cmd->add_option("--grad-accum", t.grad_accum, "Micro-batches per step")->check(CLI::Range(1, 1 << 16))->capture_default_str();
+  cmd->add_option("--grad-shards", t.grad_shards,
+                  "Each batch's gradient as S shards of batch/S sequences added in a fixed tree: 1 process and "
+                  "2, 4, ... MPI ranks (a power of two dividing S) train bit-identically (0: off)")
+      ->check(CLI::Range(0, 1 << 20))->capture_default_str();
   cmd->add_option("--lr", t.lr, "Peak learning rate")->check(CLI::Range(1e-12, 10.0))->capture_default_str();
   cmd->add_option("--min-lr-ratio", t.min_lr_ratio, "Cosine floor as a fraction of --lr")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   cmd->add_option("--warmup", t.warmup, "Linear warmup steps")->check(CLI::Range(0, 1 << 30))->capture_default_str();

@@ -10,7 +10,18 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace hymba::dist {
+
+// A peer rank stopped while this rank waited for it in a sum: its process is
+// gone (a peer on this machine), or it sent nothing for the rank timeout
+// (HYMBA_RANK_TIMEOUT seconds, default 600; 0: wait forever). The message
+// names the rank and its host.
+class PeerLost : public Error {
+ public:
+  using Error::Error;
+};
 
 // Whether this build can run as several MPI ranks.
 bool mpi_built();
@@ -42,8 +53,8 @@ class Communicator {
   bool is_root() const { return rank_ == 0; }
 
   // Element-wise sum over the ranks, left on every rank. The sum is taken in
-  // rank order (((r0 + r1) + r2) + ...) whatever order the messages arrive
-  // in, so repeated runs are bit-identical. Bandwidth as a ring allreduce:
+  // a fixed pairwise tree over rank index (((r0 + r1) + (r2 + r3)) + ...)
+  // whatever order the messages arrive in, so repeated runs are bit-identical. Bandwidth as a ring allreduce:
   // each rank sends and receives 2 (N-1)/N of the buffer.
   void sum(float* data, int64_t n) const;
   void sum(double* data, int64_t n) const;

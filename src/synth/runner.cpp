@@ -209,10 +209,19 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
   }
   const json header = {{"suite", suite.name}, {"title", suite.title}, {"task", suite.task.to_json()},
                        {"train", suite.train.to_json()}, {"reference_source", suite.reference_source}};
-  // Under mpirun rank r trains rows r, r + N, ... (each alone, with its own
-  // threads); rank 0 gathers the records and writes the results and report.
+  // Under mpirun group g of K ranks (--ranks-per-row K; groups = N / K)
+  // trains rows g, g + groups, ... data-parallel (K = 1: each rank alone,
+  // with its own threads); rank 0 gathers the records and writes the results
+  // and report.
   const dist::Communicator& world = dist::world();
   const bool root = world.is_root();
+  HYMBA_CHECK(opt.ranks_per_row >= 1 && world.size() % opt.ranks_per_row == 0, "--ranks-per-row ", opt.ranks_per_row,
+              " must be >= 1 and divide the ", world.size(), " MPI rank(s) of the job");
+  const int groups = world.size() / opt.ranks_per_row;
+  const int group = world.rank() / opt.ranks_per_row;
+  const dist::Communicator group_comm = world.split(group);
+  const bool leader = group_comm.is_root();  // reports its group's rows
+  auto group_of = [groups](size_t row) { return static_cast<int>(row % static_cast<size_t>(groups)); };
   SuiteRunSummary summary;
   auto save_results = [&] {
     // Rows of ids the suite no longer has stay in the file, out of the report.
@@ -244,17 +253,17 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
       ++summary.skipped;
       if (!opt.quiet && root)
         std::fprintf(opt.log, "[%zu/%zu] %s: measured before, kept\n", i + 1, suite.rows.size(), row.name.c_str());
-    } else if (static_cast<int>(i % static_cast<size_t>(world.size())) != world.rank()) {
-      continue;  // another rank's row
+    } else if (group_of(i) != group) {
+      continue;  // another group's row
     } else {
-      if (!opt.quiet) std::fprintf(opt.log, "[%zu/%zu] %s\n", i + 1, suite.rows.size(), row.name.c_str());
+      if (!opt.quiet && leader) std::fprintf(opt.log, "[%zu/%zu] %s\n", i + 1, suite.rows.size(), row.name.c_str());
       rec.result = train_on_task(tasks[i], row.arch, suite.train, [&](const EpochStats& e) {
-        if (opt.quiet) return;
+        if (opt.quiet || !leader) return;
         std::fprintf(opt.log, "  epoch %3lld  train loss %.4f  eval loss %.4f  eval acc %.4f  macro %.4f  (%.1fs)\n",
                      static_cast<long long>(e.epoch), e.train_loss, e.eval_loss, e.eval_acc, e.eval_macro_acc,
                      e.seconds);
         std::fflush(opt.log);
-      });
+      }, &group_comm);
       ++summary.trained;
     }
     summary.rows.push_back(rec);
@@ -266,7 +275,7 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
   if (world.size() > 1) {
     json trained_here = json::array();
     for (size_t i = 0; i < records.size(); ++i)
-      if (records[i] && static_cast<int>(i % static_cast<size_t>(world.size())) == world.rank())
+      if (records[i] && leader && group_of(i) == group)
         trained_here.push_back({{"index", i}, {"record", records[i]->to_json()}});
     const std::vector<std::string> parts =
         world.gather(json{{"trained", summary.trained}, {"rows", trained_here}}.dump());

@@ -18,6 +18,9 @@ struct SuiteRunOptions {
   std::string out_dir;
   std::string gnuplot = "gnuplot";  // "" skips the plots
   bool quiet = false;               // no per-epoch lines
+  // Under mpirun: ranks that train each row data-parallel (must divide the
+  // ranks); 1: every rank trains rows of its own.
+  int ranks_per_row = 1;
   std::FILE* log = stdout;
 };
 

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/threading.h"
+#include "kernels/cpu/cross_entropy.h"
 #include "model/model.h"
 #include "synth/compression_head.h"
 #include "synth/metrics.h"
@@ -233,12 +234,13 @@ class Learner {
     return model_.params().num_params() + (head_ ? head_->params().num_params() : 0);
   }
 
-  // Loss stats of a batch; with `learn` also accumulates gradients.
-  LossStats run(const int32_t* ids, const int32_t* targets, int64_t B, int64_t T, bool learn) {
+  // Loss stats of a batch; with `learn` also accumulates the gradients of
+  // loss_scale x (the batch's mean loss).
+  LossStats run(const int32_t* ids, const int32_t* targets, int64_t B, int64_t T, bool learn, float loss_scale = 1.0f) {
     const ThreadLimit threads(threads_for_param_rows(params() * B * T));
     if (!compression_) {
       const LossStats st = model_.forward(ids, targets, B, T);
-      if (learn) model_.backward();
+      if (learn) model_.backward(loss_scale);
       return st;
     }
     model_.forward(ids, nullptr, B, T);
@@ -250,11 +252,21 @@ class Learner {
     if (learn) {
       std::vector<float> dlast(static_cast<size_t>(B * d));
       head_->backward(dlast.data());
+      if (loss_scale != 1.0f) {  // the head has no scale of its own; its gradients were zero before this batch
+        scale_grads(head_->params(), loss_scale);
+        for (float& g : dlast) g *= loss_scale;
+      }
       dhidden_.assign(static_cast<size_t>(B * T * d), 0.0f);
       for (int64_t b = 0; b < B; ++b) std::copy_n(dlast.begin() + b * d, d, dhidden_.begin() + ((b + 1) * T - 1) * d);
       model_.backward_from_token_hidden(dhidden_.data());
     }
     return st;
+  }
+
+  // The sum of every rank's gradients, on every rank (data-parallel rows).
+  void sum_grads(const dist::Communicator& comm) {
+    comm.sum(model_.params().grads_block(), model_.params().total_floats());
+    if (head_) comm.sum(head_->params().grads_block(), head_->params().total_floats());
   }
 
   // Argmax class of every position of the last run: out [B * T].
@@ -327,8 +339,11 @@ TaskData task_data(const TaskSpec& task, const TrainSettings& s, int64_t limit) 
 }
 
 RunResult train_on_task(const TaskSpec& task, const ArchSpec& arch, const TrainSettings& s,
-                        const std::function<void(const EpochStats&)>& on_epoch) {
+                        const std::function<void(const EpochStats&)>& on_epoch, const dist::Communicator* comm) {
   arch.validate();
+  const dist::Communicator alone;
+  const dist::Communicator& group = comm != nullptr ? *comm : alone;
+  const int64_t ranks = group.size(), rank = group.rank();
   const TaskData sets = task_data(task, s);
   const Dataset& train = sets.train;
   const Dataset& test = sets.test;
@@ -369,12 +384,33 @@ RunResult train_on_task(const TaskSpec& task, const ArchSpec& arch, const TrainS
     double loss_sum = 0, e_lr = 0;
     for (int64_t b = 0; b < batches; ++b) {
       const int64_t from = b * s.batch_size, count = std::min(s.batch_size, train.n - from);
-      gather(train, order, from, count, ids, targets);
+      // This rank's rows of the batch (all of them in one process).
+      const int64_t first = from + count * rank / ranks, rows = from + count * (rank + 1) / ranks - first;
       learner.zero_grad();
-      const LossStats st = learner.run(ids.data(), targets.data(), count, train.seq, true);
-      const double mean = st.scored > 0 ? st.loss_sum / static_cast<double>(st.scored) : 0.0;
-      HYMBA_CHECK(std::isfinite(mean), "synth: the training loss became ", mean, " at epoch ", epoch,
-                  " (try a lower --lr)");
+      double mean = 0.0;
+      if (ranks == 1) {
+        gather(train, order, from, count, ids, targets);
+        const LossStats st = learner.run(ids.data(), targets.data(), count, train.seq, true);
+        mean = st.scored > 0 ? st.loss_sum / static_cast<double>(st.scored) : 0.0;
+      } else {
+        // The batch's mean loss is the ranks' loss sums over their scored
+        // positions; each backpropagates its share of it.
+        int64_t scored_here = 0;
+        for (int64_t i = 0; i < rows * train.seq; ++i)
+          scored_here += train.target(order[static_cast<size_t>(first + i / train.seq)])[i % train.seq] != cpu::kIgnoreIndex;
+        double counts[1] = {static_cast<double>(scored_here)};
+        group.sum(counts, 1);
+        LossStats st;
+        if (rows > 0) {
+          gather(train, order, first, rows, ids, targets);
+          const double share = counts[0] > 0 ? static_cast<double>(scored_here) / counts[0] : 0.0;
+          st = learner.run(ids.data(), targets.data(), rows, train.seq, true, static_cast<float>(share));
+        }
+        learner.sum_grads(group);
+        double sums[2] = {st.loss_sum, static_cast<double>(st.scored)};
+        group.sum(sums, 2);
+        mean = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+      }
       loss_sum += mean;
       e_lr = lr_at(epoch - 1, step);
       learner.step(adamw, e_lr, step + 1, s.grad_clip);

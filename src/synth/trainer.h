@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dist/communicator.h"
 #include "model/config.h"
 #include "synth/tasks.h"
 
@@ -97,7 +98,12 @@ TaskData task_data(const TaskSpec& task, const TrainSettings& settings, int64_t 
 
 // Generates the task's train and test sets from settings.seed, trains, and
 // evaluates after every epoch; on_epoch (may be empty) sees each epoch.
+// With `comm` of K > 1 ranks the run is data-parallel (hymba synth
+// --ranks-per-row): rank r takes rows [r B/K, (r+1) B/K) of every batch, the
+// gradients are summed, and every rank takes the same step and evaluates the
+// whole (small) test set, so every rank returns the same result.
 RunResult train_on_task(const TaskSpec& task, const ArchSpec& arch, const TrainSettings& settings,
-                        const std::function<void(const EpochStats&)>& on_epoch = {});
+                        const std::function<void(const EpochStats&)>& on_epoch = {},
+                        const dist::Communicator* comm = nullptr);
 
 }  // namespace hymba::synth

@@ -27,6 +27,7 @@
 #include "train/progress.h"
 #include "train/run_lock.h"
 #include "train/run_state.h"
+#include "train/sharded_gradient.h"
 #include "train/stop_signal.h"
 
 namespace hymba {
@@ -53,6 +54,7 @@ nlohmann::json TrainSummary::to_json() const {
   if (ranks > 1) {
     j["ranks"] = ranks;
     j["comm_share"] = comm_share;
+    j["grad_sum_share"] = grad_sum_share;
   }
   return j;
 }
@@ -75,6 +77,7 @@ json run_recipe(const TrainOptions& o, double dropout) {
                 {"tokenizer_vocab", builds_tokenizer && o.tokenizer_type != "byte" ? o.tokenizer_vocab : 0},
                 {"eps", o.adamw.eps},
                 {"dropout", dropout},  // the one in effect: --dropout or the model config's
+                {"grad_shards", o.grad_shards},
                 {"threads", num_threads()}});
   if (builds_tokenizer && o.tokenizer_type == "byte-level-bpe") {
     j["tokenizer_min_frequency"] = o.tokenizer_min_frequency;
@@ -165,6 +168,7 @@ void validate(const TrainOptions& o) {
   HYMBA_CHECK(o.batch >= 1, "--batch must be >= 1 (got ", o.batch, ")");
   HYMBA_CHECK(o.seq_len >= 1, "--seq-len must be >= 1 (got ", o.seq_len, ")");
   HYMBA_CHECK(o.grad_accum >= 1, "--grad-accum must be >= 1 (got ", o.grad_accum, ")");
+  HYMBA_CHECK(o.grad_shards >= 0, "--grad-shards must be >= 0 (0: off; got ", o.grad_shards, ")");
   HYMBA_CHECK(o.steps >= 0, "--steps must be >= 0");
   HYMBA_CHECK(o.epochs >= 0, "--epochs must be >= 0");
   HYMBA_CHECK(o.stop_epochs >= 0, "--stop-epochs must be >= 0");
@@ -274,6 +278,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
   std::FILE* log = opt.quiet || !root ? nullptr : stderr;
   HYMBA_CHECK(opt.batch >= comm.size(), "--batch ", opt.batch, " is smaller than the ", comm.size(),
               " MPI ranks: each rank needs at least one sequence of every batch");
+  if (opt.grad_shards > 0) check_grad_shards(opt.grad_shards, opt.batch, comm.size());
   const auto t_start = std::chrono::steady_clock::now();
   // This run's memory, not an earlier run's in the same process (a suite).
   const bool rss_from_here = reset_peak_rss();
@@ -329,7 +334,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
     load_optimizer_state(ckpt, *model);
     start_step = state.step;
     const int64_t saved_ranks = saved_run.value("ranks", int64_t{1});
-    if (saved_ranks != comm.size() && log)
+    if (saved_ranks != comm.size() && opt.grad_shards == 0 && log)
       std::fprintf(log,
                    "note: this run trained on %lld MPI rank(s), now %d: the global batch is the same, but sums are "
                    "split differently, so results are not bit-identical to an uninterrupted run\n",
@@ -466,6 +471,8 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
     EvalResult r;
     try {
       r = evaluate_shared(*model, data.val(), opt.seq_len, opt.batch, opt.eval_windows, comm);
+    } catch (const dist::PeerLost&) {
+      throw;  // the loop names the checkpoint
     } catch (const Error& e) {  // a non-finite loss: name the run whose weights gave it
       throw Error(opt.out_dir + ": " + e.what());
     }
@@ -505,104 +512,130 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
     comm.sum(&any, 1);
     return sig != 0 ? sig : any > 0 ? SIGTERM : 0;
   };
+  std::optional<ShardedGradient> sharded;
+  if (opt.grad_shards > 0) sharded.emplace(opt.grad_shards, opt.batch, opt.seq_len, opt.grad_accum, comm);
+  double grad_sum_seconds = 0.0;  // the gradient sums alone, after every rank arrived
   double comm_seconds = 0.0;  // of the steps' time, in sums across ranks (waits for slower ranks included)
-  for (int64_t step = start_step; step < stop; ++step) {
-    if (const int sig = agreed_stop_signal(); sig != 0 && step == start_step) {
-      progress.finish();
-      throw Interrupted(stop_reason(sig) + " before the first step; " +
-                            (opt.resume ? "the run's checkpoint is unchanged" : "nothing was saved"),
-                        sig);
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    const double comm_at_t0 = comm.sum_seconds();
-    const double lr = sched.at(step);
-    model->params().zero_grad();
-    double step_loss = 0.0;
-    for (int64_t micro = 0; micro < opt.grad_accum; ++micro) {
-      const int64_t draw = step * opt.grad_accum + micro;
-      sampler.batch_at(draw, ids, targets);
-      ForwardOptions fo;
-      fo.label_smoothing = opt.label_smoothing;
-      // Each rank draws its own masks (they cover its rows only).
-      const Rng drop = comm.size() == 1 ? dropout_root.split(static_cast<uint64_t>(draw))
-                                        : dropout_root.split(static_cast<uint64_t>(draw)).split(
-                                              0xD15700 + static_cast<uint64_t>(comm.rank()));
-      if (use_dropout) fo.dropout_rng = &drop;
-      const int64_t first = row_begin * opt.seq_len;
-      const LossStats s = model->forward(ids.data() + first, targets.data() + first, rows, opt.seq_len, fo);
-      // The loss is the mean over the whole batch's scored tokens, on every rank.
-      double batch_sums[2] = {s.loss_sum, static_cast<double>(s.scored)};
-      comm.sum(batch_sums, 2);
-      const double mean = batch_sums[1] > 0 ? batch_sums[0] / batch_sums[1] : 0.0;
-      if (!std::isfinite(mean)) {
+  // A rank that stops mid-run (killed, out of memory, hung) is named by the
+  // ranks that waited for it, with the checkpoint a --resume would continue.
+  try {
+    for (int64_t step = start_step; step < stop; ++step) {
+      if (const int sig = agreed_stop_signal(); sig != 0 && step == start_step) {
         progress.finish();
-        fail("loss became ", mean, " at step ", step + 1, "; stopped. The last good checkpoint is kept in ",
-             opt.out_dir, " (try a lower --lr or --grad-clip)");
+        throw Interrupted(stop_reason(sig) + " before the first step; " +
+                              (opt.resume ? "the run's checkpoint is unchanged" : "nothing was saved"),
+                          sig);
       }
-      step_loss += mean / static_cast<double>(opt.grad_accum);
-      // d(batch mean) is the ranks' sum of (scored here / scored) d(mean here).
-      const double share = comm.size() == 1 ? 1.0 : static_cast<double>(s.scored) / batch_sums[1];
-      model->backward(comm.size() == 1 ? 1.0f / static_cast<float>(opt.grad_accum)
-                                       : static_cast<float>(share / static_cast<double>(opt.grad_accum)));
-    }
-    comm.sum(model->params().grads_block(), model->params().total_floats());
-    const double norm = clip_grad_norm(model->params(), opt.grad_clip);
-    if (!std::isfinite(norm)) {
-      progress.finish();
-      fail("gradient norm became ", norm, " at step ", step + 1, "; stopped. The last good checkpoint is kept in ",
-           opt.out_dir);
-    }
-    adamw_step(model->params(), opt.adamw, lr, step + 1);
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const int64_t step_tokens = opt.batch * opt.seq_len * opt.grad_accum;
-    train_seconds += dt;
-    comm_seconds += comm.sum_seconds() - comm_at_t0;
-    sum.tokens += step_tokens;
-    sum.final_train_loss = step_loss;
-    loss_window += step_loss;
-    ++window_steps;
-    window_seconds += dt;
-    window_tokens += step_tokens;
-    const int64_t done = step + 1;
-    const double tok_s = window_seconds > 0 ? window_tokens / window_seconds : 0.0;
-    if (log) progress.update(step, step_loss, lr, tok_s);
-    if (done % opt.log_interval == 0 || done == stop) {
-      if (metrics) metrics->write({{"step", done},
-                     {"loss", step_loss},
-                     {"loss_avg", loss_window / static_cast<double>(window_steps)},
-                     {"lr", lr},
-                     {"grad_norm", norm},
-                     {"tokens_per_s", tok_s},
-                     {"tokens", sum.tokens}});
-      loss_window = 0.0;
-      window_steps = 0;
-      window_seconds = 0.0;
-      window_tokens = 0;
-    }
-    std::optional<EvalResult> evaluated;
-    if (done % opt.eval_interval == 0 || done == stop) evaluated = run_eval(done, progress);
-    const bool saved = done % opt.save_interval == 0 || done == stop;
-    if (saved && root) save_training_checkpoint(opt.out_dir, done, *model, *tok, checkpoint_state(done));
-    if (opt.on_step) {
-      json record = {{"step", done},    {"steps", stop},     {"loss", step_loss},     {"lr", lr},
-                     {"grad_norm", norm}, {"tokens_per_s", tok_s}, {"tokens", sum.tokens}};
-      if (evaluated) {
-        record["val_loss"] = evaluated->loss;
-        record["val_ppl"] = evaluated->ppl;
-        record["val_accuracy"] = evaluated->accuracy;
+      const auto t0 = std::chrono::steady_clock::now();
+      const double comm_at_t0 = comm.sum_seconds();
+      const double lr = sched.at(step);
+      model->params().zero_grad();
+      double step_loss = 0.0;
+      if (sharded) {
+        const ShardedGradient::Step st =
+            sharded->compute(*model, sampler, step, opt.label_smoothing, use_dropout ? &dropout_root : nullptr);
+        if (!std::isfinite(st.worst_mean)) {
+          progress.finish();
+          fail("loss became ", st.worst_mean, " at step ", step + 1, "; stopped. The last good checkpoint is kept in ",
+               opt.out_dir, " (try a lower --lr or --grad-clip)");
+        }
+        step_loss = st.loss;
       }
-      if (!opt.on_step(record)) hook_stopped = true;
+      for (int64_t micro = 0; micro < (sharded ? 0 : opt.grad_accum); ++micro) {
+        const int64_t draw = step * opt.grad_accum + micro;
+        sampler.batch_at(draw, ids, targets);
+        ForwardOptions fo;
+        fo.label_smoothing = opt.label_smoothing;
+        // Each rank draws its own masks (they cover its rows only).
+        const Rng drop = comm.size() == 1 ? dropout_root.split(static_cast<uint64_t>(draw))
+                                          : dropout_root.split(static_cast<uint64_t>(draw)).split(
+                                                0xD15700 + static_cast<uint64_t>(comm.rank()));
+        if (use_dropout) fo.dropout_rng = &drop;
+        const int64_t first = row_begin * opt.seq_len;
+        const LossStats s = model->forward(ids.data() + first, targets.data() + first, rows, opt.seq_len, fo);
+        // The loss is the mean over the whole batch's scored tokens, on every rank.
+        double batch_sums[2] = {s.loss_sum, static_cast<double>(s.scored)};
+        comm.sum(batch_sums, 2);
+        const double mean = batch_sums[1] > 0 ? batch_sums[0] / batch_sums[1] : 0.0;
+        if (!std::isfinite(mean)) {
+          progress.finish();
+          fail("loss became ", mean, " at step ", step + 1, "; stopped. The last good checkpoint is kept in ",
+               opt.out_dir, " (try a lower --lr or --grad-clip)");
+        }
+        step_loss += mean / static_cast<double>(opt.grad_accum);
+        // d(batch mean) is the ranks' sum of (scored here / scored) d(mean here).
+        const double share = comm.size() == 1 ? 1.0 : static_cast<double>(s.scored) / batch_sums[1];
+        model->backward(comm.size() == 1 ? 1.0f / static_cast<float>(opt.grad_accum)
+                                         : static_cast<float>(share / static_cast<double>(opt.grad_accum)));
+      }
+      if (!sharded) grad_sum_seconds += timed_grad_sum(comm, model->params());
+      const double norm = clip_grad_norm(model->params(), opt.grad_clip);
+      if (!std::isfinite(norm)) {
+        progress.finish();
+        fail("gradient norm became ", norm, " at step ", step + 1, "; stopped. The last good checkpoint is kept in ",
+             opt.out_dir);
+      }
+      adamw_step(model->params(), opt.adamw, lr, step + 1);
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const int64_t step_tokens = opt.batch * opt.seq_len * opt.grad_accum;
+      train_seconds += dt;
+      comm_seconds += comm.sum_seconds() - comm_at_t0;
+      sum.tokens += step_tokens;
+      sum.final_train_loss = step_loss;
+      loss_window += step_loss;
+      ++window_steps;
+      window_seconds += dt;
+      window_tokens += step_tokens;
+      const int64_t done = step + 1;
+      const double tok_s = window_seconds > 0 ? window_tokens / window_seconds : 0.0;
+      if (log) progress.update(step, step_loss, lr, tok_s);
+      if (done % opt.log_interval == 0 || done == stop) {
+        if (metrics) metrics->write({{"step", done},
+                       {"loss", step_loss},
+                       {"loss_avg", loss_window / static_cast<double>(window_steps)},
+                       {"lr", lr},
+                       {"grad_norm", norm},
+                       {"tokens_per_s", tok_s},
+                       {"tokens", sum.tokens}});
+        loss_window = 0.0;
+        window_steps = 0;
+        window_seconds = 0.0;
+        window_tokens = 0;
+      }
+      std::optional<EvalResult> evaluated;
+      if (done % opt.eval_interval == 0 || done == stop) evaluated = run_eval(done, progress);
+      const bool saved = done % opt.save_interval == 0 || done == stop;
+      if (saved && root) save_training_checkpoint(opt.out_dir, done, *model, *tok, checkpoint_state(done));
+      if (opt.on_step) {
+        json record = {{"step", done},    {"steps", stop},     {"loss", step_loss},     {"lr", lr},
+                       {"grad_norm", norm}, {"tokens_per_s", tok_s}, {"tokens", sum.tokens}};
+        if (evaluated) {
+          record["val_loss"] = evaluated->loss;
+          record["val_ppl"] = evaluated->ppl;
+          record["val_accuracy"] = evaluated->accuracy;
+        }
+        if (!opt.on_step(record)) hook_stopped = true;
+      }
+      // A signal during the last step lets the run finish: it is complete.
+      if (const int sig = agreed_stop_signal(); sig != 0 && done < stop) {
+        progress.finish();
+        if (!saved && root) save_training_checkpoint(opt.out_dir, done, *model, *tok, checkpoint_state(done));
+        throw Interrupted(stop_reason(sig) + ": stopped after step " +
+                              std::to_string(done) + " of " + std::to_string(stop) + " and saved " +
+                              (fs::path(opt.out_dir) / ("ckpt-" + std::to_string(done))).string() +
+                              "; rerun with --resume to continue",
+                          sig);
+      }
     }
-    // A signal during the last step lets the run finish: it is complete.
-    if (const int sig = agreed_stop_signal(); sig != 0 && done < stop) {
-      progress.finish();
-      if (!saved && root) save_training_checkpoint(opt.out_dir, done, *model, *tok, checkpoint_state(done));
-      throw Interrupted(stop_reason(sig) + ": stopped after step " +
-                            std::to_string(done) + " of " + std::to_string(stop) + " and saved " +
-                            (fs::path(opt.out_dir) / ("ckpt-" + std::to_string(done))).string() +
-                            "; rerun with --resume to continue",
-                        sig);
+  } catch (const dist::PeerLost& lost) {
+    progress.finish();
+    std::string last;
+    try {
+      last = "the last checkpoint " + resolve_checkpoint(opt.out_dir) + " is intact";
+    } catch (const Error&) {
+      last = "no checkpoint was saved yet";
     }
+    fail(lost.what(), "; ", last, " (rerun with --resume to continue)");
   }
   progress.finish();
   sum.steps = stop;
@@ -615,9 +648,13 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
   sum.ranks = comm.size();
   const double trained_here = train_seconds - state.train_seconds;
   sum.comm_share = trained_here > 0 ? comm_seconds / trained_here : 0.0;
+  if (sharded) grad_sum_seconds = sharded->grad_sum_seconds();
+  sum.grad_sum_share = trained_here > 0 ? grad_sum_seconds / trained_here : 0.0;
   if (log && comm.size() > 1)
-    std::fprintf(log, "data-parallel over %d ranks: %.1f%% of the training time of the step time went to sums across ranks\n",
-                 comm.size(), 100.0 * sum.comm_share);
+    std::fprintf(log,
+                 "data-parallel over %d ranks: %.1f%% of the training time went to sums across ranks (waits for a "
+                 "slower rank included), %.1f%% to the gradient sums alone\n",
+                 comm.size(), 100.0 * sum.comm_share, 100.0 * sum.grad_sum_share);
   if (root) write_text_atomic(summary_path, sum.to_json().dump(2) + "\n");
   return sum;
 }

@@ -36,6 +36,10 @@ struct TrainOptions {
   int64_t batch = 8;
   int64_t seq_len = 128;
   int64_t grad_accum = 1;
+  // > 0: each micro-batch's gradient is the sum of this many shards' (B/S
+  // sequences each, separate passes) in a fixed pairwise tree, so 1 process
+  // and 2, 4, ... MPI ranks give bit-identical runs (train/sharded_gradient.h).
+  int64_t grad_shards = 0;
 
   double lr = 3e-4;
   double min_lr_ratio = 0.1;  // cosine floor as a fraction of lr
@@ -100,6 +104,9 @@ struct TrainSummary {
   // summing gradients and losses across ranks (in summary.json only then).
   int ranks = 1;
   double comm_share = 0.0;
+  // Of that, the gradient sum alone once every rank has arrived (transfer
+  // and adds, without waiting for a slower rank's backward pass).
+  double grad_sum_share = 0.0;
   nlohmann::json to_json() const;
 };
 
