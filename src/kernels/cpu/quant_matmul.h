@@ -28,6 +28,11 @@ namespace hymba::cpu {
 
 inline constexpr int kDotLanes = 8;
 
+// How far ahead of the block being read the weight stream is prefetched:
+// the hardware prefetcher stops at 4 KiB page boundaries, and a decode step
+// streams each weight once, so every page would otherwise start with a miss.
+inline constexpr int kPrefetchBytes = 2048;
+
 // The two accumulators' 8 lanes each, added as the AVX2 path adds them:
 // s = even + odd, q_k = s_k + s_{k+4}, then (q0 + q2) + (q1 + q3).
 inline float finish_lanes(const float* even, const float* odd) {

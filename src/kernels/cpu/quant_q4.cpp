@@ -104,6 +104,7 @@ __attribute__((target("avx2,fma,f16c"))) float row_dot_avx2(const BlockQ4* w, co
   __m256 even = _mm256_setzero_ps(), odd = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 1 < nb; b += 2) {
+    _mm_prefetch(reinterpret_cast<const char*>(w + b) + kPrefetchBytes, _MM_HINT_T0);
     even = block_fma(w[b], x[b], lane_sums_x8 + b * kDotLanes, _cvtsh_ss(w[b].scale) * x_scales[b], even);
     odd = block_fma(w[b + 1], x[b + 1], lane_sums_x8 + (b + 1) * kDotLanes,
                     _cvtsh_ss(w[b + 1].scale) * x_scales[b + 1], odd);

@@ -64,6 +64,7 @@ __attribute__((target("avx2,fma,f16c"))) float row_dot_avx2(const BlockQ8* w, co
   __m256 even = _mm256_setzero_ps(), odd = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 1 < nb; b += 2) {
+    _mm_prefetch(reinterpret_cast<const char*>(w + b) + kPrefetchBytes, _MM_HINT_T0);
     even = lane_fma_avx2(load_q8(w[b]), load_q8(x[b]), _cvtsh_ss(w[b].scale) * x_scales[b], even);
     odd = lane_fma_avx2(load_q8(w[b + 1]), load_q8(x[b + 1]), _cvtsh_ss(w[b + 1].scale) * x_scales[b + 1], odd);
   }
