@@ -49,7 +49,13 @@ Decoder::Decoder(Model& model, WeightFormat weights)
 }
 
 int decode_threads(const Model& model, int64_t rows) {
-  return threads_for_param_rows(model.params().num_params() * rows);
+  // Lower than training's threshold (threads_for_param_rows, 256M): with the
+  // lane-order block kernels a 125M model's step is bandwidth-bound enough
+  // that two threads pay (hymba-125m q8 decode 52-61 against 38-45 tok/s,
+  // f32 18-19 against 12-15, quiet 2-core machine), while a 30M model's
+  // still runs faster on one.
+  constexpr int64_t kSerialParamRows = int64_t{64} << 20;
+  return model.params().num_params() * rows < kSerialParamRows ? 1 : num_threads();
 }
 
 void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32_t> tokens, float* logits) {

@@ -28,7 +28,8 @@
 namespace hymba::infer {
 
 // Threads for `rows` rows through the model: a decode step (or a short
-// chunk) of a small model runs on one thread (see threads_for_param_rows).
+// chunk) of a model under 64M parameters runs on one thread (waking a
+// second costs more than it saves; see threads_for_param_rows).
 int decode_threads(const Model& model, int64_t rows);
 
 class Decoder {
