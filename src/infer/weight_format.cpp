@@ -98,26 +98,32 @@ const std::vector<Block>& DecoderLinears::quantized(std::map<Key, std::vector<Bl
   return it->second;
 }
 
+void DecoderLinears::formatted_product(Copies& copies, WeightFormat format, float* out, int64_t ld_out,
+                                       const float* in, int64_t ld_in, const float* w, int64_t rows, int64_t C,
+                                       int64_t OC) {
+  if (format == WeightFormat::kBF16) {
+    const auto round = [](uint16_t* b, const float* x, int64_t n, int64_t c) { cpu::quantize_bf16(b, x, n, c); };
+    const auto& values = quantized(copies.bf16, w, OC, C, C, round);
+    cpu::matmul_bf16(out, ld_out, in, ld_in, values.data(), nullptr, rows, C, OC);
+  } else if (format == WeightFormat::kQ4) {
+    const auto quantize = [](cpu::BlockQ4* b, const float* x, int64_t n, int64_t c) { cpu::quantize_q4(b, x, n, c); };
+    const auto& blocks = quantized(copies.q4, w, OC, C, cpu::q4_blocks_per_row(C), quantize);
+    cpu::matmul_q4(out, ld_out, in, ld_in, blocks.data(), nullptr, rows, C, OC);
+  } else {
+    HYMBA_CHECK(format == WeightFormat::kQ8, "a float32 product asked for a formatted copy");
+    const auto quantize = [](cpu::BlockQ8* b, const float* x, int64_t n, int64_t c) { cpu::quantize_q8(b, x, n, c); };
+    const auto& blocks = quantized(copies.q8, w, OC, C, cpu::q8_blocks_per_row(C), quantize);
+    cpu::matmul_q8(out, ld_out, in, ld_in, blocks.data(), nullptr, rows, C, OC);
+  }
+}
+
 void DecoderLinears::linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w, int64_t rows,
                             int64_t C, int64_t OC) {
   if (!held_.empty() && held_linear(out, ld_out, in, ld_in, w, rows, C, OC)) return;
-  if (format_ == WeightFormat::kF32 || (rows >= kFloatRows && !quantize_all_rows_)) {
+  if (format_ == WeightFormat::kF32 || (rows >= kFloatRows && !quantize_all_rows_))
     infer::linear(out, ld_out, in, ld_in, w, rows, C, OC);
-    return;
-  }
-  if (format_ == WeightFormat::kBF16) {
-    const auto round = [](uint16_t* b, const float* x, int64_t n, int64_t c) { cpu::quantize_bf16(b, x, n, c); };
-    const auto& values = quantized(bf16_, w, OC, C, C, round);
-    cpu::matmul_bf16(out, ld_out, in, ld_in, values.data(), nullptr, rows, C, OC);
-  } else if (format_ == WeightFormat::kQ4) {
-    const auto quantize = [](cpu::BlockQ4* b, const float* x, int64_t n, int64_t c) { cpu::quantize_q4(b, x, n, c); };
-    const auto& blocks = quantized(q4_, w, OC, C, cpu::q4_blocks_per_row(C), quantize);
-    cpu::matmul_q4(out, ld_out, in, ld_in, blocks.data(), nullptr, rows, C, OC);
-  } else {
-    const auto quantize = [](cpu::BlockQ8* b, const float* x, int64_t n, int64_t c) { cpu::quantize_q8(b, x, n, c); };
-    const auto& blocks = quantized(q8_, w, OC, C, cpu::q8_blocks_per_row(C), quantize);
-    cpu::matmul_q8(out, ld_out, in, ld_in, blocks.data(), nullptr, rows, C, OC);
-  }
+  else
+    formatted_product(copies_, format_, out, ld_out, in, ld_in, w, rows, C, OC);
 }
 
 WeightFormat head_format_of(WeightFormat format) {
@@ -130,41 +136,28 @@ WeightFormat DecoderLinears::head_format() const {
 
 void DecoderLinears::head(float* logits, const float* in, const float* w, int64_t rows, int64_t C, int64_t V) {
   const WeightFormat f = head_format();
-  if (f == WeightFormat::kF32 || (rows >= kFloatRows && !quantize_all_rows_)) {
+  if (f == WeightFormat::kF32 || (rows >= kFloatRows && !quantize_all_rows_))
     infer::linear(logits, V, in, C, w, rows, C, V);
-  } else if (f == WeightFormat::kBF16) {
-    if (head_bf16_.empty()) {
-      head_bf16_.resize(static_cast<size_t>(V * C));
-      cpu::quantize_bf16(head_bf16_.data(), w, V, C);
-      quantized_bytes_ += static_cast<int64_t>(head_bf16_.size() * sizeof(uint16_t));
-    }
-    cpu::matmul_bf16(logits, V, in, C, head_bf16_.data(), nullptr, rows, C, V);
-  } else {
-    if (head_q8_.empty()) {
-      head_q8_.resize(static_cast<size_t>(V * cpu::q8_blocks_per_row(C)));
-      cpu::quantize_q8(head_q8_.data(), w, V, C);
-      quantized_bytes_ += static_cast<int64_t>(head_q8_.size() * sizeof(cpu::BlockQ8));
-    }
-    cpu::matmul_q8(logits, V, in, C, head_q8_.data(), nullptr, rows, C, V);
-  }
+  else
+    formatted_product(head_copies_, f, logits, V, in, C, w, rows, C, V);
 }
 
 std::vector<std::tuple<const float*, int64_t, int64_t>> DecoderLinears::quantized_matrices() const {
   std::vector<Key> keys;
-  for (const auto& kv : q8_) keys.push_back(kv.first);
-  for (const auto& kv : q4_) keys.push_back(kv.first);
-  for (const auto& kv : bf16_) keys.push_back(kv.first);
+  for (const auto& kv : copies_.q8) keys.push_back(kv.first);
+  for (const auto& kv : copies_.q4) keys.push_back(kv.first);
+  for (const auto& kv : copies_.bf16) keys.push_back(kv.first);
   for (const auto& kv : held_) keys.emplace_back(kv.first, kv.second.rows, kv.second.cols);
   return keys;
 }
 
 std::vector<float> DecoderLinears::dequantized(const float* w, int64_t OC, int64_t C) const {
   std::vector<float> out(static_cast<size_t>(OC * C));
-  if (const auto it = q8_.find({w, OC, C}); it != q8_.end()) {
+  if (const auto it = copies_.q8.find({w, OC, C}); it != copies_.q8.end()) {
     cpu::dequantize_q8(out.data(), it->second.data(), OC, C);
-  } else if (const auto it4 = q4_.find({w, OC, C}); it4 != q4_.end()) {
+  } else if (const auto it4 = copies_.q4.find({w, OC, C}); it4 != copies_.q4.end()) {
     cpu::dequantize_q4(out.data(), it4->second.data(), OC, C);
-  } else if (const auto itb = bf16_.find({w, OC, C}); itb != bf16_.end()) {
+  } else if (const auto itb = copies_.bf16.find({w, OC, C}); itb != copies_.bf16.end()) {
     for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_f32(itb->second[i]);
   } else if (const auto ith = held_.find(w); ith != held_.end() && ith->second.rows == OC && ith->second.cols == C) {
     dequantize_matrix(ith->second, out.data());

@@ -1,9 +1,9 @@
 // The weight format the decoder runs its linear layers in (issue 19): f32,
 // bf16 (kernels/cpu/matmul_bf16.h), q8 blocks (kernels/cpu/quant_q8.h, GGUF's Q8_0) or q4 blocks
 // (kernels/cpu/quant_q4.h, GGUF's Q4_0). The format covers every projection
-// and FFN matrix that prefill chunks and decode steps multiply by; the
-// embedding, the norms, the Mamba conv / A / D / dt bias and the output head
-// stay in float32. docs/inference.md has the figures.
+// and FFN matrix that prefill chunks and decode steps multiply by, and the
+// output head (q8 for q4); the embedding, the norms and the Mamba conv / A /
+// D / dt bias stay in float32. docs/inference.md has the figures.
 #pragma once
 
 #include <cstdint>
@@ -80,17 +80,22 @@ class DecoderLinears {
   WeightFormat format_;
   bool quantize_all_rows_ = false;
   bool head_in_format_ = true;
-  // The head's copy in its format (a key apart from the linears': a tied
-  // head is the embedding, which stays float32 for lookups).
-  std::vector<cpu::BlockQ8> head_q8_;
-  std::vector<uint16_t> head_bf16_;
   using Key = std::tuple<const float*, int64_t, int64_t>;  // (w, OC, C)
-  std::map<Key, std::vector<cpu::BlockQ8>> q8_;
-  std::map<Key, std::vector<cpu::BlockQ4>> q4_;
-  std::map<Key, std::vector<uint16_t>> bf16_;
+  // Copies of float32 matrices in a format, made on first use and kept.
+  struct Copies {
+    std::map<Key, std::vector<cpu::BlockQ8>> q8;
+    std::map<Key, std::vector<cpu::BlockQ4>> q4;
+    std::map<Key, std::vector<uint16_t>> bf16;
+  };
+  // The linears', and the head's apart (a tied head is the embedding, which
+  // stays float32 for lookups and is no linear matrix).
+  Copies copies_, head_copies_;
   template <typename Block, typename Quantize>
   const std::vector<Block>& quantized(std::map<Key, std::vector<Block>>& cache, const float* w, int64_t OC, int64_t C,
                                       int64_t blocks_per_row, Quantize quantize);
+  // out = in @ w^T on w's copy in `format` (bf16, q8 or q4), made on first use.
+  void formatted_product(Copies& copies, WeightFormat format, float* out, int64_t ld_out, const float* in,
+                         int64_t ld_in, const float* w, int64_t rows, int64_t C, int64_t OC);
   int64_t quantized_bytes_ = 0;
   std::map<const float*, HeldMatrix> held_;
   int64_t held_bytes_ = 0;
