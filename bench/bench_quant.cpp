@@ -3,11 +3,13 @@
 // "weight_GB/s" is the weight bytes read per second: decode is bound by it.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "bench_util.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_bf16.h"
+#include "kernels/cpu/quant_packed.h"
 #include "kernels/cpu/quant_q4.h"
 #include "kernels/cpu/quant_q8.h"
 
@@ -70,7 +72,51 @@ void BM_LinearQ4(benchmark::State& state) {
   }
   state.counters["weight_GB/s"] = benchmark::Counter(
       double(sizeof(hymba::cpu::BlockQ4)) * wq.size() * state.iterations() / 1e9, benchmark::Counter::kIsRate);
-  state.SetLabel(hymba::cpu::to_string(hymba::cpu::best_q4_isa()));
+  state.SetLabel(hymba::cpu::to_string(hymba::cpu::best_q8_isa()));
+}
+
+// The decoder's path: weights packed once (quant_packed.h), and enough
+// copies of them (256 MiB in all, 8x this machine's L3) that each product
+// streams its weights from memory, as a decode step does. The fourth
+// argument is the instruction set (Q8Isa); sets this CPU lacks are skipped.
+template <typename Packed, typename Block, typename Quantize, typename Pack, typename Product>
+void packed_streaming(benchmark::State& state, Quantize quantize, Pack pack, Product product) {
+  const int64_t R = state.range(0), C = state.range(1), OC = state.range(2);
+  const auto isa = static_cast<hymba::cpu::Q8Isa>(state.range(3));
+  if (!hymba::cpu::q8_isa_available(isa)) {
+    state.SkipWithError("this CPU lacks the instruction set");
+    return;
+  }
+  auto x = random_vector(R * C, 1), w = random_vector(OC * C, 2);
+  const int64_t nb = hymba::cpu::q8_blocks_per_row(C);
+  std::vector<Block> rows(OC * nb);
+  quantize(rows.data(), w.data(), OC, C);
+  const size_t per_copy = size_t(hymba::cpu::packed_groups(OC) * nb);
+  const size_t copies = std::max<size_t>(1, (size_t{256} << 20) / (per_copy * sizeof(Packed)));
+  std::vector<Packed> packed(per_copy * copies);
+  for (size_t k = 0; k < copies; ++k) pack(packed.data() + k * per_copy, rows.data(), OC, C);
+  std::vector<float> out(R * OC);
+  size_t k = 0;
+  for (auto _ : state) {
+    product(out.data(), OC, x.data(), C, packed.data() + k * per_copy, nullptr, R, C, OC, isa);
+    k = (k + 1) % copies;
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["weight_GB/s"] = benchmark::Counter(double(sizeof(Packed)) * per_copy * state.iterations() / 1e9,
+                                                     benchmark::Counter::kIsRate);
+  state.SetLabel(hymba::cpu::to_string(isa));
+}
+
+void BM_PackedQ8(benchmark::State& state) {
+  packed_streaming<hymba::cpu::PackedQ8, hymba::cpu::BlockQ8>(
+      state, [](auto* b, const float* w, int64_t n, int64_t c) { hymba::cpu::quantize_q8(b, w, n, c); },
+      hymba::cpu::pack_q8, hymba::cpu::matmul_packed_q8);
+}
+
+void BM_PackedQ4(benchmark::State& state) {
+  packed_streaming<hymba::cpu::PackedQ4, hymba::cpu::BlockQ4>(
+      state, [](auto* b, const float* w, int64_t n, int64_t c) { hymba::cpu::quantize_q4(b, w, n, c); },
+      hymba::cpu::pack_q4, hymba::cpu::matmul_packed_q4);
 }
 
 #define LINEAR_SHAPES \
@@ -80,5 +126,11 @@ BENCHMARK(BM_LinearF32)->LINEAR_SHAPES;
 BENCHMARK(BM_LinearBF16)->LINEAR_SHAPES;
 BENCHMARK(BM_LinearQ8)->LINEAR_SHAPES;
 BENCHMARK(BM_LinearQ4)->LINEAR_SHAPES;
+#define PACKED_SHAPES                                                                                 \
+  ArgsProduct({{1}, {1600}, {1600, 5504}, {1, 2}})->Args({64, 1600, 1600, 1})->UseRealTime()->Unit( \
+      benchmark::kMicrosecond)
+
+BENCHMARK(BM_PackedQ8)->PACKED_SHAPES;
+BENCHMARK(BM_PackedQ4)->PACKED_SHAPES;
 
 }  // namespace

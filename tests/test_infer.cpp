@@ -277,8 +277,11 @@ TEST(Decode, TheHeadRunsInTheFormatUnlessAskedNotTo) {
     SequenceCache a = with.new_cache(8), b = without.new_cache(8);
     const std::vector<float> la = with.prefill(a, ids), lb = without.prefill(b, ids);
     EXPECT_NE(la, lb) << "the head ran in float32 both times";
-    const int64_t head_bytes = format == infer::WeightFormat::kBF16 ? 2 * V * d
-                                                                     : V * cpu::q8_blocks_per_row(d) * 34;
+    // q8's rows are packed 8 at a time (kernels/cpu/quant_packed.h), the last group zero-padded.
+    const int64_t head_bytes =
+        format == infer::WeightFormat::kBF16
+            ? 2 * V * d
+            : cpu::packed_groups(V) * cpu::q8_blocks_per_row(d) * static_cast<int64_t>(sizeof(cpu::PackedQ8));
     EXPECT_EQ(with.quantized_bytes() - without.quantized_bytes(), head_bytes);
     EXPECT_LE(rel_error(la.data(), lb.data(), V, max_abs(lb)), format == infer::WeightFormat::kBF16 ? 0.01 : 0.05);
   }

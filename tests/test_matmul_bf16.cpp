@@ -24,12 +24,6 @@ std::vector<float> random_normal(size_t n, uint64_t seed, float scale = 1.0f) {
   return v;
 }
 
-std::vector<cpu::Q8Isa> isas_here() {
-  std::vector<cpu::Q8Isa> isas = {cpu::Q8Isa::kPortable};
-  if (cpu::best_q8_isa() == cpu::Q8Isa::kAvx2) isas.push_back(cpu::Q8Isa::kAvx2);
-  return isas;
-}
-
 TEST(MatmulBf16, RoundsToNearestEven) {
   const std::vector<float> x = {1.0f, -2.5f, 1.0f + 0x1p-7f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 0.0f};
   std::vector<uint16_t> b(x.size());
@@ -56,7 +50,7 @@ TEST(MatmulBf16, MatchesReferenceOnEveryIsa) {
           const float* b = with_bias ? bias.data() : nullptr;
           const std::vector<double> expected = ref::matmul_bf16(x.data(), wb.data(), b, R, C, OC);
           std::vector<float> portable;
-          for (const cpu::Q8Isa isa : isas_here()) {
+          for (const cpu::Q8Isa isa : cpu::q8_isas_here()) {
             std::vector<float> out(static_cast<size_t>(R * OC), NAN);
             cpu::matmul_bf16(out.data(), OC, x.data(), C, wb.data(), b, R, C, OC, isa);
             for (size_t i = 0; i < out.size(); ++i)
@@ -84,7 +78,7 @@ TEST(MatmulBf16, SumsInTheDocumentedLaneOrder) {
   // odd: 9-15 -> 1 each). s = even + odd: s0 = 2^24 + 1 -> 2^24, s1..7 = 3.
   // q0 = s0 + s4 = 2^24 + 3 -> 2^24 + 4, q1..3 = 6; (q0 + q2) + (q1 + q3)
   // = (2^24 + 10 -> 2^24 + 10) + 12 = 2^24 + 22.
-  for (const cpu::Q8Isa isa : isas_here()) {
+  for (const cpu::Q8Isa isa : cpu::q8_isas_here()) {
     float out = 0;
     cpu::matmul_bf16(&out, 1, x.data(), C, wb.data(), nullptr, 1, C, 1, isa);
     EXPECT_EQ(out, 0x1p24f + 22.0f) << to_string(isa);

@@ -27,12 +27,6 @@ std::vector<float> random_normal(size_t n, uint64_t seed, float scale = 1.0f) {
   return v;
 }
 
-std::vector<cpu::Q4Isa> isas_here() {
-  std::vector<cpu::Q4Isa> isas = {cpu::Q4Isa::kPortable};
-  if (cpu::best_q4_isa() == cpu::Q4Isa::kAvx2) isas.push_back(cpu::Q4Isa::kAvx2);
-  return isas;
-}
-
 int code_of(const BlockQ4& b, int i) { return i < 16 ? b.q[i] & 0x0F : b.q[i - 16] >> 4; }
 
 // x[i] = i - 16 with x[0] = -16: the largest magnitude is negative, so
@@ -145,7 +139,7 @@ TEST(QuantQ4, MatmulMatchesReferenceOnEveryIsa) {
           const float* b = with_bias ? bias.data() : nullptr;
           const std::vector<double> expected = ref::matmul_q4(x.data(), wq.data(), b, R, C, OC);
           std::vector<float> portable;
-          for (const cpu::Q4Isa isa : isas_here()) {
+          for (const cpu::Q4Isa isa : cpu::q8_isas_here()) {
             std::vector<float> out(static_cast<size_t>(R * OC), NAN);
             cpu::matmul_q4(out.data(), x.data(), wq.data(), b, R, C, OC, isa);
             for (size_t i = 0; i < out.size(); ++i)

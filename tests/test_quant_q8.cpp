@@ -26,12 +26,6 @@ std::vector<float> random_normal(size_t n, uint64_t seed, float scale = 1.0f) {
   return v;
 }
 
-std::vector<cpu::Q8Isa> isas_here() {
-  std::vector<cpu::Q8Isa> isas = {cpu::Q8Isa::kPortable};
-  if (cpu::best_q8_isa() == cpu::Q8Isa::kAvx2) isas.push_back(cpu::Q8Isa::kAvx2);
-  return isas;
-}
-
 // max|x| = 63.5 makes the scale exactly 0.5 (63.5 / 127), so q = 2x exactly.
 TEST(QuantQ8, HandComputedBlock) {
   std::vector<float> x(32);
@@ -141,7 +135,7 @@ TEST(QuantQ8, MatmulMatchesReferenceOnEveryIsa) {
           const float* b = with_bias ? bias.data() : nullptr;
           const std::vector<double> expected = ref::matmul_q8(x.data(), wq.data(), b, R, C, OC);
           std::vector<float> portable;
-          for (const cpu::Q8Isa isa : isas_here()) {
+          for (const cpu::Q8Isa isa : cpu::q8_isas_here()) {
             std::vector<float> out(static_cast<size_t>(R * OC), NAN);
             cpu::matmul_q8(out.data(), x.data(), wq.data(), b, R, C, OC, isa);
             for (size_t i = 0; i < out.size(); ++i)

@@ -1,6 +1,8 @@
 #include "core/system_memory.h"
 
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -116,6 +118,14 @@ int64_t peak_rss_bytes() {
   rusage u{};
   if (::getrusage(RUSAGE_SELF, &u) != 0) return 0;
   return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports kilobytes
+}
+
+void release_mapped_pages(const void* p, int64_t bytes) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t first = (begin + page - 1) / page * page, end = (begin + static_cast<uintptr_t>(bytes)) / page * page;
+  // Best effort: where the kernel refuses, the pages merely stay resident.
+  if (end > first) ::madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);
 }
 
 bool reset_peak_rss() {

@@ -27,6 +27,12 @@ int64_t peak_rss_bytes();
 // peak then covers the whole process.
 bool reset_peak_rss();
 
+// Drops the whole pages inside [p, p + bytes) of a read-only file mapping
+// from this process's resident set (madvise MADV_DONTNEED); reading them
+// again faults them back in from the file. Never for anonymous memory, whose
+// pages this would zero.
+void release_mapped_pages(const void* p, int64_t bytes);
+
 // "1.50 GiB", "512.00 MiB", "12.0 KiB": a byte count for messages.
 std::string format_bytes(double bytes);
 

@@ -224,6 +224,7 @@ HeldMatrix held_from_file(const File& f, const TensorInfo& t, const Mapping& m, 
   if (!permute && f.mapping() && reinterpret_cast<uintptr_t>(data) % alignof(uint16_t) == 0) {
     h.blocks = data;
     h.owner = f.mapping();
+    h.mapped = true;
     return h;
   }
   auto copy = std::make_shared<std::vector<uint16_t>>(static_cast<size_t>((bytes + 1) / 2));

@@ -77,6 +77,7 @@ std::string load_held_params(const SafetensorsFile& file, Model& model, bool kee
     } else {
       m.blocks = mapped.get();
       m.owner = mapped;
+      m.mapped = true;
     }
     const int64_t bad = first_nonfinite_scale(m);
     HYMBA_CHECK(bad < 0, path, ": tensor '", name, "' block ", bad, " has a NaN or infinite scale; the checkpoint is corrupt");

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/float_formats.h"
+#include "core/system_memory.h"
 #include "infer/step_kernels.h"
 
 namespace hymba::infer {
@@ -30,32 +31,60 @@ WeightFormat weight_format_of(BlockFormat format) {
   return format == BlockFormat::kQ4 ? WeightFormat::kQ4 : WeightFormat::kQ8;
 }
 
+int64_t DecoderLinears::Packed::bytes() const {
+  return static_cast<int64_t>(q8.size() * sizeof(cpu::PackedQ8) + q4.size() * sizeof(cpu::PackedQ4));
+}
+
+DecoderLinears::Packed DecoderLinears::pack(const HeldMatrix& m) {
+  Packed p;
+  p.format = m.format;
+  p.rows = m.rows;
+  p.cols = m.cols;
+  if (m.format == BlockFormat::kQ4) {
+    p.q4.resize(static_cast<size_t>(cpu::packed_groups(m.rows) * cpu::q4_blocks_per_row(m.cols)));
+    cpu::pack_q4(p.q4.data(), m.q4(), m.rows, m.cols);
+  } else {
+    p.q8.resize(static_cast<size_t>(cpu::packed_groups(m.rows) * cpu::q8_blocks_per_row(m.cols)));
+    cpu::pack_q8(p.q8.data(), m.q8(), m.rows, m.cols);
+  }
+  return p;
+}
+
+void DecoderLinears::packed_product(const Packed& p, float* out, int64_t ld_out, const float* in, int64_t ld_in,
+                                    int64_t rows) {
+  if (p.format == BlockFormat::kQ4)
+    cpu::matmul_packed_q4(out, ld_out, in, ld_in, p.q4.data(), nullptr, rows, p.cols, p.rows);
+  else
+    cpu::matmul_packed_q8(out, ld_out, in, ld_in, p.q8.data(), nullptr, rows, p.cols, p.rows);
+}
+
 void DecoderLinears::adopt(const float* w, const HeldMatrix& m) {
-  HYMBA_CHECK(held_.emplace(w, m).second, "a held matrix was adopted twice");
-  held_bytes_ += m.bytes();
+  auto [it, added] = held_.try_emplace(w, pack(m));
+  HYMBA_CHECK(added, "a held matrix was adopted twice");
+  // The decoder reads only its repacked copy: a file's pages need not stay resident.
+  if (m.mapped) release_mapped_pages(m.blocks, m.bytes());
+  held_bytes_ += it->second.bytes();
 }
 
 namespace {
 
-// A long product on held blocks (a prefill chunk, the meta prefix): the
-// blocks' values widened to float32 a tile of weight rows at a time, then
-// sgemm, which is 2-3x faster than the block kernels once many input rows
-// share each weight. Only the widened tile is ever float32.
-void widened_linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const HeldMatrix& m, int64_t rows) {
+// A long product on blocks (a prefill chunk, the meta prefix): the blocks'
+// values widened to float32 a tile of weight rows at a time, then sgemm,
+// which is 2-3x faster than the block kernels once many input rows share
+// each weight. Only the widened tile is ever float32.
+template <typename Widen>
+void widened_linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, int64_t rows, int64_t C, int64_t OC,
+                    Widen widen) {
   constexpr int64_t kTileRows = 256;
-  const int64_t C = m.cols;
   thread_local std::vector<float> tile;
-  tile.resize(static_cast<size_t>(std::min(kTileRows, m.rows) * C));
+  tile.resize(static_cast<size_t>(std::min(kTileRows, OC) * C));
   float* buf = tile.data();  // not `tile` in the loop: each worker has its own thread_local
-  for (int64_t r0 = 0; r0 < m.rows; r0 += kTileRows) {
-    const int64_t n = std::min(kTileRows, m.rows - r0);
+  for (int64_t r0 = 0; r0 < OC; r0 += kTileRows) {
+    const int64_t n = std::min(kTileRows, OC - r0);
+    // Threads widen a group of packed rows each.
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < n; ++r) {
-      if (m.format == BlockFormat::kQ4)
-        cpu::dequantize_q4(buf + r * C, m.q4() + (r0 + r) * cpu::q4_blocks_per_row(C), 1, C);
-      else
-        cpu::dequantize_q8(buf + r * C, m.q8() + (r0 + r) * cpu::q8_blocks_per_row(C), 1, C);
-    }
+    for (int64_t r = 0; r < n; r += cpu::kPackedRows)
+      widen(buf + r * C, r0 + r, std::min(cpu::kPackedRows, n - r));
     infer::linear(out + r0, ld_out, in, ld_in, buf, rows, C, n);
   }
 }
@@ -69,52 +98,47 @@ bool DecoderLinears::held_linear(float* out, int64_t ld_out, const float* in, in
   for (int64_t done = 0; done < OC;) {
     HYMBA_CHECK(it != held_.end() && it->first == w + done * C, "a product of ", OC, " rows starts at a held matrix ",
                 "but its rows from ", done, " on are not held");
-    const HeldMatrix& m = it->second;
+    const Packed& m = it->second;
     HYMBA_CHECK(m.cols == C && done + m.rows <= OC, "a held matrix of [", m.rows, ",", m.cols,
                 "] does not fit a product of [", OC, ",", C, "]");
-    if (rows >= kFloatRows && !quantize_all_rows_)
-      widened_linear(out + done, ld_out, in, ld_in, m, rows);
-    else if (m.format == BlockFormat::kQ4)
-      cpu::matmul_q4(out + done, ld_out, in, ld_in, m.q4(), nullptr, rows, C, m.rows);
-    else
-      cpu::matmul_q8(out + done, ld_out, in, ld_in, m.q8(), nullptr, rows, C, m.rows);
+    if (rows >= kFloatRows && !quantize_all_rows_) {
+      const auto widen = [&m, C](float* dst, int64_t row0, int64_t n) {
+        if (m.format == BlockFormat::kQ4)
+          cpu::dequantize_packed_q4(dst, m.q4.data(), row0, n, C);
+        else
+          cpu::dequantize_packed_q8(dst, m.q8.data(), row0, n, C);
+      };
+      widened_linear(out + done, ld_out, in, ld_in, rows, C, m.rows, widen);
+    } else {
+      packed_product(m, out + done, ld_out, in, ld_in, rows);
+    }
     done += m.rows;
     if (done < OC) it = held_.find(w + done * C);
   }
   return true;
 }
 
-// The blocks of matrix w [OC, C], made on first use and kept.
-template <typename Block, typename Quantize>
-const std::vector<Block>& DecoderLinears::quantized(std::map<Key, std::vector<Block>>& cache, const float* w,
-                                                     int64_t OC, int64_t C, int64_t blocks_per_row,
-                                                     Quantize quantize) {
-  auto [it, added] = cache.try_emplace({w, OC, C});
-  if (added) {
-    it->second.resize(static_cast<size_t>(OC * blocks_per_row));
-    quantize(it->second.data(), w, OC, C);
-    quantized_bytes_ += static_cast<int64_t>(it->second.size() * sizeof(Block));
-  }
-  return it->second;
-}
-
 void DecoderLinears::formatted_product(Copies& copies, WeightFormat format, float* out, int64_t ld_out,
                                        const float* in, int64_t ld_in, const float* w, int64_t rows, int64_t C,
                                        int64_t OC) {
   if (format == WeightFormat::kBF16) {
-    const auto round = [](uint16_t* b, const float* x, int64_t n, int64_t c) { cpu::quantize_bf16(b, x, n, c); };
-    const auto& values = quantized(copies.bf16, w, OC, C, C, round);
-    cpu::matmul_bf16(out, ld_out, in, ld_in, values.data(), nullptr, rows, C, OC);
-  } else if (format == WeightFormat::kQ4) {
-    const auto quantize = [](cpu::BlockQ4* b, const float* x, int64_t n, int64_t c) { cpu::quantize_q4(b, x, n, c); };
-    const auto& blocks = quantized(copies.q4, w, OC, C, cpu::q4_blocks_per_row(C), quantize);
-    cpu::matmul_q4(out, ld_out, in, ld_in, blocks.data(), nullptr, rows, C, OC);
-  } else {
-    HYMBA_CHECK(format == WeightFormat::kQ8, "a float32 product asked for a formatted copy");
-    const auto quantize = [](cpu::BlockQ8* b, const float* x, int64_t n, int64_t c) { cpu::quantize_q8(b, x, n, c); };
-    const auto& blocks = quantized(copies.q8, w, OC, C, cpu::q8_blocks_per_row(C), quantize);
-    cpu::matmul_q8(out, ld_out, in, ld_in, blocks.data(), nullptr, rows, C, OC);
+    auto [it, added] = copies.bf16.try_emplace({w, OC, C});
+    if (added) {
+      it->second.resize(static_cast<size_t>(OC * C));
+      cpu::quantize_bf16(it->second.data(), w, OC, C);
+      quantized_bytes_ += static_cast<int64_t>(it->second.size() * sizeof(uint16_t));
+    }
+    cpu::matmul_bf16(out, ld_out, in, ld_in, it->second.data(), nullptr, rows, C, OC);
+    return;
   }
+  HYMBA_CHECK(format == WeightFormat::kQ8 || format == WeightFormat::kQ4, "a float32 product asked for a formatted copy");
+  auto it = copies.blocks.find({w, OC, C});
+  if (it == copies.blocks.end()) {
+    const BlockFormat blocks = format == WeightFormat::kQ4 ? BlockFormat::kQ4 : BlockFormat::kQ8;
+    it = copies.blocks.emplace(Key{w, OC, C}, pack(quantize_matrix(blocks, w, OC, C))).first;
+    quantized_bytes_ += it->second.bytes();
+  }
+  packed_product(it->second, out, ld_out, in, ld_in, rows);
 }
 
 void DecoderLinears::linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w, int64_t rows,
@@ -144,8 +168,7 @@ void DecoderLinears::head(float* logits, const float* in, const float* w, int64_
 
 std::vector<std::tuple<const float*, int64_t, int64_t>> DecoderLinears::quantized_matrices() const {
   std::vector<Key> keys;
-  for (const auto& kv : copies_.q8) keys.push_back(kv.first);
-  for (const auto& kv : copies_.q4) keys.push_back(kv.first);
+  for (const auto& kv : copies_.blocks) keys.push_back(kv.first);
   for (const auto& kv : copies_.bf16) keys.push_back(kv.first);
   for (const auto& kv : held_) keys.emplace_back(kv.first, kv.second.rows, kv.second.cols);
   return keys;
@@ -153,14 +176,18 @@ std::vector<std::tuple<const float*, int64_t, int64_t>> DecoderLinears::quantize
 
 std::vector<float> DecoderLinears::dequantized(const float* w, int64_t OC, int64_t C) const {
   std::vector<float> out(static_cast<size_t>(OC * C));
-  if (const auto it = copies_.q8.find({w, OC, C}); it != copies_.q8.end()) {
-    cpu::dequantize_q8(out.data(), it->second.data(), OC, C);
-  } else if (const auto it4 = copies_.q4.find({w, OC, C}); it4 != copies_.q4.end()) {
-    cpu::dequantize_q4(out.data(), it4->second.data(), OC, C);
+  const auto widen = [&out](const Packed& p) {
+    if (p.format == BlockFormat::kQ4)
+      cpu::dequantize_packed_q4(out.data(), p.q4.data(), 0, p.rows, p.cols);
+    else
+      cpu::dequantize_packed_q8(out.data(), p.q8.data(), 0, p.rows, p.cols);
+  };
+  if (const auto it = copies_.blocks.find({w, OC, C}); it != copies_.blocks.end()) {
+    widen(it->second);
   } else if (const auto itb = copies_.bf16.find({w, OC, C}); itb != copies_.bf16.end()) {
     for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_f32(itb->second[i]);
   } else if (const auto ith = held_.find(w); ith != held_.end() && ith->second.rows == OC && ith->second.cols == C) {
-    dequantize_matrix(ith->second, out.data());
+    widen(ith->second);
   } else {
     std::copy_n(w, OC * C, out.begin());
   }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/matmul_bf16.h"
+#include "kernels/cpu/quant_packed.h"
 #include "kernels/cpu/quant_q4.h"
 #include "kernels/cpu/quant_q8.h"
 #include "model/held_weights.h"
@@ -47,6 +48,8 @@ class DecoderLinears {
 
   // Takes a matrix the model holds in a block format (model/held_weights.h):
   // w is its (never written) float32 row block, the key the graph passes.
+  // The blocks are repacked for the kernels (kernels/cpu/quant_packed.h);
+  // pages of a file mapping they came from are dropped once copied.
   // Every product by it, and by a stack of held matrices starting at w (the
   // graph's stacked q/k/v or gate/up), runs on the held blocks, one product
   // per held matrix: the block kernels below kFloatRows rows (or always,
@@ -81,23 +84,31 @@ class DecoderLinears {
   bool quantize_all_rows_ = false;
   bool head_in_format_ = true;
   using Key = std::tuple<const float*, int64_t, int64_t>;  // (w, OC, C)
+  // A q8 or q4 matrix repacked for the kernels (kernels/cpu/quant_packed.h).
+  struct Packed {
+    BlockFormat format = BlockFormat::kQ8;
+    int64_t rows = 0, cols = 0;
+    std::vector<cpu::PackedQ8> q8;
+    std::vector<cpu::PackedQ4> q4;
+    int64_t bytes() const;
+  };
+  static Packed pack(const HeldMatrix& m);
+  // out = in @ p^T on the block kernels.
+  static void packed_product(const Packed& p, float* out, int64_t ld_out, const float* in, int64_t ld_in,
+                             int64_t rows);
   // Copies of float32 matrices in a format, made on first use and kept.
   struct Copies {
-    std::map<Key, std::vector<cpu::BlockQ8>> q8;
-    std::map<Key, std::vector<cpu::BlockQ4>> q4;
+    std::map<Key, Packed> blocks;
     std::map<Key, std::vector<uint16_t>> bf16;
   };
   // The linears', and the head's apart (a tied head is the embedding, which
   // stays float32 for lookups and is no linear matrix).
   Copies copies_, head_copies_;
-  template <typename Block, typename Quantize>
-  const std::vector<Block>& quantized(std::map<Key, std::vector<Block>>& cache, const float* w, int64_t OC, int64_t C,
-                                      int64_t blocks_per_row, Quantize quantize);
   // out = in @ w^T on w's copy in `format` (bf16, q8 or q4), made on first use.
   void formatted_product(Copies& copies, WeightFormat format, float* out, int64_t ld_out, const float* in,
                          int64_t ld_in, const float* w, int64_t rows, int64_t C, int64_t OC);
   int64_t quantized_bytes_ = 0;
-  std::map<const float*, HeldMatrix> held_;
+  std::map<const float*, Packed> held_;
   int64_t held_bytes_ = 0;
   // Runs a product on held blocks; false when w starts no held matrix.
   bool held_linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w, int64_t rows,

@@ -33,6 +33,10 @@ struct HeldMatrix {
   int64_t rows = 0, cols = 0;
   const void* blocks = nullptr;       // rows x block_row_bytes(format, cols) bytes, the kernels' layout
   std::shared_ptr<const void> owner;  // keeps the file mapping or buffer alive
+  // The blocks lie in a read-only file mapping: a reader that has copied
+  // them (a decoder's repacked blocks) may drop their pages, which the file
+  // gives back if they are read again.
+  bool mapped = false;
 
   int64_t bytes() const { return rows * block_row_bytes(format, cols); }
   const cpu::BlockQ8* q8() const { return static_cast<const cpu::BlockQ8*>(blocks); }

@@ -2,12 +2,12 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/error.h"
 #include "core/float_formats.h"
-#include "kernels/cpu/quant_matmul.h"
 
 namespace hymba::cpu {
 
@@ -17,7 +17,28 @@ void quantize_bf16(uint16_t* out, const float* x, int64_t N, int64_t C) {
 
 namespace {
 
-constexpr int64_t kRun = kDotLanes;  // elements per run of one accumulator
+// The summation order, which both paths follow exactly: elements in runs of
+// kRun; run k goes into lane j of accumulator k % 2 with a fused
+// multiply-add, and the two accumulators' lanes are added at the end in the
+// fixed tree of finish_lanes().
+constexpr int64_t kRun = 8;
+
+// s = even + odd, q_k = s_k + s_{k+4}, then (q0 + q2) + (q1 + q3).
+float finish_lanes(const float* even, const float* odd) {
+  float s[kRun];
+  for (int j = 0; j < kRun; ++j) s[j] = even[j] + odd[j];
+  float q[4];
+  for (int k = 0; k < 4; ++k) q[k] = s[k] + s[k + 4];
+  return (q[0] + q[2]) + (q[1] + q[3]);
+}
+
+// finish_lanes() on AVX2 registers, the same additions in the same order.
+__attribute__((target("avx2,fma"))) float finish_lanes_avx2(__m256 even, __m256 odd) {
+  const __m256 s = _mm256_add_ps(even, odd);
+  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  const __m128 pairs = _mm_add_ps(q, _mm_movehl_ps(q, q));  // q0 + q2, q1 + q3
+  return _mm_cvtss_f32(_mm_add_ss(pairs, _mm_movehdup_ps(pairs)));
+}
 
 float row_dot_portable(const uint16_t* w, const float* x, int64_t C) {
   float acc[2][kRun] = {};
@@ -64,9 +85,9 @@ void matmul_bf16(float* out, int64_t ld_out, const float* x, int64_t ld_x, const
                  int64_t R, int64_t C, int64_t OC, Q8Isa isa) {
   HYMBA_CHECK(R >= 0 && C >= 1 && OC >= 0 && ld_out >= OC && ld_x >= C, "matmul_bf16: bad shape R=", R, " C=", C,
               " OC=", OC, " ld_out=", ld_out, " ld_x=", ld_x);
-  HYMBA_CHECK(isa == Q8Isa::kPortable || best_q8_isa() == Q8Isa::kAvx2, "matmul_bf16: this CPU has no ",
-              to_string(isa));
-  const auto dot = isa == Q8Isa::kAvx2 ? row_dot_avx2 : row_dot_portable;
+  HYMBA_CHECK(q8_isa_available(isa), "matmul_bf16: this CPU has no ", to_string(isa));
+  // bf16 has no VNNI form: a VNNI CPU runs the AVX2 path.
+  const auto dot = isa == Q8Isa::kPortable ? row_dot_portable : row_dot_avx2;
 #pragma omp parallel for schedule(static)
   for (int64_t o = 0; o < OC; ++o) {
     const uint16_t* wr = w + o * C;

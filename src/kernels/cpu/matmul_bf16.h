@@ -8,7 +8,7 @@
 // of one of two accumulators, the first for even runs of 8 elements (c / 8
 // even), the second for odd ones, with one fused multiply-add each; a ragged
 // last run is padded with zeros. The 16 partial sums are then added in the
-// fixed tree of finish_lanes (kernels/cpu/quant_matmul.h).
+// fixed tree of finish_lanes (matmul_bf16.cpp).
 #pragma once
 
 #include <cstdint>

@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "core/error.h"
 #include "core/float_formats.h"
 #include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/quant_packed.h"
 
 namespace hymba::cpu {
 
@@ -65,55 +67,111 @@ void dequantize_q4(float* out, const BlockQ4* blocks, int64_t N, int64_t C) {
     }
 }
 
+void pack_q4(PackedQ4* out, const BlockQ4* w, int64_t OC, int64_t C) {
+  const int64_t nb = q4_blocks_per_row(C);
+  for (int64_t g = 0; g < packed_groups(OC); ++g)
+    for (int64_t b = 0; b < nb; ++b) {
+      PackedQ4& p = out[g * nb + b];
+      std::memset(&p, 0, sizeof(p));
+      for (int64_t r = 0; r < kPackedRows && g * kPackedRows + r < OC; ++r) {
+        const BlockQ4& blk = w[(g * kPackedRows + r) * nb + b];
+        p.scales[r] = blk.scale;
+        for (int64_t k = 0; k < 4; ++k) std::memcpy(p.q + 32 * k + 4 * r, blk.q + 4 * k, 4);
+      }
+    }
+}
+
 namespace {
 
-// One output, in the lane order of kernels/cpu/quant_matmul.h.
-float row_dot_portable(const BlockQ4* w, const BlockQ8* x, const float* x_scales, const int32_t* /*lane_sums_x8*/,
-                       int64_t nb) {
-  return lane_dot_portable(w, x, x_scales, nb, [](const BlockQ4& blk, int i) {
-    const int code = i < kQ4BlockSize / 2 ? blk.q[i] & 0x0F : blk.q[i - kQ4BlockSize / 2] >> 4;
-    return int32_t{code - 8};
-  });
-}
-
-// A block's codes, in [0, 15], as 32 bytes in element order: low nibbles are
-// elements 0..15, high nibbles 16..31.
-__attribute__((target("avx2,fma,f16c"))) __m256i load_codes(const BlockQ4& blk) {
-  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.q));
-  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
-  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-}
-
-// One block: sum (code - 8) * x per lane as sum code * x - 8 * sum x, the
-// codes being maddubs's unsigned operand (exact: a pair sums to at most
-// 2 * 15 * 127), then into acc as lane_fma_avx2 adds (the same integers, so
-// the same floats as the portable path).
-__attribute__((target("avx2,fma,f16c"))) __m256 block_fma(const BlockQ4& w, const BlockQ8& x,
-                                                          const int32_t* lane_sums_x8, float d, __m256 acc) {
-  const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q));
-  const __m256i pairs = _mm256_maddubs_epi16(load_codes(w), xq);
-  const __m256i lanes = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-  const __m256i offsets = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lane_sums_x8));
-  const __m256i centred = _mm256_sub_epi32(lanes, offsets);
-  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(centred), _mm256_set1_ps(d), acc);
-}
-
-__attribute__((target("avx2,fma,f16c"))) float row_dot_avx2(const BlockQ4* w, const BlockQ8* x,
-                                                             const float* x_scales, const int32_t* lane_sums_x8,
-                                                             int64_t nb) {
-  __m256 even = _mm256_setzero_ps(), odd = _mm256_setzero_ps();
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    _mm_prefetch(reinterpret_cast<const char*>(w + b) + kPrefetchBytes, _MM_HINT_T0);
-    even = block_fma(w[b], x[b], lane_sums_x8 + b * kDotLanes, _cvtsh_ss(w[b].scale) * x_scales[b], even);
-    odd = block_fma(w[b + 1], x[b + 1], lane_sums_x8 + (b + 1) * kDotLanes,
-                    _cvtsh_ss(w[b + 1].scale) * x_scales[b + 1], odd);
-  }
-  if (b < nb) even = block_fma(w[b], x[b], lane_sums_x8 + b * kDotLanes, _cvtsh_ss(w[b].scale) * x_scales[b], even);
-  return finish_lanes_avx2(even, odd);
+// Element e's code in row r of a packed q4 block.
+int packed_code(const PackedQ4& blk, int64_t r, int64_t e) {
+  const int64_t j = e % 16;
+  const uint8_t byte = blk.q[32 * (j / 4) + 4 * r + j % 4];
+  return e < 16 ? byte & 0x0F : byte >> 4;
 }
 
 }  // namespace
+
+void dequantize_packed_q4(float* out, const PackedQ4* p, int64_t row0, int64_t n, int64_t C) {
+  const int64_t nb = q4_blocks_per_row(C);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t g = (row0 + i) / kPackedRows, r = (row0 + i) % kPackedRows;
+    for (int64_t b = 0; b < nb; ++b) {
+      const PackedQ4& blk = p[g * nb + b];
+      const float d = f16_to_f32(blk.scales[r]);
+      const int64_t c0 = b * kQ4BlockSize, len = std::min(kQ4BlockSize, C - c0);
+      for (int64_t e = 0; e < len; ++e) out[i * C + c0 + e] = static_cast<float>(packed_code(blk, r, e) - 8) * d;
+    }
+  }
+}
+
+namespace {
+
+// One group's 8 outputs in the order of kernels/cpu/quant_matmul.h.
+void group_dot_portable(float* out, const PackedQ4* w, const BlockQ8* x, const float* x_scales,
+                        const int32_t* /*sums_x8*/, int64_t nb) {
+  float acc[kPackedRows] = {};
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t r = 0; r < kPackedRows; ++r) {
+      int32_t dot = 0;
+      for (int64_t e = 0; e < kQ4BlockSize; ++e) dot += (packed_code(w[b], r, e) - 8) * int32_t{x[b].q[e]};
+      acc[r] = std::fma(static_cast<float>(dot), f16_to_f32(w[b].scales[r]) * x_scales[b], acc[r]);
+    }
+  std::copy_n(acc, kPackedRows, out);
+}
+
+// sum (code - 8) * x as sum code * x - 8 * sum x: the codes are maddubs's
+// unsigned operand. The 16-bit sums of a block stay exact: 8 products of
+// pairs, each at most 2 * 15 * 127, stay under 2^15.
+__attribute__((target("avx2,fma,f16c"))) void group_dot_avx2(float* out, const PackedQ4* w, const BlockQ8* x,
+                                                              const float* x_scales, const int32_t* sums_x8,
+                                                              int64_t nb) {
+  const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch_ahead(w + b);
+    __m256i sums = _mm256_setzero_si256();
+    for (int k = 0; k < 4; ++k) {
+      const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].q + 32 * k));
+      const __m256i lo = _mm256_and_si256(codes, low), hi = _mm256_and_si256(_mm256_srli_epi16(codes, 4), low);
+      sums = _mm256_add_epi16(sums, _mm256_maddubs_epi16(lo, broadcast4(x[b].q + 4 * k)));
+      sums = _mm256_add_epi16(sums, _mm256_maddubs_epi16(hi, broadcast4(x[b].q + 16 + 4 * k)));
+    }
+    const __m256i dots = _mm256_sub_epi32(_mm256_madd_epi16(sums, ones), _mm256_set1_epi32(sums_x8[b]));
+    acc = scaled_fma(dots, w[b].scales, x_scales[b], acc);
+  }
+  _mm256_storeu_ps(out, acc);
+}
+
+// The same with AVX-512 VNNI's vpdpbusd summing 4 byte products per lane.
+__attribute__((target("avx512vnni,avx512vl,avx512bw,avx512f,avx2,fma,f16c"))) void group_dot_vnni(
+    float* out, const PackedQ4* w, const BlockQ8* x, const float* x_scales, const int32_t* sums_x8, int64_t nb) {
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch_ahead(w + b);
+    __m256i dots = _mm256_set1_epi32(-sums_x8[b]);
+    for (int k = 0; k < 4; ++k) {
+      const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].q + 32 * k));
+      const __m256i lo = _mm256_and_si256(codes, low), hi = _mm256_and_si256(_mm256_srli_epi16(codes, 4), low);
+      dots = _mm256_dpbusd_epi32(dots, lo, broadcast4(x[b].q + 4 * k));
+      dots = _mm256_dpbusd_epi32(dots, hi, broadcast4(x[b].q + 16 + 4 * k));
+    }
+    acc = scaled_fma(dots, w[b].scales, x_scales[b], acc);
+  }
+  _mm256_storeu_ps(out, acc);
+}
+
+}  // namespace
+
+void matmul_packed_q4(float* out, int64_t ld_out, const float* x, int64_t ld_x, const PackedQ4* w, const float* bias,
+                      int64_t R, int64_t C, int64_t OC, Q8Isa isa) {
+  check_product("matmul_q4", R, C, OC, ld_out, ld_x, isa);
+  static_assert(kQ4BlockSize == kQ8BlockSize, "a q4 weight block pairs with one q8 input block");
+  const auto dot = isa == Q8Isa::kAvx512Vnni ? group_dot_vnni : isa == Q8Isa::kAvx2 ? group_dot_avx2
+                                                                                     : group_dot_portable;
+  matmul_groups(out, ld_out, x, ld_x, w, bias, R, C, OC, dot);
+}
 
 void matmul_q4(float* out, const float* x, const BlockQ4* w, const float* bias, int64_t R, int64_t C, int64_t OC,
                Q4Isa isa) {
@@ -122,12 +180,10 @@ void matmul_q4(float* out, const float* x, const BlockQ4* w, const float* bias, 
 
 void matmul_q4(float* out, int64_t ld_out, const float* x, int64_t ld_x, const BlockQ4* w, const float* bias,
                int64_t R, int64_t C, int64_t OC, Q4Isa isa) {
-  HYMBA_CHECK(R >= 0 && C >= 1 && OC >= 0 && ld_out >= OC && ld_x >= C, "matmul_q4: bad shape R=", R, " C=", C,
-              " OC=", OC, " ld_out=", ld_out, " ld_x=", ld_x);
-  HYMBA_CHECK(isa == Q4Isa::kPortable || best_q4_isa() == Q4Isa::kAvx2, "matmul_q4: this CPU has no ",
-              to_string(isa));
-  static_assert(kQ4BlockSize == kQ8BlockSize, "a q4 weight block pairs with one q8 input block");
-  matmul_blocks(out, ld_out, x, ld_x, w, bias, R, C, OC, isa == Q4Isa::kAvx2 ? row_dot_avx2 : row_dot_portable);
+  check_product("matmul_q4", R, C, OC, ld_out, ld_x, isa);
+  std::vector<PackedQ4> packed(static_cast<size_t>(packed_groups(OC) * q4_blocks_per_row(C)));
+  pack_q4(packed.data(), w, OC, C);
+  matmul_packed_q4(out, ld_out, x, ld_x, packed.data(), bias, R, C, OC, isa);
 }
 
 }  // namespace hymba::cpu

@@ -13,7 +13,8 @@
 // The product follows matmul_q8 (kernels/cpu/quant_q8.h): inputs quantized
 // to q8 blocks, exact int32 dots per block, scale_w * scale_x * dot summed
 // over the blocks in order with fused multiply-adds; the portable and the
-// AVX2 paths are bit-identical.
+// SIMD paths are bit-identical. As for q8, W is repacked on every call of
+// matmul_q4; the decoder packs once and calls matmul_packed_q4.
 #pragma once
 
 #include <cstdint>
@@ -41,15 +42,14 @@ void dequantize_q4(float* out, const BlockQ4* blocks, int64_t N, int64_t C);
 
 // The same instruction sets as q8 (checked once, at run time).
 using Q4Isa = Q8Isa;
-inline Q4Isa best_q4_isa() { return best_q8_isa(); }
 
 // out[R, OC] = x[R, C] · W^T (+ bias[OC] when non-null), W as OC rows of q4
 // blocks. Threads split the output channels; results do not depend on the
 // thread count.
 void matmul_q4(float* out, const float* x, const BlockQ4* w, const float* bias, int64_t R, int64_t C, int64_t OC,
-               Q4Isa isa = best_q4_isa());
+               Q4Isa isa = best_q8_isa());
 // With row strides (ld_out >= OC, ld_x >= C), as matmul_forward takes them.
 void matmul_q4(float* out, int64_t ld_out, const float* x, int64_t ld_x, const BlockQ4* w, const float* bias,
-               int64_t R, int64_t C, int64_t OC, Q4Isa isa = best_q4_isa());
+               int64_t R, int64_t C, int64_t OC, Q4Isa isa = best_q8_isa());
 
 }  // namespace hymba::cpu

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/float_formats.h"
 #include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/quant_packed.h"
 
 namespace hymba::cpu {
 
@@ -46,47 +48,140 @@ void dequantize_q8(float* out, const BlockQ8* blocks, int64_t N, int64_t C) {
     }
 }
 
+void pack_q8(PackedQ8* out, const BlockQ8* w, int64_t OC, int64_t C) {
+  const int64_t nb = q8_blocks_per_row(C);
+  for (int64_t g = 0; g < packed_groups(OC); ++g)
+    for (int64_t b = 0; b < nb; ++b) {
+      PackedQ8& p = out[g * nb + b];
+      std::memset(&p, 0, sizeof(p));
+      for (int64_t r = 0; r < kPackedRows && g * kPackedRows + r < OC; ++r) {
+        const BlockQ8& blk = w[(g * kPackedRows + r) * nb + b];
+        p.scales[r] = blk.scale;
+        for (int64_t k = 0; k < kQ8BlockSize / 4; ++k) std::memcpy(p.q + 32 * k + 4 * r, blk.q + 4 * k, 4);
+      }
+    }
+}
+
+void dequantize_packed_q8(float* out, const PackedQ8* p, int64_t row0, int64_t n, int64_t C) {
+  const int64_t nb = q8_blocks_per_row(C);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t g = (row0 + i) / kPackedRows, r = (row0 + i) % kPackedRows;
+    for (int64_t b = 0; b < nb; ++b) {
+      const PackedQ8& blk = p[g * nb + b];
+      const float d = f16_to_f32(blk.scales[r]);
+      const int64_t c0 = b * kQ8BlockSize, len = std::min(kQ8BlockSize, C - c0);
+      for (int64_t e = 0; e < len; ++e) out[i * C + c0 + e] = d * static_cast<float>(blk.q[32 * (e / 4) + 4 * r + e % 4]);
+    }
+  }
+}
+
 namespace {
 
-// One output, in the lane order of kernels/cpu/quant_matmul.h.
-float row_dot_portable(const BlockQ8* w, const BlockQ8* x, const float* x_scales, const int32_t* /*lane_sums_x8*/,
-                       int64_t nb) {
-  return lane_dot_portable(w, x, x_scales, nb, [](const BlockQ8& blk, int i) { return int32_t{blk.q[i]}; });
+// One group's 8 outputs in the order of kernels/cpu/quant_matmul.h.
+void group_dot_portable(float* out, const PackedQ8* w, const BlockQ8* x, const float* x_scales,
+                        const int32_t* /*sums_x8*/, int64_t nb) {
+  float acc[kPackedRows] = {};
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t r = 0; r < kPackedRows; ++r) {
+      int32_t dot = 0;
+      for (int64_t e = 0; e < kQ8BlockSize; ++e) dot += int32_t{w[b].q[32 * (e / 4) + 4 * r + e % 4]} * x[b].q[e];
+      acc[r] = std::fma(static_cast<float>(dot), f16_to_f32(w[b].scales[r]) * x_scales[b], acc[r]);
+    }
+  std::copy_n(acc, kPackedRows, out);
 }
 
-__attribute__((target("avx2,fma,f16c"))) __m256i load_q8(const BlockQ8& blk) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.q));
-}
-
-__attribute__((target("avx2,fma,f16c"))) float row_dot_avx2(const BlockQ8* w, const BlockQ8* x,
-                                                             const float* x_scales, const int32_t* /*lane_sums_x8*/,
-                                                             int64_t nb) {
-  __m256 even = _mm256_setzero_ps(), odd = _mm256_setzero_ps();
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    _mm_prefetch(reinterpret_cast<const char*>(w + b) + kPrefetchBytes, _MM_HINT_T0);
-    even = lane_fma_avx2(load_q8(w[b]), load_q8(x[b]), _cvtsh_ss(w[b].scale) * x_scales[b], even);
-    odd = lane_fma_avx2(load_q8(w[b + 1]), load_q8(x[b + 1]), _cvtsh_ss(w[b + 1].scale) * x_scales[b + 1], odd);
+// maddubs multiplies unsigned by signed bytes, so w's sign moves onto x;
+// exact, as a pair sums to at most 2 * 128 * 127 < 2^15 (a byte of -128 in a
+// file is 128 once its sign is taken).
+__attribute__((target("avx2,fma,f16c"))) void group_dot_avx2(float* out, const PackedQ8* w, const BlockQ8* x,
+                                                              const float* x_scales, const int32_t* /*sums_x8*/,
+                                                              int64_t nb) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch_ahead(w + b);
+    __m256i dots = _mm256_setzero_si256();
+    for (int k = 0; k < 8; ++k) {
+      const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].q + 32 * k));
+      const __m256i xq = broadcast4(x[b].q + 4 * k);
+      const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(xq, wq));
+      dots = _mm256_add_epi32(dots, _mm256_madd_epi16(pairs, ones));
+    }
+    acc = scaled_fma(dots, w[b].scales, x_scales[b], acc);
   }
-  if (b < nb) even = lane_fma_avx2(load_q8(w[b]), load_q8(x[b]), _cvtsh_ss(w[b].scale) * x_scales[b], even);
-  return finish_lanes_avx2(even, odd);
+  _mm256_storeu_ps(out, acc);
+}
+
+// The same with AVX-512 VNNI's vpdpbusd: 4 byte products summed into each
+// int32 lane in one instruction, exactly.
+__attribute__((target("avx512vnni,avx512vl,avx512bw,avx512f,avx2,fma,f16c"))) void group_dot_vnni(
+    float* out, const PackedQ8* w, const BlockQ8* x, const float* x_scales, const int32_t* /*sums_x8*/, int64_t nb) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch_ahead(w + b);
+    __m256i dots = _mm256_setzero_si256();
+    for (int k = 0; k < 8; ++k) {
+      const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].q + 32 * k));
+      const __m256i xq = broadcast4(x[b].q + 4 * k);
+      dots = _mm256_dpbusd_epi32(dots, _mm256_sign_epi8(wq, wq), _mm256_sign_epi8(xq, wq));
+    }
+    acc = scaled_fma(dots, w[b].scales, x_scales[b], acc);
+  }
+  _mm256_storeu_ps(out, acc);
 }
 
 }  // namespace
 
-Q8Isa best_q8_isa() {
-  static const Q8Isa isa = [] {
+bool q8_isa_available(Q8Isa isa) {
+  static const Q8Isa best = [] {
     __builtin_cpu_init();
     // F16C through cpuid: clang 14's __builtin_cpu_supports does not know it.
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
     const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c ? Q8Isa::kAvx2
-                                                                                   : Q8Isa::kPortable;
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c)) return Q8Isa::kPortable;
+    const bool vnni = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+    return vnni ? Q8Isa::kAvx512Vnni : Q8Isa::kAvx2;
   }();
-  return isa;
+  return static_cast<int>(isa) <= static_cast<int>(best);
 }
 
-const char* to_string(Q8Isa isa) { return isa == Q8Isa::kAvx2 ? "avx2" : "portable"; }
+Q8Isa best_q8_isa() {
+  Q8Isa best = Q8Isa::kPortable;
+  for (const Q8Isa isa : {Q8Isa::kAvx2, Q8Isa::kAvx512Vnni})
+    if (q8_isa_available(isa)) best = isa;
+  return best;
+}
+
+std::vector<Q8Isa> q8_isas_here() {
+  std::vector<Q8Isa> isas;
+  for (const Q8Isa isa : {Q8Isa::kPortable, Q8Isa::kAvx2, Q8Isa::kAvx512Vnni})
+    if (q8_isa_available(isa)) isas.push_back(isa);
+  return isas;
+}
+
+const char* to_string(Q8Isa isa) {
+  switch (isa) {
+    case Q8Isa::kAvx2: return "avx2";
+    case Q8Isa::kAvx512Vnni: return "avx512-vnni";
+    case Q8Isa::kPortable: break;
+  }
+  return "portable";
+}
+
+void check_product(const char* name, int64_t R, int64_t C, int64_t OC, int64_t ld_out, int64_t ld_x, Q8Isa isa) {
+  HYMBA_CHECK(R >= 0 && C >= 1 && OC >= 0 && ld_out >= OC && ld_x >= C, name, ": bad shape R=", R, " C=", C,
+              " OC=", OC, " ld_out=", ld_out, " ld_x=", ld_x);
+  HYMBA_CHECK(q8_isa_available(isa), name, ": this CPU has no ", to_string(isa));
+}
+
+void matmul_packed_q8(float* out, int64_t ld_out, const float* x, int64_t ld_x, const PackedQ8* w, const float* bias,
+                      int64_t R, int64_t C, int64_t OC, Q8Isa isa) {
+  check_product("matmul_q8", R, C, OC, ld_out, ld_x, isa);
+  const auto dot = isa == Q8Isa::kAvx512Vnni ? group_dot_vnni : isa == Q8Isa::kAvx2 ? group_dot_avx2
+                                                                                     : group_dot_portable;
+  matmul_groups(out, ld_out, x, ld_x, w, bias, R, C, OC, dot);
+}
 
 void matmul_q8(float* out, const float* x, const BlockQ8* w, const float* bias, int64_t R, int64_t C, int64_t OC,
                Q8Isa isa) {
@@ -95,11 +190,10 @@ void matmul_q8(float* out, const float* x, const BlockQ8* w, const float* bias, 
 
 void matmul_q8(float* out, int64_t ld_out, const float* x, int64_t ld_x, const BlockQ8* w, const float* bias,
                int64_t R, int64_t C, int64_t OC, Q8Isa isa) {
-  HYMBA_CHECK(R >= 0 && C >= 1 && OC >= 0 && ld_out >= OC && ld_x >= C, "matmul_q8: bad shape R=", R, " C=", C,
-              " OC=", OC, " ld_out=", ld_out, " ld_x=", ld_x);
-  HYMBA_CHECK(isa == Q8Isa::kPortable || best_q8_isa() == Q8Isa::kAvx2, "matmul_q8: this CPU has no ",
-              to_string(isa));
-  matmul_blocks(out, ld_out, x, ld_x, w, bias, R, C, OC, isa == Q8Isa::kAvx2 ? row_dot_avx2 : row_dot_portable);
+  check_product("matmul_q8", R, C, OC, ld_out, ld_x, isa);
+  std::vector<PackedQ8> packed(static_cast<size_t>(packed_groups(OC) * q8_blocks_per_row(C)));
+  pack_q8(packed.data(), w, OC, C);
+  matmul_packed_q8(out, ld_out, x, ld_x, packed.data(), bias, R, C, OC, isa);
 }
 
 }  // namespace hymba::cpu

@@ -7,7 +7,8 @@
 // int32 dot products per block, then accumulates scale_w * scale_x * dot over
 // the blocks in order, in float with fused multiply-adds. The int32 dots are
 // exact on every path and the accumulation order is fixed, so the portable
-// and the SIMD paths give bit-identical results.
+// and the SIMD paths give bit-identical results. The kernels run on weights
+// repacked 8 rows at a time (kernels/cpu/quant_packed.h).
 #pragma once
 
 #include <cstdint>
@@ -34,15 +35,22 @@ void quantize_q8(BlockQ8* out, const float* x, int64_t N, int64_t C);
 void quantize_q8(BlockQ8* out, const float* x, int64_t ld_x, int64_t N, int64_t C);
 void dequantize_q8(float* out, const BlockQ8* blocks, int64_t N, int64_t C);
 
-// The instruction sets the product can use; best_q8_isa() is what the CPU
-// running this process supports (checked once, at run time).
-enum class Q8Isa { kPortable, kAvx2 };
+// The instruction sets the product can use, chosen at run time:
+// best_q8_isa() is the best this CPU supports (checked once). kAvx512Vnni is
+// AVX-512 VNNI on 256-bit registers (vpdpbusd, with AVX512VL), the same
+// summation order as AVX2 in fewer instructions.
+enum class Q8Isa { kPortable, kAvx2, kAvx512Vnni };
 Q8Isa best_q8_isa();
+bool q8_isa_available(Q8Isa isa);
+// Every instruction set this CPU has, kPortable first (tests run them all).
+std::vector<Q8Isa> q8_isas_here();
 const char* to_string(Q8Isa isa);
 
 // out[R, OC] = x[R, C] · W^T (+ bias[OC] when non-null), W as OC rows of
 // q8 blocks (quantize_q8 of the [OC, C] float weights). Threads split the
-// output channels; results do not depend on the thread count.
+// output channels; results do not depend on the thread count. W is repacked
+// on every call (quant_packed.h): for one-off products; the decoder packs
+// its matrices once and calls matmul_packed_q8.
 void matmul_q8(float* out, const float* x, const BlockQ8* w, const float* bias, int64_t R, int64_t C, int64_t OC,
                Q8Isa isa = best_q8_isa());
 // With row strides (ld_out >= OC, ld_x >= C), as matmul_forward takes them.
