@@ -120,14 +120,14 @@ void BM_PackedQ4(benchmark::State& state) {
 }
 
 #define LINEAR_SHAPES \
-  Args({1, 1600, 1600})->Args({1, 1600, 5504})->Args({64, 1600, 1600})->UseRealTime()->Unit(benchmark::kMicrosecond)
+  Args({1, 1600, 1600})->Args({1, 1600, 5504})->Args({64, 1600, 1600})->Args({256, 1600, 5504})->UseRealTime()->Unit(benchmark::kMicrosecond)
 
 BENCHMARK(BM_LinearF32)->LINEAR_SHAPES;
 BENCHMARK(BM_LinearBF16)->LINEAR_SHAPES;
 BENCHMARK(BM_LinearQ8)->LINEAR_SHAPES;
 BENCHMARK(BM_LinearQ4)->LINEAR_SHAPES;
 #define PACKED_SHAPES                                                                                 \
-  ArgsProduct({{1}, {1600}, {1600, 5504}, {1, 2}})->Args({64, 1600, 1600, 1})->UseRealTime()->Unit( \
+  ArgsProduct({{1}, {1600}, {1600, 5504}, {1, 2}})->Args({64, 1600, 1600, 1})->Args({256, 1600, 5504, 1})->UseRealTime()->Unit( \
       benchmark::kMicrosecond)
 
 BENCHMARK(BM_PackedQ8)->PACKED_SHAPES;

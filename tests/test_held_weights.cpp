@@ -131,13 +131,12 @@ TEST(HeldWeights, AQuantizedCheckpointDecodesExactlyAsQuantizingOnTheFly) {
   fs::remove_all(dir);
 }
 
-// A long prefill chunk (kFloatRows rows or more) on held blocks runs sgemm
-// on the blocks' values widened a tile at a time: it equals the float32
-// decoder of the widened checkpoint (the same values) up to sgemm's
-// summation, and so differs from the block kernels, which also round the
-// activations (scoring keeps those). Families without meta tokens: a meta
-// prefix shorter than kFloatRows runs the block kernels.
-TEST(HeldWeights, LongPrefillOnHeldBlocksIsTheWidenedFloatProduct) {
+// A prefill chunk of kFloatRows + 1 tokens on held blocks runs the block
+// kernels like every other product on them (there is no float32 copy to
+// run sgemm on): close to the float forward of the widened weights, but
+// further from it than a float product's rounding, as the kernels also
+// round the activations to q8.
+TEST(HeldWeights, LongPrefillOnHeldBlocksRunsTheBlockKernels) {
   const fs::path dir = temp_dir("long");
   const int64_t n = infer::DecoderLinears::kFloatRows + 1;
   int compared = 0;
@@ -145,7 +144,6 @@ TEST(HeldWeights, LongPrefillOnHeldBlocksIsTheWidenedFloatProduct) {
     for (const test::Family& f : test::families()) {
       SCOPED_TRACE(std::string(to_string(format)) + " " + f.name);
       const ModelConfig c = ModelConfig::from_json(test::tiny(f.over));
-      if (c.num_memory_tokens > 0) continue;
       ++compared;
       auto m = random_model(c, 21);
       save_quantized(*m, format, dir / f.name);
@@ -153,12 +151,10 @@ TEST(HeldWeights, LongPrefillOnHeldBlocksIsTheWidenedFloatProduct) {
       auto widened = load_model((dir / f.name).string(), false);
       ASSERT_FALSE(widened->held_format().has_value());
       const std::vector<int32_t> prompt = random_ids(n, c.vocab_size, 22);
-      Decoder dec(*held), scoring(*held), f32(*widened);
-      scoring.set_quantized_prefill(true);
-      SequenceCache a = dec.new_cache(n), b = scoring.new_cache(n), w = f32.new_cache(n);
-      std::vector<float> la, lb, lw;
+      Decoder dec(*held), f32(*widened);
+      SequenceCache a = dec.new_cache(n), w = f32.new_cache(n);
+      std::vector<float> la, lw;
       dec.prefill(a, prompt, &la);
-      scoring.prefill(b, prompt, &lb);
       f32.prefill(w, prompt, &lw);
       ASSERT_EQ(la.size(), lw.size());
       double scale = 1e-6, err = 0;
@@ -166,8 +162,8 @@ TEST(HeldWeights, LongPrefillOnHeldBlocksIsTheWidenedFloatProduct) {
         scale = std::max(scale, std::fabs(double{lw[i]}));
         err = std::max(err, std::fabs(double{la[i]} - lw[i]));
       }
-      EXPECT_LE(err / scale, 1e-5);
-      EXPECT_NE(la, lb) << "the long chunk ran the block kernels";
+      EXPECT_LE(err / scale, 0.05);
+      EXPECT_GT(err / scale, 1e-4) << "the activations were not rounded: a float product ran";
     }
   }
   EXPECT_GE(compared, 8);

@@ -66,31 +66,6 @@ void DecoderLinears::adopt(const float* w, const HeldMatrix& m) {
   held_bytes_ += it->second.bytes();
 }
 
-namespace {
-
-// A long product on blocks (a prefill chunk, the meta prefix): the blocks'
-// values widened to float32 a tile of weight rows at a time, then sgemm,
-// which is 2-3x faster than the block kernels once many input rows share
-// each weight. Only the widened tile is ever float32.
-template <typename Widen>
-void widened_linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, int64_t rows, int64_t C, int64_t OC,
-                    Widen widen) {
-  constexpr int64_t kTileRows = 256;
-  thread_local std::vector<float> tile;
-  tile.resize(static_cast<size_t>(std::min(kTileRows, OC) * C));
-  float* buf = tile.data();  // not `tile` in the loop: each worker has its own thread_local
-  for (int64_t r0 = 0; r0 < OC; r0 += kTileRows) {
-    const int64_t n = std::min(kTileRows, OC - r0);
-    // Threads widen a group of packed rows each.
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < n; r += cpu::kPackedRows)
-      widen(buf + r * C, r0 + r, std::min(cpu::kPackedRows, n - r));
-    infer::linear(out + r0, ld_out, in, ld_in, buf, rows, C, n);
-  }
-}
-
-}  // namespace
-
 bool DecoderLinears::held_linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w,
                                  int64_t rows, int64_t C, int64_t OC) const {
   auto it = held_.find(w);
@@ -101,17 +76,7 @@ bool DecoderLinears::held_linear(float* out, int64_t ld_out, const float* in, in
     const Packed& m = it->second;
     HYMBA_CHECK(m.cols == C && done + m.rows <= OC, "a held matrix of [", m.rows, ",", m.cols,
                 "] does not fit a product of [", OC, ",", C, "]");
-    if (rows >= kFloatRows && !quantize_all_rows_) {
-      const auto widen = [&m, C](float* dst, int64_t row0, int64_t n) {
-        if (m.format == BlockFormat::kQ4)
-          cpu::dequantize_packed_q4(dst, m.q4.data(), row0, n, C);
-        else
-          cpu::dequantize_packed_q8(dst, m.q8.data(), row0, n, C);
-      };
-      widened_linear(out + done, ld_out, in, ld_in, rows, C, m.rows, widen);
-    } else {
-      packed_product(m, out + done, ld_out, in, ld_in, rows);
-    }
+    packed_product(m, out + done, ld_out, in, ld_in, rows);
     done += m.rows;
     if (done < OC) it = held_.find(w + done * C);
   }

@@ -39,10 +39,11 @@ class DecoderLinears {
   explicit DecoderLinears(WeightFormat format) : format_(format) {}
   WeightFormat format() const { return format_; }
 
-  // Products of at least kFloatRows rows (prefill chunks) run on the float32
-  // weights, which stay resident: OpenBLAS's sgemm is 2-3x faster there than
-  // the block kernels, whose gain is in reading fewer bytes per token.
-  // Scoring sets quantized_rows(true) so every product uses the format.
+  // Products of at least kFloatRows rows (prefill chunks) by a matrix the
+  // decoder formats itself run on its float32 weights, which stay resident
+  // (sgemm is as fast there, and bf16's row kernels are slower). Scoring
+  // sets quantized_rows(true) so every product uses the format. Held
+  // matrices have no float32 weights: their products always use the blocks.
   static constexpr int64_t kFloatRows = 16;
   void quantized_rows(bool all) { quantize_all_rows_ = all; }
 
@@ -52,9 +53,8 @@ class DecoderLinears {
   // pages of a file mapping they came from are dropped once copied.
   // Every product by it, and by a stack of held matrices starting at w (the
   // graph's stacked q/k/v or gate/up), runs on the held blocks, one product
-  // per held matrix: the block kernels below kFloatRows rows (or always,
-  // when scoring), else sgemm on the blocks' values widened a tile of rows
-  // at a time.
+  // per held matrix, at any row count: on packed blocks the integer kernels
+  // are as fast as sgemm on float32 (q4 faster), with no float32 copy.
   void adopt(const float* w, const HeldMatrix& m);
   int64_t held_bytes() const { return held_bytes_; }
 

@@ -96,11 +96,22 @@ void dequantize_packed_q4(float* out, const PackedQ4* p, int64_t row0, int64_t n
   const int64_t nb = q4_blocks_per_row(C);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t g = (row0 + i) / kPackedRows, r = (row0 + i) % kPackedRows;
+    float* row = out + i * C;
     for (int64_t b = 0; b < nb; ++b) {
       const PackedQ4& blk = p[g * nb + b];
       const float d = f16_to_f32(blk.scales[r]);
-      const int64_t c0 = b * kQ4BlockSize, len = std::min(kQ4BlockSize, C - c0);
-      for (int64_t e = 0; e < len; ++e) out[i * C + c0 + e] = static_cast<float>(packed_code(blk, r, e) - 8) * d;
+      const int64_t c0 = b * kQ4BlockSize;
+      if (c0 + kQ4BlockSize <= C) {
+        // A whole block: each run's 4 bytes give elements 4k..4k+3 and 16+4k..16+4k+3.
+        for (int64_t k = 0; k < 4; ++k)
+          for (int64_t j = 0; j < 4; ++j) {
+            const uint8_t byte = blk.q[32 * k + 4 * r + j];
+            row[c0 + 4 * k + j] = static_cast<float>((byte & 0x0F) - 8) * d;
+            row[c0 + 16 + 4 * k + j] = static_cast<float>((byte >> 4) - 8) * d;
+          }
+      } else {
+        for (int64_t e = 0; e < C - c0; ++e) row[c0 + e] = static_cast<float>(packed_code(blk, r, e) - 8) * d;
+      }
     }
   }
 }

@@ -70,7 +70,9 @@ void dequantize_packed_q8(float* out, const PackedQ8* p, int64_t row0, int64_t n
       const PackedQ8& blk = p[g * nb + b];
       const float d = f16_to_f32(blk.scales[r]);
       const int64_t c0 = b * kQ8BlockSize, len = std::min(kQ8BlockSize, C - c0);
-      for (int64_t e = 0; e < len; ++e) out[i * C + c0 + e] = d * static_cast<float>(blk.q[32 * (e / 4) + 4 * r + e % 4]);
+      for (int64_t k = 0; 4 * k < len; ++k)  // run k: elements 4k..4k+3
+        for (int64_t j = 0; j < 4 && 4 * k + j < len; ++j)
+          out[i * C + c0 + 4 * k + j] = d * static_cast<float>(blk.q[32 * k + 4 * r + j]);
     }
   }
 }
