@@ -3,6 +3,8 @@
 
 #include <sys/wait.h>
 
+#include <gtest/gtest.h>
+
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -36,6 +38,16 @@ inline int count_lines(const std::string& s) {
   int n = 0;
   for (char c : s) n += c == '\n';
   return n;
+}
+
+// A refusal: exit code 1 and one line holding every part, no library's
+// exception text leaking through.
+inline void expect_one_line(const CliResult& r, const std::vector<std::string>& parts) {
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(count_lines(r.output), 1) << r.output;
+  EXPECT_EQ(r.output.find("json.exception"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
+  for (const auto& p : parts) EXPECT_NE(r.output.find(p), std::string::npos) << "'" << p << "' not in: " << r.output;
 }
 
 // One JSON value per non-empty line (metrics.jsonl).

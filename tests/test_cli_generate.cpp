@@ -178,6 +178,37 @@ TEST_F(CliGenerate, WeightsQ8GeneratesAndBenchReportsIt) {
   EXPECT_EQ(f["quantized_weight_bytes"], 0);
 }
 
+// eval --top1-out / --top1-against: the float32 run's argmax per position
+// agrees with itself exactly, with q4 mostly but not wholly on random
+// weights; files from other text, or no such file, are one-line errors.
+TEST_F(CliGenerate, EvalComparesTopOnePredictionsAcrossFormats) {
+  {
+    std::ofstream text(path("text.txt"));  // 600+ byte tokens: two blocks of 256 and more
+    for (int i = 0; i < 5; ++i)
+      text << "To be, or not to be, that is the question " << i << ": whether 'tis nobler in the mind to suffer.\n";
+  }
+  const std::string base = "--threads 1 eval --ckpt " + path("ck") + " --data " + path("text.txt") +
+                           " --split all --seq-len 32 --json";
+  const auto f = run_cli(base + " --top1-out " + path("f32.json"));
+  ASSERT_EQ(f.exit_code, 0) << f.output;
+  const auto saved = nlohmann::json::parse(std::ifstream(path("f32.json")));
+  const int64_t tokens = nlohmann::json::parse(f.output)["tokens"].get<int64_t>();
+  ASSERT_GT(tokens, 0);
+  EXPECT_EQ(static_cast<int64_t>(saved["top1"].size()), tokens);
+  const auto self = nlohmann::json::parse(run_cli(base + " --top1-against " + path("f32.json")).output);
+  EXPECT_EQ(self["top1_agreement"], 1.0);
+  EXPECT_EQ(self["loss"], nlohmann::json::parse(f.output)["loss"]) << "f32 through the decoder scores as before";
+  const auto q4 = run_cli(base + " --weights q4 --top1-against " + path("f32.json"));
+  ASSERT_EQ(q4.exit_code, 0) << q4.output;
+  const double agree = nlohmann::json::parse(q4.output)["top1_agreement"].get<double>();
+  EXPECT_GT(agree, 0.5);
+  EXPECT_LE(agree, 1.0);
+  const auto other = run_cli("--threads 1 eval --ckpt " + path("ck") + " --data " + path("text.txt") +
+                             " --split all --seq-len 16 --top1-against " + path("f32.json"));
+  test::expect_one_line(other, {"f32.json", "--seq-len"});
+  test::expect_one_line(run_cli(base + " --top1-against " + path("text.txt")), {"text.txt"});
+}
+
 TEST_F(CliGenerate, BenchInferJsonHasTheFigures) {
   const auto r = run_cli("bench infer --preset hybrid-official --scale tiny --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;

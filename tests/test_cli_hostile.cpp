@@ -27,6 +27,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using test::read_jsonl;
 using test::run_cli;
+using test::expect_one_line;
 
 const std::string kFixtureConfig = std::string(HYMBA_FIXTURES_DIR) + "/tiny_hybrid/config.json";
 
@@ -100,13 +101,6 @@ class CliHostile : public ::testing::Test {
            " --steps " + std::to_string(steps) +
            " --batch 4 --seq-len 32 --lr 3e-3 --warmup 5 --log-interval 1 --eval-interval 50 --eval-windows 4"
            " --save-interval 1000 --quiet";
-  }
-  static void expect_one_line(const test::CliResult& r, const std::vector<std::string>& parts) {
-    EXPECT_EQ(r.exit_code, 1) << r.output;
-    EXPECT_EQ(test::count_lines(r.output), 1) << r.output;
-    EXPECT_EQ(r.output.find("json.exception"), std::string::npos) << r.output;
-    EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
-    for (const auto& p : parts) EXPECT_NE(r.output.find(p), std::string::npos) << "'" << p << "' not in: " << r.output;
   }
   fs::path dir_;
 };

@@ -211,7 +211,7 @@ CorpusScore LanguageModel::score_corpus(const CorpusScoreOptions& options) {
                             "--batch " + std::to_string(options.batch) + " x --seq-len " + std::to_string(out.seq_len),
                             "--batch or --seq-len", "eval");
   out.result = naming_source(source_, [&] {
-    if (weight_format_ == infer::WeightFormat::kF32 && !model_->held_format())
+    if (weight_format_ == infer::WeightFormat::kF32 && !model_->held_format() && !options.keep_top1)
       return evaluate(*model_, tokens, out.seq_len, options.batch, options.max_windows, options.on_progress);
     // Quantized weights (made from float32 or held by the checkpoint) live
     // in the decoder: each window is one prefill of its inputs, every

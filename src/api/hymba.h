@@ -56,6 +56,10 @@ struct CorpusScoreOptions {
   int64_t batch = 8;
   int64_t max_windows = 0;  // 0: all
   EvalProgress on_progress;  // optional: windows done / total after each batch
+  // Score through the cached decoder even in float32, so that the result's
+  // top1 (each position's argmax) is filled: prefill's logits equal the
+  // full forward's.
+  bool keep_top1 = false;
 };
 struct CorpusScore {
   EvalResult result;

@@ -10,6 +10,7 @@
 #include "api/hymba.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "train/run_state.h"
@@ -109,6 +110,7 @@ void register_eval(CLI::App& app, const GlobalOptions& global) {
     int64_t seq_len = 0, batch = 8, windows = 0;
     bool json = false;
     infer::WeightFormat weights = infer::WeightFormat::kF32;
+    std::string top1_out, top1_against;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("eval", "Loss, perplexity and token accuracy of a checkpoint on text");
@@ -121,8 +123,20 @@ void register_eval(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--max-windows", opts->windows, "Evaluate at most this many windows (0 = all)")->check(CLI::Range(0, 1 << 30));
   cmd->add_flag("--json", opts->json, "Print JSON");
   add_weights_option(cmd, opts->weights);
+  cmd->add_option("--top1-out", opts->top1_out,
+                  "Write each scored position's most likely token (JSON) to FILE, for --top1-against in another run");
+  cmd->add_option("--top1-against", opts->top1_against,
+                  "Also report how often this run's most likely token equals the one in FILE (written by --top1-out "
+                  "on the same text, e.g. with --weights f32)");
   cmd->callback([opts, &global] {
     apply_global_options(global);
+    // Read first: a bad file is an error before minutes of scoring.
+    nlohmann::json against;
+    if (!opts->top1_against.empty()) {
+      against = read_json_file(opts->top1_against);
+      HYMBA_CHECK(against.is_object() && against.contains("top1") && against["top1"].is_array(), opts->top1_against,
+                  ": not a --top1-out file (no 'top1' array)");
+    }
     LanguageModel lm = LanguageModel::load(opts->ckpt);
     lm.set_weight_format(opts->weights);
     CorpusScoreOptions so;
@@ -131,6 +145,7 @@ void register_eval(CLI::App& app, const GlobalOptions& global) {
     so.seq_len = opts->seq_len;
     so.batch = opts->batch;
     so.max_windows = opts->windows;
+    so.keep_top1 = !opts->top1_out.empty() || !opts->top1_against.empty();
     // A long split takes minutes: a line on stderr at most every 2 s (none for a short one), so stdout stays clean.
     auto last = std::chrono::steady_clock::now();
     bool shown = false;
@@ -150,17 +165,43 @@ void register_eval(CLI::App& app, const GlobalOptions& global) {
     const std::string& ckpt = lm.source();
     const std::string& data = score.data;
     const int64_t seq_len = score.seq_len;
+    nlohmann::json out{{"checkpoint", ckpt}, {"data", data},         {"split", opts->split},
+                       {"weights", infer::to_string(opts->weights)},
+                       {"loss", r.loss},      {"ppl", r.ppl},         {"accuracy", r.accuracy},
+                       {"tokens", r.tokens},  {"windows", r.windows}, {"seq_len", seq_len}};
+    if (!opts->top1_against.empty()) {
+      const nlohmann::json& theirs = against["top1"];
+      HYMBA_CHECK(theirs.size() == r.top1.size() && against.value("data", "") == data &&
+                      against.value("split", "") == opts->split && against.value("seq_len", int64_t{0}) == seq_len,
+                  opts->top1_against, ": scored ", theirs.size(), " positions of ", against.value("data", "?"), " (",
+                  against.value("split", "?"), " split, --seq-len ", against.value("seq_len", int64_t{0}),
+                  "), this run ", r.top1.size(), " of ", data, " (", opts->split, ", ", seq_len,
+                  "): give both runs the same --data, --split, --seq-len and --max-windows");
+      int64_t same = 0;
+      for (size_t i = 0; i < r.top1.size(); ++i) {
+        HYMBA_CHECK(theirs[i].is_number_integer(), opts->top1_against, ": top1[", i, "] is not a token id");
+        same += theirs[i].get<int64_t>() == r.top1[i] ? 1 : 0;
+      }
+      out["top1_agreement"] = r.top1.empty() ? 0.0 : static_cast<double>(same) / static_cast<double>(r.top1.size());
+      out["top1_against"] = against.value("weights", "?");
+    }
+    if (!opts->top1_out.empty()) {
+      nlohmann::json saved = out;
+      saved.erase("top1_agreement");
+      saved.erase("top1_against");
+      saved["top1"] = r.top1;
+      write_text_atomic(opts->top1_out, saved.dump() + "\n");
+    }
     if (opts->json) {
-      std::cout << nlohmann::json{{"checkpoint", ckpt}, {"data", data},       {"split", opts->split},
-                                  {"weights", infer::to_string(opts->weights)},
-                                  {"loss", r.loss},      {"ppl", r.ppl},       {"accuracy", r.accuracy},
-                                  {"tokens", r.tokens},  {"windows", r.windows}, {"seq_len", seq_len}}
-                       .dump(2)
-                << "\n";
+      std::cout << out.dump(2) << "\n";
     } else {
-      std::printf("%s on %s (%s split, %lld tokens, --weights %s): loss %.4f  ppl %.3f  accuracy %.4f\n", ckpt.c_str(),
+      std::printf("%s on %s (%s split, %lld tokens, --weights %s): loss %.4f  ppl %.3f  accuracy %.4f", ckpt.c_str(),
                   data.c_str(), opts->split.c_str(), static_cast<long long>(r.tokens), infer::to_string(opts->weights),
                   r.loss, r.ppl, r.accuracy);
+      if (out.contains("top1_agreement"))
+        std::printf("  top-1 agreement with %s %.4f", out["top1_against"].get<std::string>().c_str(),
+                    out["top1_agreement"].get<double>());
+      std::printf("\n");
     }
   });
 }

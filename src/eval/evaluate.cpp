@@ -109,6 +109,7 @@ EvalResult evaluate_logits(std::span<const int32_t> tokens, int64_t seq_len, int
       for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - top);
       loss_sum += top + std::log(sum) - static_cast<double>(row[target]);
       correct += best == target ? 1 : 0;
+      r.top1.push_back(static_cast<int32_t>(best));
     }
     r.tokens += seq_len;
     if (on_progress) on_progress(w + 1, r.windows);

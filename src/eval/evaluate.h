@@ -17,6 +17,10 @@ struct EvalResult {
   double accuracy = 0.0;  // argmax == target
   int64_t tokens = 0;     // scored tokens
   int64_t windows = 0;
+  // The argmax at each scored position, in order: filled by
+  // evaluate_logits, for comparing one weight format's predictions with
+  // another's (`hymba eval --top1-out / --top1-against`).
+  std::vector<int32_t> top1;
 };
 
 // Called after each batch with the windows done and the total (long splits take minutes).
