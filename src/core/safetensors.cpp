@@ -130,7 +130,7 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
 // A finite value that narrowing would turn into infinity is refused: the
 // written file would silently differ from the model.
 void check_fits(const std::string& path, const NamedTensor& t, int64_t numel, FloatFormat format) {
-  if (format == FloatFormat::kF32 || t.bytes != nullptr) return;
+  if (format == FloatFormat::kF32 || t.bytes != nullptr || t.bf16 != nullptr) return;
   const float threshold = overflow_threshold(format);
   for (int64_t i = 0; i < numel; ++i) {
     const float v = t.data[i];
@@ -147,6 +147,10 @@ void write_tensor(std::FILE* f, const std::string& path, const NamedTensor& t, F
   const int64_t n = t.shape.numel();
   if (t.bytes != nullptr) {
     write_bytes(f, t.bytes, static_cast<std::size_t>(n), path);
+    return;
+  }
+  if (t.bf16 != nullptr) {
+    write_bytes(f, t.bf16, static_cast<std::size_t>(n) * 2, path);
     return;
   }
   if (format == FloatFormat::kF32) {
@@ -360,12 +364,14 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
     }
     int64_t numel = 1;
     for (int i = 0; i < t.shape.rank; ++i) numel = checked_mul(numel, t.shape[i], path + ": size of tensor '" + t.name + "'");
-    const int tsize = t.bytes != nullptr ? 1 : esize;
+    const int tsize = t.bytes != nullptr ? 1 : t.bf16 != nullptr ? 2 : esize;
     const auto bytes = static_cast<uint64_t>(checked_mul(numel, tsize, path + ": bytes of tensor '" + t.name + "'"));
-    HYMBA_CHECK(bytes == 0 || t.data != nullptr || t.bytes != nullptr, path, ": tensor '", t.name, "' has no data");
+    HYMBA_CHECK(bytes == 0 || t.data != nullptr || t.bytes != nullptr || t.bf16 != nullptr, path, ": tensor '", t.name, "' has no data");
     check_fits(path, t, numel, format);
     nlohmann::ordered_json e = nlohmann::ordered_json::object();
-    e["dtype"] = t.bytes != nullptr ? std::string("U8") : std::string(safetensors_dtype(format));
+    e["dtype"] = t.bytes != nullptr  ? std::string("U8")
+                 : t.bf16 != nullptr ? std::string("BF16")
+                                     : std::string(safetensors_dtype(format));
     e["shape"] = std::move(dims);
     e["data_offsets"] = nlohmann::ordered_json::array({offset, offset + bytes});
     header[t.name] = std::move(e);

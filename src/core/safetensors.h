@@ -89,6 +89,9 @@ struct NamedTensor {
   // Or raw bytes, stored as dtype U8 of `shape` (numel bytes): weights in a
   // block format (model/held_weights.h).
   const uint8_t* bytes = nullptr;
+  // Or bfloat16 values already rounded, stored as dtype BF16 of `shape`
+  // (weights a model holds in bf16, model/held_weights.h).
+  const uint16_t* bf16 = nullptr;
 };
 
 // Writes the tensors (in the order given, stored as `format`) and metadata

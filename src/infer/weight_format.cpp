@@ -27,6 +27,7 @@ const char* to_string(WeightFormat format) {
 }
 
 WeightFormat weight_format_of(BlockFormat format) {
+  if (format == BlockFormat::kBF16) return WeightFormat::kBF16;
   return format == BlockFormat::kQ4 ? WeightFormat::kQ4 : WeightFormat::kQ8;
 }
 
@@ -51,7 +52,9 @@ void widened_linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, 
     const int64_t n = std::min(kTileRows, m.rows - r0);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < n; ++r) {
-      if (m.format == BlockFormat::kQ4)
+      if (m.format == BlockFormat::kBF16)
+        for (int64_t c = 0; c < C; ++c) buf[r * C + c] = bf16_to_f32(m.bf16()[(r0 + r) * C + c]);
+      else if (m.format == BlockFormat::kQ4)
         cpu::dequantize_q4(buf + r * C, m.q4() + (r0 + r) * cpu::q4_blocks_per_row(C), 1, C);
       else
         cpu::dequantize_q8(buf + r * C, m.q8() + (r0 + r) * cpu::q8_blocks_per_row(C), 1, C);
@@ -74,6 +77,8 @@ bool DecoderLinears::held_linear(float* out, int64_t ld_out, const float* in, in
                 "] does not fit a product of [", OC, ",", C, "]");
     if (rows >= kFloatRows && !quantize_all_rows_)
       widened_linear(out + done, ld_out, in, ld_in, m, rows);
+    else if (m.format == BlockFormat::kBF16)
+      cpu::matmul_bf16(out + done, ld_out, in, ld_in, m.bf16(), nullptr, rows, C, m.rows);
     else if (m.format == BlockFormat::kQ4)
       cpu::matmul_q4(out + done, ld_out, in, ld_in, m.q4(), nullptr, rows, C, m.rows);
     else
