@@ -267,7 +267,7 @@ TEST(HeldWeights, BadQuantizedFilesAreOneLineErrors) {
        },
        {first, "expected U8", "q8_0 blocks"}},
       {"unknown_format", [&](auto&, auto&, auto& meta) { meta[kBlocksMetadataKey] = "{\"" + first + "\": \"q5_1\"}"; },
-       {first, "'q5_1'", "q8_0 or q4_0"}},
+       {first, "'q5_1'", "q8_0, q4_0 or bf16"}},
       {"not_json", [&](auto&, auto&, auto& meta) { meta[kBlocksMetadataKey] = "[1,"; }, {kBlocksMetadataKey, "JSON object"}},
       {"not_a_linear_weight",
        [&](auto&, auto&, auto& meta) {

@@ -904,5 +904,24 @@ TEST_F(Stopping, EosEndsTheSequenceAndIsNotIncluded) {
   EXPECT_EQ(out[0].tokens, std::vector<int32_t>(greedy.begin(), greedy.begin() + static_cast<std::ptrdiff_t>(k)));
 }
 
+// A prefill chunk keeps the residual stream, not every layer's activations:
+// its peak does not grow with the layer count (it grew in proportion when
+// each layer's were kept to the chunk's end).
+TEST(Decoder, PrefillChunkMemoryDoesNotGrowWithLayers) {
+  const auto peak = [](int layers) {
+    const ModelConfig c = ModelConfig::from_json(test::tiny(
+        {{"num_hidden_layers", layers}, {"sliding_window", 3}, {"global_attn_idx", {0}}, {"num_memory_tokens", 2}}));
+    Model m(c, false);
+    m.init(3);
+    infer::Decoder dec(m);
+    infer::SequenceCache cache = dec.new_cache(48);
+    std::vector<int32_t> prompt(48);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(i % 29);
+    (void)dec.prefill(cache, prompt);
+    return static_cast<double>(dec.prefill_activation_bytes());
+  };
+  EXPECT_LT(peak(12), 1.3 * peak(2));
+}
+
 }  // namespace
 }  // namespace hymba

@@ -100,14 +100,17 @@ void register_import_export(CLI::App& app, const GlobalOptions& global) {
     };
     auto opts = std::make_shared<Options>();
     CLI::App* cmd = app.add_subcommand(
-        "quantize", "Write a checkpoint whose linear weights are stored in q8 or q4 blocks: inference loads them by "
-                    "mmap, without a float32 copy");
+        "quantize", "Write a checkpoint whose linear weights are stored in q8 or q4 blocks or as bf16: inference "
+                    "loads them by mmap and multiplies them as stored, without a float32 copy (float32 work such as "
+                    "training is refused on it; keep the float32 checkpoint for that)");
     cmd->add_option("--ckpt", opts->ckpt, "Checkpoint or run directory, or a .gguf file")->required();
     cmd->add_option("--weights", opts->weights,
                     "q8 (blocks of 32: an f16 scale and 32 int8, GGUF's Q8_0) or q4 (an f16 scale and 32 4-bit "
-                    "values, GGUF's Q4_0); embeddings, norms, Mamba A/D/dt/conv and the output head stay f32")
+                    "values, GGUF's Q4_0) or bf16 (BF16 tensors, each weight rounded to nearest even: half of "
+                    "f32's bytes, the bf16 kernels' input); embeddings, norms, Mamba A/D/dt/conv and the output head "
+                    "stay f32")
         ->required()
-        ->check(CLI::IsMember({"q8", "q4"}));
+        ->check(CLI::IsMember({"q8", "q4", "bf16"}));
     cmd->add_option("--out", opts->out, "Checkpoint directory to write (config.json, model.safetensors, tokenizer)")
         ->required();
     cmd->callback([opts, &global] {
@@ -115,7 +118,9 @@ void register_import_export(CLI::App& app, const GlobalOptions& global) {
       const std::string ckpt = resolve_checkpoint(opts->ckpt);
       HYMBA_CHECK(fs::weakly_canonical(ckpt) != fs::weakly_canonical(opts->out),
                   "--out must differ from --ckpt (quantize writes a new directory)");
-      const BlockFormat format = opts->weights == "q4" ? BlockFormat::kQ4 : BlockFormat::kQ8;
+      const BlockFormat format = opts->weights == "bf16" ? BlockFormat::kBF16
+                                 : opts->weights == "q4"  ? BlockFormat::kQ4
+                                                          : BlockFormat::kQ8;
       auto model = load_model(ckpt, false);  // float32 (a quantized one is widened, with a note)
       const int64_t n = hold_quantized(*model, format);
       int64_t bytes = 0;
@@ -132,9 +137,10 @@ void register_import_export(CLI::App& app, const GlobalOptions& global) {
       } else {
         copied = copy_tokenizer_files(ckpt, opts->out);
       }
-      std::printf("quantized %s: %lld weight matrices to %s blocks (%.1f MB; %lld parameters in all), %d tokenizer "
+      std::printf("quantized %s: %lld weight matrices to %s%s (%.1f MB; %lld parameters in all), %d tokenizer "
                   "file%s -> %s\n",
-                  ckpt.c_str(), static_cast<long long>(n), to_string(format), static_cast<double>(bytes) / 1e6,
+                  ckpt.c_str(), static_cast<long long>(n), to_string(format),
+                  format == BlockFormat::kBF16 ? "" : " blocks", static_cast<double>(bytes) / 1e6,
                   static_cast<long long>(model->params().num_params()), copied, copied == 1 ? "" : "s",
                   opts->out.c_str());
     });

@@ -46,6 +46,11 @@ void ParamTable::allocate(bool with_grads, bool with_optimizer) {
   }
 }
 
+void ParamTable::adopt_values(AlignedFloats values) {
+  HYMBA_CHECK(values_ != nullptr && values != nullptr, "parameter table: adopt_values before allocate");
+  values_ = std::move(values);
+}
+
 void apply_init(const InitRule& rule, const Shape& shape, float* data, Rng& rng) {
   const int64_t n = shape.numel();
   switch (rule.kind) {

@@ -96,6 +96,10 @@ class ParamTable {
   bool has_optimizer() const { return m_ != nullptr; }
 
   float* values_block() const { return values_.get(); }
+  // Replaces the allocated value block by `values` (total_floats() floats
+  // laid out as this table's rows, e.g. a checkpoint file mapped copy-on-write
+  // by map_params, core/safetensors.h).
+  void adopt_values(AlignedFloats values);
   float* grads_block() const { return grads_.get(); }
   float* m_block() const { return m_.get(); }
   float* v_block() const { return v_.get(); }

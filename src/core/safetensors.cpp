@@ -130,7 +130,7 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
 // A finite value that narrowing would turn into infinity is refused: the
 // written file would silently differ from the model.
 void check_fits(const std::string& path, const NamedTensor& t, int64_t numel, FloatFormat format) {
-  if (format == FloatFormat::kF32 || t.bytes != nullptr) return;
+  if (format == FloatFormat::kF32 || t.bytes != nullptr || t.bf16 != nullptr) return;
   const float threshold = overflow_threshold(format);
   for (int64_t i = 0; i < numel; ++i) {
     const float v = t.data[i];
@@ -147,6 +147,10 @@ void write_tensor(std::FILE* f, const std::string& path, const NamedTensor& t, F
   const int64_t n = t.shape.numel();
   if (t.bytes != nullptr) {
     write_bytes(f, t.bytes, static_cast<std::size_t>(n), path);
+    return;
+  }
+  if (t.bf16 != nullptr) {
+    write_bytes(f, t.bf16, static_cast<std::size_t>(n) * 2, path);
     return;
   }
   if (format == FloatFormat::kF32) {
@@ -337,8 +341,18 @@ std::shared_ptr<const uint8_t> SafetensorsFile::map_bytes(const std::string& nam
   return std::shared_ptr<const uint8_t>(mapping_, mapping_.get() + data_start_ + e.begin);
 }
 
+AlignedFloats SafetensorsFile::map_private_floats(uint64_t begin, uint64_t bytes) const {
+  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t at = data_start_ + begin;
+  if (bytes == 0 || at % page != 0 || at > file_size_ || bytes > file_size_ - at) return AlignedFloats(nullptr);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd_, static_cast<off_t>(at));
+  if (p == MAP_FAILED) fail(path_, ": cannot map the file: ", os_reason(errno));
+  return AlignedFloats(static_cast<float*>(p), AlignedFree{bytes});
+}
+
 void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
-                      const std::map<std::string, std::string>& metadata, FloatFormat format) {
+                      const std::map<std::string, std::string>& metadata, FloatFormat format,
+                      uint64_t data_alignment) {
   const int esize = bytes_per_element(format);
   // ordered_json keeps insertion order: "__metadata__" first, then tensors in
   // data order, each as {"dtype","shape","data_offsets"}, like the reference.
@@ -360,12 +374,15 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
     }
     int64_t numel = 1;
     for (int i = 0; i < t.shape.rank; ++i) numel = checked_mul(numel, t.shape[i], path + ": size of tensor '" + t.name + "'");
-    const int tsize = t.bytes != nullptr ? 1 : esize;
+    const int tsize = t.bytes != nullptr ? 1 : t.bf16 != nullptr ? 2 : esize;
     const auto bytes = static_cast<uint64_t>(checked_mul(numel, tsize, path + ": bytes of tensor '" + t.name + "'"));
-    HYMBA_CHECK(bytes == 0 || t.data != nullptr || t.bytes != nullptr, path, ": tensor '", t.name, "' has no data");
+    HYMBA_CHECK(bytes == 0 || t.data != nullptr || t.bytes != nullptr || t.bf16 != nullptr, path, ": tensor '",
+                t.name, "' has no data");
     check_fits(path, t, numel, format);
     nlohmann::ordered_json e = nlohmann::ordered_json::object();
-    e["dtype"] = t.bytes != nullptr ? std::string("U8") : std::string(safetensors_dtype(format));
+    e["dtype"] = t.bytes != nullptr  ? std::string("U8")
+                 : t.bf16 != nullptr ? std::string("BF16")
+                                     : std::string(safetensors_dtype(format));
     e["shape"] = std::move(dims);
     e["data_offsets"] = nlohmann::ordered_json::array({offset, offset + bytes});
     header[t.name] = std::move(e);
@@ -378,8 +395,11 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
   } catch (const nlohmann::json::exception&) {
     fail(path, ": tensor names and metadata must be valid UTF-8");
   }
-  // Padding keeps the data buffer 8-byte aligned in the file.
-  text.append((8 - text.size() % 8) % 8, ' ');
+  // Padding keeps the data buffer aligned in the file (8 bytes, or a page
+  // for files mapped as a parameter block).
+  HYMBA_CHECK(data_alignment >= 8 && data_alignment % 8 == 0, path, ": data alignment ", data_alignment,
+              " is not a multiple of 8");
+  text.append((data_alignment - (8 + text.size()) % data_alignment) % data_alignment, ' ');
 
   write_file_atomic(path, [&](std::FILE* f) {
     unsigned char len_bytes[8];
@@ -405,13 +425,40 @@ void load_params(const std::string& path, ParamTable& table) {
   load_params(SafetensorsFile::open(path), table, {});
 }
 
-void load_params(const SafetensorsFile& file, ParamTable& table, const std::set<std::string>& elsewhere) {
+void save_params_mappable(const std::string& path, const ParamTable& table,
+                          const std::map<std::string, std::string>& metadata) {
+  HYMBA_CHECK(table.values_block() != nullptr || table.rows().empty(), path,
+              ": cannot save parameters before they are allocated");
+  constexpr uint64_t kPage = 4096;
+  const std::vector<ParamInfo>& rows = table.rows();
+  std::vector<NamedTensor> tensors;
+  int64_t widest_pad = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int64_t end = i + 1 < rows.size() ? rows[i + 1].offset : table.total_floats();
+    widest_pad = std::max(widest_pad, end - rows[i].offset - rows[i].shape.numel());
+  }
+  const std::vector<float> zeros(static_cast<size_t>(widest_pad), 0.0f);
+  int64_t pads = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const ParamInfo& p = rows[i];
+    tensors.push_back({p.name, p.shape, table.values_block() + p.offset});
+    const int64_t end = i + 1 < rows.size() ? rows[i + 1].offset : table.total_floats();
+    const int64_t pad = end - p.offset - p.shape.numel();
+    if (pad > 0) tensors.push_back({kPaddingTensorPrefix + std::to_string(pads++), Shape({pad}), zeros.data()});
+  }
+  save_safetensors(path, tensors, metadata, FloatFormat::kF32, kPage);
+}
+
+namespace {
+
+bool is_padding(const std::string& name) { return name.rfind(kPaddingTensorPrefix, 0) == 0; }
+
+// Every name, dtype and shape, before any value is written, so a bad
+// checkpoint leaves the table as it was.
+void check_params_file(const SafetensorsFile& file, const ParamTable& table, const std::set<std::string>& elsewhere) {
   const std::string& path = file.path();
   HYMBA_CHECK(table.values_block() != nullptr || table.rows().empty(), path,
               ": cannot load parameters before they are allocated");
-
-  // Everything is checked before the first value is overwritten, so a bad
-  // checkpoint leaves the table as it was.
   for (const ParamInfo& p : table.rows()) {
     if (elsewhere.count(p.name) != 0) continue;
     const SafetensorsEntry* e = file.find(p.name);
@@ -423,9 +470,28 @@ void load_params(const SafetensorsFile& file, ParamTable& table, const std::set<
                 p.shape.str());
   }
   for (const SafetensorsEntry& e : file.entries())
-    HYMBA_CHECK(table.contains(e.name), path, ": unexpected tensor '", excerpt(e.name),
+    HYMBA_CHECK(table.contains(e.name) || is_padding(e.name), path, ": unexpected tensor '", excerpt(e.name),
                 "' (not a parameter of this model)");
+}
 
+}  // namespace
+
+bool map_params(const SafetensorsFile& file, ParamTable& table) {
+  check_params_file(file, table, {});
+  for (const ParamInfo& p : table.rows()) {
+    const SafetensorsEntry* e = file.find(p.name);
+    if (e->dtype != "F32" || e->begin != static_cast<uint64_t>(p.offset) * sizeof(float)) return false;
+  }
+  AlignedFloats block = file.map_private_floats(0, static_cast<uint64_t>(table.total_floats()) * sizeof(float));
+  if (!block) return false;
+  for (const ParamInfo& p : table.rows()) check_finite(file.path(), p.name, block.get() + p.offset, p.shape.numel());
+  table.adopt_values(std::move(block));
+  return true;
+}
+
+void load_params(const SafetensorsFile& file, ParamTable& table, const std::set<std::string>& elsewhere) {
+  const std::string& path = file.path();
+  check_params_file(file, table, elsewhere);
   table.for_each([&](ParamSlot& slot) {
     if (elsewhere.count(slot.info.name) != 0) return;
     file.read_into(slot.info.name, slot.value, slot.numel());

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/aligned.h"
 #include "core/float_formats.h"
 #include "core/tensor.h"
 
@@ -66,6 +67,11 @@ class SafetensorsFile {
   // use, shared by every tensor; the pointer keeps it alive): weights stored
   // in the format they are computed in load without a copy.
   std::shared_ptr<const uint8_t> map_bytes(const std::string& name) const;
+  // `bytes` of the data buffer from `begin` mapped copy-on-write (MAP_PRIVATE,
+  // readable and writable: writes never reach the file) as floats; null when
+  // the range does not start on a page boundary of the file or runs past its
+  // end.
+  AlignedFloats map_private_floats(uint64_t begin, uint64_t bytes) const;
 
  private:
   SafetensorsFile() = default;
@@ -89,20 +95,42 @@ struct NamedTensor {
   // Or raw bytes, stored as dtype U8 of `shape` (numel bytes): weights in a
   // block format (model/held_weights.h).
   const uint8_t* bytes = nullptr;
+  // Or bfloat16 values already rounded, stored as dtype BF16 of `shape`
+  // (weights a model holds in bf16, model/held_weights.h).
+  const uint16_t* bf16 = nullptr;
 };
 
 // Writes the tensors (in the order given, stored as `format`) and metadata
 // atomically. Narrowing to BF16 / F16 rounds to nearest even; a finite value
 // that the format cannot hold (it would round to infinity) is an error naming
 // the file, tensor, index and value, raised before anything is written.
+// data_alignment: the data buffer starts at a multiple of it in the file
+// (the header is padded with spaces, as the reference pads to 8).
 void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                       const std::map<std::string, std::string>& metadata = {},
-                      FloatFormat format = FloatFormat::kF32);
+                      FloatFormat format = FloatFormat::kF32, uint64_t data_alignment = 8);
+
+// Prefix of the zero F32 tensors save_params_mappable writes where the
+// table pads a row (docs/checkpoint-format.md); readers skip them.
+inline constexpr const char* kPaddingTensorPrefix = "hymba.padding.";
 
 // Writes every row of an allocated table under its name, in table order.
 void save_params(const std::string& path, const ParamTable& table,
                  const std::map<std::string, std::string>& metadata = {},
                  FloatFormat format = FloatFormat::kF32);
+
+// save_params as F32 laid out for map_params: the data buffer starts on a
+// 4 KiB boundary of the file and is the table's value block byte for byte,
+// each row followed by a zero tensor "hymba.padding.<n>" where the table
+// pads it (safetensors allows no gaps between tensors).
+void save_params_mappable(const std::string& path, const ParamTable& table,
+                          const std::map<std::string, std::string>& metadata = {});
+
+// Loads the table by mapping the file copy-on-write as its value block, no
+// copy made, when the file is laid out so (save_params_mappable); returns
+// false, the table untouched, when it is not (any other writer's file: then
+// use load_params). The file is checked as load_params checks it.
+bool map_params(const SafetensorsFile& file, ParamTable& table);
 
 // Fills every row of an allocated table from the file. All names, dtypes and
 // shapes are checked before any value is written, and the file must hold no

@@ -27,8 +27,8 @@ void save_model(const std::string& dir, const Model& model, const std::map<std::
   const std::string weights = (fs::path(dir) / kWeightsFile).string();
   if (!model.held().empty())
     save_held_params(weights, model, meta);
-  else
-    save_params(weights, model.params(), meta);
+  else  // laid out as the parameter block, so load_model maps it instead of reading
+    save_params_mappable(weights, model.params(), meta);
 }
 
 bool is_gguf_file(const std::string& path) {
@@ -102,7 +102,7 @@ std::unique_ptr<Model> load_model(const std::string& dir, bool training, bool ke
     if (file.metadata().count(kBlocksMetadataKey) != 0) {
       const std::string note = load_held_params(file, *model, keep_blocks && !training);
       if (!note.empty()) std::fprintf(stderr, "hymba: note: %s\n", note.c_str());
-    } else {
+    } else if (!map_params(file, model->params())) {  // a file of another writer, or of an older hymba
       load_params(file, model->params(), {});
     }
   } else  // published names, shards, a stored tied lm_head (formats/hf_import.h)

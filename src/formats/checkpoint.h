@@ -21,7 +21,11 @@ inline constexpr const char* kConfigFile = "config.json";
 inline constexpr const char* kWeightsFile = "model.safetensors";
 
 // Writes config.json and model.safetensors atomically, creating dir if
-// needed; matrices the model holds in blocks are written as blocks.
+// needed; matrices the model holds in blocks are written as blocks. A
+// float32 model's file is laid out as its parameter block
+// (save_params_mappable), which load_model maps copy-on-write instead of
+// reading: the weights cost page cache only, shared between processes, and
+// writes to them (training) never reach the file.
 void save_model(const std::string& dir, const Model& model, const std::map<std::string, std::string>& metadata = {});
 
 // True when `path` is a regular file starting with GGUF's magic.

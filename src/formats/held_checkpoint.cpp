@@ -29,8 +29,11 @@ void save_held_params(const std::string& path, const Model& model, const std::ma
     }
     const HeldMatrix& m = it->second;
     blocks[p.name] = stored_name(m.format);
-    tensors.push_back({p.name, Shape({m.rows, block_row_bytes(m.format, m.cols)}), nullptr,
-                       static_cast<const uint8_t*>(m.blocks)});
+    if (m.format == BlockFormat::kBF16)  // a plain BF16 tensor of the parameter's shape
+      tensors.push_back({p.name, p.shape, nullptr, nullptr, m.bf16()});
+    else
+      tensors.push_back({p.name, Shape({m.rows, block_row_bytes(m.format, m.cols)}), nullptr,
+                         static_cast<const uint8_t*>(m.blocks)});
   }
   std::map<std::string, std::string> meta = metadata;
   meta[kBlocksMetadataKey] = blocks.dump();
@@ -51,7 +54,7 @@ std::string load_held_params(const SafetensorsFile& file, Model& model, bool kee
                 "' has a non-string format");
     const std::optional<BlockFormat> format = parse_stored_block_format(value.get<std::string>());
     HYMBA_CHECK(format.has_value(), path, ": tensor '", excerpt(name), "' has block format '",
-                excerpt(value.get<std::string>()), "' (q8_0 or q4_0)");
+                excerpt(value.get<std::string>()), "' (q8_0, q4_0 or bf16)");
     HYMBA_CHECK(model.params().contains(name), path, ": unexpected tensor '", excerpt(name),
                 "' (not a parameter of this model)");
     const ParamInfo& info = model.params().info(name);
@@ -60,9 +63,15 @@ std::string load_held_params(const SafetensorsFile& file, Model& model, bool kee
     const SafetensorsEntry* e = file.find(name);
     HYMBA_CHECK(e != nullptr, path, ": tensor '", name, "' is missing");
     const int64_t rows = info.shape[0], cols = info.shape[1], row_bytes = block_row_bytes(*format, cols);
-    HYMBA_CHECK(e->dtype == "U8" && e->shape.size() == 2 && e->shape[0] == rows && e->shape[1] == row_bytes, path,
-                ": tensor '", name, "' has dtype ", e->dtype, " and shape ", excerpt(e->shape_str()), ", expected U8 [",
-                rows, ",", row_bytes, "] (", stored_name(*format), " blocks of ", info.shape.str(), ")");
+    if (*format == BlockFormat::kBF16)
+      HYMBA_CHECK(e->dtype == "BF16" && e->shape.size() == 2 && e->shape[0] == rows && e->shape[1] == cols, path,
+                  ": tensor '", name, "' has dtype ", e->dtype, " and shape ", excerpt(e->shape_str()),
+                  ", expected BF16 ", info.shape.str());
+    else
+      HYMBA_CHECK(e->dtype == "U8" && e->shape.size() == 2 && e->shape[0] == rows && e->shape[1] == row_bytes, path,
+                  ": tensor '", name, "' has dtype ", e->dtype, " and shape ", excerpt(e->shape_str()),
+                  ", expected U8 [", rows, ",", row_bytes, "] (", stored_name(*format), " blocks of ",
+                  info.shape.str(), ")");
     HeldMatrix m;
     m.format = *format;
     m.rows = rows;
@@ -80,7 +89,9 @@ std::string load_held_params(const SafetensorsFile& file, Model& model, bool kee
       m.mapped = true;
     }
     const int64_t bad = first_nonfinite_scale(m);
-    HYMBA_CHECK(bad < 0, path, ": tensor '", name, "' block ", bad, " has a NaN or infinite scale; the checkpoint is corrupt");
+    HYMBA_CHECK(bad < 0, path, ": tensor '", name, "' ", *format == BlockFormat::kBF16 ? "value " : "block ", bad,
+                *format == BlockFormat::kBF16 ? " is NaN or infinite" : " has a NaN or infinite scale",
+                "; the checkpoint is corrupt");
     names.insert(name);
     held.emplace_back(name, std::move(m));
   }
@@ -92,7 +103,7 @@ std::string load_held_params(const SafetensorsFile& file, Model& model, bool kee
   for (const auto& [name, m] : held) dequantize_matrix(m, model.params().value(name).data);
   return std::to_string(held.size()) + " matrices of " + path + " stored in " +
          (held.empty() ? "q8" : to_string(held.front().second.format)) +
-         " blocks were widened to float32 (this command needs float32 weights)";
+         " were widened to float32 (this command needs float32 weights)";
 }
 
 int64_t hold_quantized(Model& model, BlockFormat format) {

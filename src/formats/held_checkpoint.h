@@ -1,9 +1,10 @@
 // Native checkpoints whose linear weights are stored in a block format
 // (`hymba quantize`, or `hymba import` of a quantized GGUF file):
 // model.safetensors holds each such matrix as a U8 tensor [rows,
-// block_row_bytes] in GGUF's block layout (Q8_0 / Q4_0, byte for byte), and
-// its metadata key "hymba.blocks" maps those tensor names to "q8_0" / "q4_0".
-// Everything else is stored as float32. docs/checkpoint-format.md.
+// block_row_bytes] in GGUF's block layout (Q8_0 / Q4_0, byte for byte), or
+// as a BF16 tensor of its own shape, and its metadata key "hymba.blocks" maps
+// those tensor names to "q8_0" / "q4_0" / "bf16". Everything else is stored
+// as float32. docs/checkpoint-format.md.
 #pragma once
 
 #include <cstdint>

@@ -82,7 +82,7 @@ class Decoder {
   void step(std::span<SequenceCache* const> caches, std::span<const int32_t> tokens, float* logits);
 
   // High-water marks of activation memory: prefill chunks and decode steps.
-  size_t prefill_activation_bytes() const { return chunk_arena_.peak() * sizeof(float); }
+  size_t prefill_activation_bytes() const { return (chunk_arena_.peak() + layer_arena_.peak()) * sizeof(float); }
   size_t step_activation_bytes() const { return arena_.peak() * sizeof(float); }
 
  private:
@@ -97,7 +97,9 @@ class Decoder {
   Model& model_;
   DecoderLinears linears_;
   LinearFn<float> lin_;  // the graph's linear layers through linears_
-  Arena arena_, chunk_arena_;
+  // A prefill chunk's kept rows (the residual stream between layers, a
+  // linked block's input) and one layer's activations, reset per layer.
+  Arena arena_, chunk_arena_, layer_arena_;
   int64_t prefill_chunk_ = 512;
   int64_t chunk_positions_run_ = 0;
   std::optional<SequenceCache> meta_prefix_;

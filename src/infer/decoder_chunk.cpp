@@ -98,32 +98,54 @@ void Decoder::run_chunk(SequenceCache& cache, const int32_t* ids, int64_t C, flo
   chunk_k_.resize(plan.layers.size());
   chunk_v_.resize(plan.layers.size());
 
+  // A layer's activations go with the layer (layer_arena_ is reset for the
+  // next): the chunk keeps only the residual stream, in two buffers taken
+  // in turn, and the input of a linked block's first layer. Keeping every
+  // layer's would cost layers x chunk x the layer's width (GBs for 1.5B).
+  std::vector<const float*> block_in(plan.layers.size(), nullptr);
+  for (const LayerPlan& lp : plan.layers)
+    if (lp.block_first >= 0) block_in[static_cast<size_t>(lp.block_first)] = x;  // marks a block's first layer
+  float* stream[2] = {x, chunk_arena_.alloc_uninit(static_cast<size_t>(C * d))};
+  int turn = 0;
   for (const LayerPlan& lp : plan.layers) {
+    layer_arena_.reset();
     LayerActs<float>& a = acts_[static_cast<size_t>(lp.index)];
     a.x_in = x;
-    layer_input_projection(plan, lp, P, chunk_arena_, a, C, lin_);
+    if (block_in[static_cast<size_t>(lp.index)] != nullptr) {
+      float* kept = chunk_arena_.alloc_uninit(static_cast<size_t>(C * d));
+      std::copy_n(x, C * d, kept);
+      block_in[static_cast<size_t>(lp.index)] = kept;
+    }
+    layer_input_projection(plan, lp, P, layer_arena_, a, C, lin_);
     if (lp.attn) chunk_attention(cache, lp, C, meta);
     if (lp.mamba) chunk_mamba(cache, lp, C);
-    layer_mixer_output(plan, lp, P, chunk_arena_, a, C, lin_);
-    layer_residual_ffn(plan, lp, P, ForwardOptions{}, chunk_arena_, a, C, lin_);
+    layer_mixer_output(plan, lp, P, layer_arena_, a, C, lin_);
+    layer_residual_ffn(plan, lp, P, ForwardOptions{}, layer_arena_, a, C, lin_);
     if (lp.block_first >= 0)
-      layer_block_link(plan, lp, P, chunk_arena_, a, acts_[static_cast<size_t>(lp.block_first)].x_in, C, lin_);
-    x = a.x_out;
+      layer_block_link(plan, lp, P, layer_arena_, a, block_in[static_cast<size_t>(lp.block_first)], C, lin_);
+    turn ^= 1;
+    x = stream[turn];
+    std::copy_n(a.x_out, C * d, x);
+    a = LayerActs<float>{};  // its buffers go with the next reset
   }
 
   // Windowed producers store the chunk's keys and values once every
-  // consumer has read them (global ones wrote them in place already).
+  // consumer has read them (global ones wrote them in place already): the
+  // chunk's rows are the last C of the producer's [meta | past | chunk] rows.
   const int64_t t0 = cache.tokens();
   for (const LayerPlan& lp : plan.layers) {
     if (!lp.attn || !lp.producer || cache.kv(lp.index).global()) continue;
     KvLayerCache& kv = cache.kv(lp.index);
-    const float* proj = acts_[static_cast<size_t>(lp.index)].proj;
+    const std::vector<float>& kbuf = chunk_k_[static_cast<size_t>(lp.index)];
+    const std::vector<float>& vbuf = chunk_v_[static_cast<size_t>(lp.index)];
+    const int64_t kw = kv.k_width(), vw = kv.v_width();
+    const int64_t first = static_cast<int64_t>(kbuf.size()) / kw - C;
     for (int64_t i = 0; i < C; ++i) {
       // Meta rows take slots 0..M-1; a window keeps only its last tokens (later rows overwrite the ring).
       const int64_t slot = meta ? i : kv.slot_of_token(t0 + i);
       if (slot < 0) continue;
-      std::memcpy(kv.k_row(slot), proj + i * lp.proj_width + lp.k_col, sizeof(float) * kv.k_width());
-      std::memcpy(kv.v_row(slot), proj + i * lp.proj_width + lp.v_col, sizeof(float) * kv.v_width());
+      std::memcpy(kv.k_row(slot), kbuf.data() + (first + i) * kw, sizeof(float) * kw);
+      std::memcpy(kv.v_row(slot), vbuf.data() + (first + i) * vw, sizeof(float) * vw);
     }
   }
   if (!meta) cache.set_tokens(t0 + C);
@@ -212,7 +234,7 @@ void Decoder::chunk_attention(SequenceCache& cache, const LayerPlan& lp, int64_t
   args.ld_v = vw;
   args.window = lp.window;
   args.num_meta = M;
-  a.attn = chunk_arena_.alloc_uninit(static_cast<size_t>(C * lp.dims.attn_out));
+  a.attn = layer_arena_.alloc_uninit(static_cast<size_t>(C * lp.dims.attn_out));
   cpu::attention_forward(a.attn, lp.dims.attn_out, nullptr, args);
 }
 
@@ -225,24 +247,24 @@ void Decoder::chunk_mamba(SequenceCache& cache, const LayerPlan& lp, int64_t C) 
   LayerActs<float>& a = acts_[static_cast<size_t>(lp.index)];
   MambaLayerCache& mc = cache.mamba(lp.index);
   const int64_t di = lp.dims.d_inner, K = c.mamba_d_conv, W = lp.proj_width, H = K - 1;
-  float* xin = chunk_arena_.alloc_uninit(static_cast<size_t>((H + C) * di));
+  float* xin = layer_arena_.alloc_uninit(static_cast<size_t>((H + C) * di));
   for (int64_t k = 0; k < H; ++k)
     for (int64_t ch = 0; ch < di; ++ch) xin[k * di + ch] = mc.conv[static_cast<size_t>(ch * H + k)];
   for (int64_t i = 0; i < C; ++i) std::copy_n(a.proj + i * W + lp.x_col, di, xin + (H + i) * di);
-  float* conv_out = chunk_arena_.alloc_uninit(static_cast<size_t>((H + C) * di));
+  float* conv_out = layer_arena_.alloc_uninit(static_cast<size_t>((H + C) * di));
   cpu::conv1d_causal_forward(conv_out, xin, di, P + lp.conv_w, lp.conv_b >= 0 ? P + lp.conv_b : nullptr, 1, H + C,
                              di, K);
   a.xc = conv_out + H * di;  // the first H rows only carried the state in
   for (int64_t k = 0; k < H; ++k)
     for (int64_t ch = 0; ch < di; ++ch) mc.conv[static_cast<size_t>(ch * H + k)] = xin[(C + k) * di + ch];
 
-  a.u = chunk_arena_.alloc_uninit(static_cast<size_t>(C * di));
+  a.u = layer_arena_.alloc_uninit(static_cast<size_t>(C * di));
   cpu::silu_forward(a.u, a.xc, C * di);
-  layer_mamba_projections(plan, lp, P, chunk_arena_, a, C, lin_);
+  layer_mamba_projections(plan, lp, P, layer_arena_, a, C, lin_);
   cpu::ScanArgs sa = Ops<float>::scan_args(layer_scan_params(plan, lp, P, a, 1, C));
   sa.h0 = mc.ssm.data();
-  a.y = chunk_arena_.alloc_uninit(static_cast<size_t>(C * di));
-  float* h_last = chunk_arena_.alloc_uninit(mc.ssm.size());
+  a.y = layer_arena_.alloc_uninit(static_cast<size_t>(C * di));
+  float* h_last = layer_arena_.alloc_uninit(mc.ssm.size());
   cpu::selective_scan_forward(a.y, nullptr, h_last, sa);
   std::copy_n(h_last, mc.ssm.size(), mc.ssm.begin());
 }

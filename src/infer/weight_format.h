@@ -43,7 +43,7 @@ class DecoderLinears {
   // decoder formats itself run on its float32 weights, which stay resident
   // (sgemm is as fast there, and bf16's row kernels are slower). Scoring
   // sets quantized_rows(true) so every product uses the format. Held
-  // matrices have no float32 weights: their products always use the blocks.
+  // matrices have no float32 weights (see adopt()).
   static constexpr int64_t kFloatRows = 16;
   void quantized_rows(bool all) { quantize_all_rows_ = all; }
 
@@ -53,8 +53,10 @@ class DecoderLinears {
   // pages of a file mapping they came from are dropped once copied.
   // Every product by it, and by a stack of held matrices starting at w (the
   // graph's stacked q/k/v or gate/up), runs on the held blocks, one product
-  // per held matrix, at any row count: on packed blocks the integer kernels
-  // are as fast as sgemm on float32 (q4 faster), with no float32 copy.
+  // per held matrix: q8 / q4 at any row count (on packed blocks the integer
+  // kernels are as fast as sgemm on float32, q4 faster, with no float32
+  // copy); bf16 on its row kernel below kFloatRows rows (unless scoring),
+  // else sgemm on its values widened a tile of rows at a time.
   void adopt(const float* w, const HeldMatrix& m);
   int64_t held_bytes() const { return held_bytes_; }
 
@@ -84,12 +86,14 @@ class DecoderLinears {
   bool quantize_all_rows_ = false;
   bool head_in_format_ = true;
   using Key = std::tuple<const float*, int64_t, int64_t>;  // (w, OC, C)
-  // A q8 or q4 matrix repacked for the kernels (kernels/cpu/quant_packed.h).
+  // A q8 or q4 matrix repacked for the kernels (kernels/cpu/quant_packed.h);
+  // a bf16 one as held (its rows are the kernel's layout).
   struct Packed {
     BlockFormat format = BlockFormat::kQ8;
     int64_t rows = 0, cols = 0;
     std::vector<cpu::PackedQ8> q8;
     std::vector<cpu::PackedQ4> q4;
+    HeldMatrix bf16;
     int64_t bytes() const;
   };
   static Packed pack(const HeldMatrix& m);

@@ -45,14 +45,15 @@ std::optional<BlockFormat> Model::held_format() const {
   if (held_.empty()) return std::nullopt;
   // One format per model, except that a q4 file may carry some q8 matrices.
   for (const auto& kv : held_)
-    if (kv.second.format == BlockFormat::kQ4) return BlockFormat::kQ4;
+    if (kv.second.format != BlockFormat::kQ8) return kv.second.format;
   return BlockFormat::kQ8;
 }
 
 void Model::require_float_weights(const std::string& what) const {
   if (held_.empty()) return;
   fail(what, " needs float32 weights, but this model holds ", held_.size(), " weight matrices in ",
-       to_string(*held_format()), " blocks (a quantized checkpoint or GGUF file): use the float32 checkpoint");
+       to_string(*held_format()), *held_format() == BlockFormat::kBF16 ? "" : " blocks",
+       " (a quantized checkpoint or GGUF file): use the float32 checkpoint");
 }
 
 LossStats Model::forward(const int32_t* ids, const int32_t* targets, int64_t B, int64_t T,
