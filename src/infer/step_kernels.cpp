@@ -107,40 +107,34 @@ void attention_step(float* out, int64_t ld_out, const AttnStepArgs& a) {
   }
 #pragma omp parallel if (work >= kParallelMin)
   {
-    // Scores then probabilities of one (row, kv head): [group, keys].
-    std::vector<float> p(static_cast<size_t>(group * most_keys));
+    // Scores then probabilities of one (row, query head). A task per query
+    // head, not per KV head: hymba-1.5b has 5 KV heads, which two threads
+    // would split 3 : 2.
+    std::vector<float> p(static_cast<size_t>(most_keys));
 #pragma omp for schedule(static)
-    for (int64_t task = 0; task < a.B * a.Hkv; ++task) {
-      const int64_t b = task / a.Hkv, g = task % a.Hkv;
+    for (int64_t task = 0; task < a.B * a.Hq; ++task) {
+      const int64_t b = task / a.Hq, h = task % a.Hq, g = h / group;
       const int64_t cached = a.n_cached[b], n = cached + 1;
-      const float* q = a.q + b * a.ld_q + g * group * a.Dqk;
+      const float* q = a.q + b * a.ld_q + h * a.Dqk;
       auto key = [&](int64_t j) {
         return j < cached ? a.k_cache[b] + j * ld_k + g * a.Dqk : a.k_new + b * a.ld_k_new + g * a.Dqk;
       };
       auto value = [&](int64_t j) {
         return j < cached ? a.v_cache[b] + j * ld_v + g * a.Dv : a.v_new + b * a.ld_v_new + g * a.Dv;
       };
-      for (int64_t j = 0; j < n; ++j) {
-        const float* k = key(j);
-        for (int64_t i = 0; i < group; ++i) p[i * n + j] = dot(q + i * a.Dqk, k, a.Dqk) * scale;
-      }
-      for (int64_t i = 0; i < group; ++i) {
-        float* __restrict pi = p.data() + i * n;
-        float m = pi[0];
-        for (int64_t j = 1; j < n; ++j) m = std::max(m, pi[j]);
-        for (int64_t j = 0; j < n; ++j) pi[j] = cpu::fast::exp_nonpositive(pi[j] - m);
-        const float inv = 1.0f / sum(pi, n);
-        for (int64_t j = 0; j < n; ++j) pi[j] *= inv;
-      }
-      float* o = out + b * ld_out + g * group * a.Dv;
-      for (int64_t i = 0; i < group * a.Dv; ++i) o[i] = 0.0f;
+      float* __restrict pi = p.data();
+      for (int64_t j = 0; j < n; ++j) pi[j] = dot(q, key(j), a.Dqk) * scale;
+      float m = pi[0];
+      for (int64_t j = 1; j < n; ++j) m = std::max(m, pi[j]);
+      for (int64_t j = 0; j < n; ++j) pi[j] = cpu::fast::exp_nonpositive(pi[j] - m);
+      const float inv = 1.0f / sum(pi, n);
+      for (int64_t j = 0; j < n; ++j) pi[j] *= inv;
+      float* __restrict o = out + b * ld_out + h * a.Dv;
+      for (int64_t c = 0; c < a.Dv; ++c) o[c] = 0.0f;
       for (int64_t j = 0; j < n; ++j) {
         const float* __restrict v = value(j);
-        for (int64_t i = 0; i < group; ++i) {
-          const float pj = p[i * n + j];
-          float* __restrict oi = o + i * a.Dv;
-          for (int64_t c = 0; c < a.Dv; ++c) oi[c] += pj * v[c];
-        }
+        const float pj = pi[j];
+        for (int64_t c = 0; c < a.Dv; ++c) o[c] += pj * v[c];
       }
     }
   }
