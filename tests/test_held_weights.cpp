@@ -25,6 +25,7 @@
 #include "formats/held_checkpoint.h"
 #include "infer/decoder.h"
 #include "model/presets.h"
+#include "held_test_util.h"
 #include "test_util.h"
 
 namespace hymba {
@@ -35,40 +36,10 @@ using infer::Decoder;
 using infer::SequenceCache;
 using infer::WeightFormat;
 
-fs::path temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("hymba_held_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
-
-std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (auto& t : ids) t = static_cast<int32_t>(rng.uniform() * static_cast<double>(vocab)) % static_cast<int32_t>(vocab);
-  return ids;
-}
-
-// Every position's logits: a 5-token prefill, then one step per token.
-std::vector<float> decode_logits(Decoder& dec, const std::vector<int32_t>& ids) {
-  const int64_t V = dec.vocab_size(), total = static_cast<int64_t>(ids.size()), prompt = 5;
-  SequenceCache cache = dec.new_cache(total);
-  std::vector<float> out;
-  dec.prefill(cache, std::vector<int32_t>(ids.begin(), ids.begin() + prompt), &out);
-  out.resize(static_cast<size_t>(total * V));
-  for (int64_t t = prompt; t < total; ++t) {
-    SequenceCache* one[] = {&cache};
-    const int32_t token[] = {ids[static_cast<size_t>(t)]};
-    dec.step(one, token, out.data() + t * V);
-  }
-  return out;
-}
-
-std::unique_ptr<Model> random_model(const ModelConfig& c, uint64_t seed) {
-  auto m = std::make_unique<Model>(c, false);
-  m->init(seed);
-  return m;
-}
+fs::path temp_dir(const std::string& name) { return test::fresh_temp_dir("hymba_held_", name); }
+using test::decode_logits;
+using test::random_model;
+const auto random_ids = test::uniform_ids;
 
 // A float model's copy, quantized and saved as a checkpoint directory.
 void save_quantized(const Model& m, BlockFormat format, const fs::path& dir) {
