@@ -431,20 +431,17 @@ void save_params_mappable(const std::string& path, const ParamTable& table,
               ": cannot save parameters before they are allocated");
   constexpr uint64_t kPage = 4096;
   const std::vector<ParamInfo>& rows = table.rows();
+  // The floats between a row's end and the next row's start (or the block's end).
+  std::vector<int64_t> pad(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i)
+    pad[i] = (i + 1 < rows.size() ? rows[i + 1].offset : table.total_floats()) - rows[i].offset -
+             rows[i].shape.numel();
+  const std::vector<float> zeros(static_cast<size_t>(pad.empty() ? 0 : *std::max_element(pad.begin(), pad.end())));
   std::vector<NamedTensor> tensors;
-  int64_t widest_pad = 0;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const int64_t end = i + 1 < rows.size() ? rows[i + 1].offset : table.total_floats();
-    widest_pad = std::max(widest_pad, end - rows[i].offset - rows[i].shape.numel());
-  }
-  const std::vector<float> zeros(static_cast<size_t>(widest_pad), 0.0f);
   int64_t pads = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
-    const ParamInfo& p = rows[i];
-    tensors.push_back({p.name, p.shape, table.values_block() + p.offset});
-    const int64_t end = i + 1 < rows.size() ? rows[i + 1].offset : table.total_floats();
-    const int64_t pad = end - p.offset - p.shape.numel();
-    if (pad > 0) tensors.push_back({kPaddingTensorPrefix + std::to_string(pads++), Shape({pad}), zeros.data()});
+    tensors.push_back({rows[i].name, rows[i].shape, table.values_block() + rows[i].offset});
+    if (pad[i] > 0) tensors.push_back({kPaddingTensorPrefix + std::to_string(pads++), Shape({pad[i]}), zeros.data()});
   }
   save_safetensors(path, tensors, metadata, FloatFormat::kF32, kPage);
 }
