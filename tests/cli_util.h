@@ -2,12 +2,14 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -20,9 +22,8 @@ struct CliResult {
   std::string output;  // stdout and stderr together
 };
 
-// `prefix` goes before the binary (for example "env -u VAR").
-inline CliResult run_cli(const std::string& args, const std::string& prefix = "") {
-  std::string cmd = (prefix.empty() ? "" : prefix + " ") + std::string(HYMBA_CLI_PATH) + " " + args + " 2>&1";
+// Runs a shell command line and captures its stdout.
+inline CliResult run_shell(const std::string& cmd) {
   CliResult r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return r;
@@ -31,6 +32,35 @@ inline CliResult run_cli(const std::string& args, const std::string& prefix = ""
   while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
   int status = pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// `prefix` goes before the binary (for example "env -u VAR").
+inline CliResult run_cli(const std::string& args, const std::string& prefix = "") {
+  return run_shell((prefix.empty() ? "" : prefix + " ") + std::string(HYMBA_CLI_PATH) + " " + args + " 2>&1");
+}
+
+// The same with stdout alone in `output` (stderr in `errors`): for output a
+// test parses, since progress lines on stderr come and go with the machine's
+// speed (eval prints one after 2 s).
+struct CliOutput {
+  int exit_code = -1;
+  std::string output;  // stdout
+  std::string errors;  // stderr
+};
+
+inline CliOutput run_cli_stdout(const std::string& args) {
+  char err_path[] = "/tmp/hymba_cli_stderr_XXXXXX";
+  const int fd = mkstemp(err_path);
+  CliOutput r;
+  if (fd < 0) return r;
+  close(fd);
+  const CliResult out = run_shell(std::string(HYMBA_CLI_PATH) + " " + args + " 2>" + err_path);
+  r.exit_code = out.exit_code;
+  r.output = out.output;
+  std::ifstream err(err_path);
+  r.errors.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
+  std::remove(err_path);
   return r;
 }
 

@@ -95,9 +95,9 @@ TEST_F(Api, ScoreEqualsTheCliEvalAndTheTokenLogprobs) {
   ScoreOptions so;
   so.seq_len = 32;
   const EvalResult r = lm.score(two_equal_blocks(), so);
-  const auto cli = run_cli("--threads 2 eval --ckpt " + path("ck") + " --data " + path("text.txt") +
-                           " --split all --seq-len 32 --json");
-  ASSERT_EQ(cli.exit_code, 0) << cli.output;
+  const auto cli = test::run_cli_stdout("--threads 2 eval --ckpt " + path("ck") + " --data " + path("text.txt") +
+                                       " --split all --seq-len 32 --json");
+  ASSERT_EQ(cli.exit_code, 0) << cli.errors;
   const nlohmann::json j = nlohmann::json::parse(cli.output);
   EXPECT_EQ(r.tokens, j["tokens"].get<int64_t>());
   EXPECT_NEAR(r.loss, j["loss"].get<double>(), 1e-9);
@@ -145,13 +145,10 @@ TEST_F(Api, QuantizedScoringGoesThroughTheDecoder) {
     EXPECT_EQ(q.tokens, f32.tokens);
     EXPECT_NE(q.loss, f32.loss);
     EXPECT_NEAR(q.loss, f32.loss, 0.1 * f32.loss);
-    const auto cli = run_cli("--threads 2 eval --ckpt " + path("ck") + " --data " + path("text.txt") +
-                             " --split all --seq-len 32 --json --weights " + name);
-    ASSERT_EQ(cli.exit_code, 0) << cli.output;
-    // A slow run (sanitizers) prints progress lines on stderr before the JSON.
-    const size_t open = cli.output.find('{');
-    ASSERT_NE(open, std::string::npos) << cli.output;
-    const nlohmann::json j = nlohmann::json::parse(cli.output.substr(open));
+    const auto cli = test::run_cli_stdout("--threads 2 eval --ckpt " + path("ck") + " --data " + path("text.txt") +
+                                         " --split all --seq-len 32 --json --weights " + name);
+    ASSERT_EQ(cli.exit_code, 0) << cli.errors;
+    const nlohmann::json j = nlohmann::json::parse(cli.output);
     EXPECT_EQ(j["weights"], name);
     EXPECT_NEAR(j["loss"].get<double>(), q.loss, 1e-9);
   }

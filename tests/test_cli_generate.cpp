@@ -189,20 +189,30 @@ TEST_F(CliGenerate, EvalComparesTopOnePredictionsAcrossFormats) {
   }
   const std::string base = "--threads 1 eval --ckpt " + path("ck") + " --data " + path("text.txt") +
                            " --split all --seq-len 32 --json";
-  const auto f = run_cli(base + " --top1-out " + path("f32.json"));
-  ASSERT_EQ(f.exit_code, 0) << f.output;
+  // stdout alone: a slow machine adds progress lines on stderr.
+  const auto f = test::run_cli_stdout(base + " --top1-out " + path("f32.json"));
+  ASSERT_EQ(f.exit_code, 0) << f.errors;
   const auto saved = nlohmann::json::parse(std::ifstream(path("f32.json")));
   const int64_t tokens = nlohmann::json::parse(f.output)["tokens"].get<int64_t>();
   ASSERT_GT(tokens, 0);
   EXPECT_EQ(static_cast<int64_t>(saved["top1"].size()), tokens);
-  const auto self = nlohmann::json::parse(run_cli(base + " --top1-against " + path("f32.json")).output);
+  const auto self = nlohmann::json::parse(test::run_cli_stdout(base + " --top1-against " + path("f32.json")).output);
   EXPECT_EQ(self["top1_agreement"], 1.0);
   EXPECT_EQ(self["loss"], nlohmann::json::parse(f.output)["loss"]) << "f32 through the decoder scores as before";
-  const auto q4 = run_cli(base + " --weights q4 --top1-against " + path("f32.json"));
-  ASSERT_EQ(q4.exit_code, 0) << q4.output;
+  // The agreement is the share of positions where the two saved files agree:
+  // counted here from both files, so the check holds on any machine (a tiny
+  // random model's near-flat logits make the share itself machine-dependent).
+  const auto q4 =
+      test::run_cli_stdout(base + " --weights q4 --top1-out " + path("q4.json") + " --top1-against " + path("f32.json"));
+  ASSERT_EQ(q4.exit_code, 0) << q4.errors;
   const double agree = nlohmann::json::parse(q4.output)["top1_agreement"].get<double>();
-  EXPECT_GT(agree, 0.5);
-  EXPECT_LE(agree, 1.0);
+  const auto mine = nlohmann::json::parse(std::ifstream(path("q4.json")))["top1"];
+  ASSERT_EQ(mine.size(), saved["top1"].size());
+  int64_t same = 0;
+  for (size_t i = 0; i < mine.size(); ++i) same += mine[i] == saved["top1"][i];
+  EXPECT_DOUBLE_EQ(agree, static_cast<double>(same) / static_cast<double>(mine.size()));
+  EXPECT_LT(same, static_cast<int64_t>(mine.size())) << "4-bit weights change some predictions";
+  EXPECT_GT(agree, 0.1) << "far above chance (1/259): the predictions come from the same model";
   const auto other = run_cli("--threads 1 eval --ckpt " + path("ck") + " --data " + path("text.txt") +
                              " --split all --seq-len 16 --top1-against " + path("f32.json"));
   test::expect_one_line(other, {"f32.json", "--seq-len"});

@@ -16,7 +16,11 @@ namespace {
 
 const std::string kDir = std::string(HYMBA_FIXTURES_DIR) + "/tiny_hybrid";
 constexpr double kLogitTol = 2e-5;  // relative to the largest |logit|
-constexpr double kGradTol = 2e-4;   // relative to each tensor's largest |grad|
+// Relative to each tensor's largest |grad|. Float32 against float64: the
+// dt_layernorm weights' gradient sums terms that mostly cancel, and its error
+// follows the BLAS kernels' summation order (3e-5 with OpenBLAS's AVX2
+// kernels, 2.2e-4 with its AVX-512 ones on an Intel Xeon).
+constexpr double kGradTol = 5e-4;
 
 double rel_err(const float* got, const std::vector<float>& want) {
   double scale = 1e-6, err = 0;

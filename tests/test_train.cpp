@@ -106,8 +106,8 @@ TEST_F(Train, ValidationLossFallsWellBelowUnigramEntropy) {
   EXPECT_EQ(logs, 15);
 
   // `hymba eval` on the run reproduces the validation figures.
-  auto ev = run_cli("--threads 1 eval --ckpt " + path("run") + " --max-windows 64 --json");
-  ASSERT_EQ(ev.exit_code, 0) << ev.output;
+  auto ev = test::run_cli_stdout("--threads 1 eval --ckpt " + path("run") + " --max-windows 64 --json");
+  ASSERT_EQ(ev.exit_code, 0) << ev.errors;
   EXPECT_NEAR(json::parse(ev.output)["loss"].get<double>(), s.final_val_loss, 1e-6);
 }
 
