@@ -2,6 +2,7 @@
 // written by `hymba init` plus a byte tokenizer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -240,6 +241,20 @@ TEST_F(CliGenerate, BenchInferJsonHasTheFigures) {
   EXPECT_NEAR(j["bandwidth_limit_tokens_per_s"].get<double>(),
               j["read_gb_per_s"].get<double>() * 1e9 / j["decode_bytes_per_token"].get<double>(), 1e-6);
   EXPECT_GT(j["decode_share_of_bandwidth"].get<double>(), 0.0);
+  // The share is the median of rounds that pair decode steps with a read.
+  ASSERT_EQ(j["bandwidth_rounds"].size(), 5u);
+  std::vector<double> shares;
+  for (const auto& round : j["bandwidth_rounds"]) {
+    EXPECT_GT(round["decode_tokens_per_s"].get<double>(), 0.0);
+    EXPECT_GT(round["read_gb_per_s"].get<double>(), 0.0);
+    EXPECT_NEAR(round["share"].get<double>(),
+                round["decode_tokens_per_s"].get<double>() * j["decode_bytes_per_token"].get<double>() /
+                    (round["read_gb_per_s"].get<double>() * 1e9),
+                1e-9);
+    shares.push_back(round["share"].get<double>());
+  }
+  std::sort(shares.begin(), shares.end());
+  EXPECT_EQ(j["decode_share_of_bandwidth"].get<double>(), shares[2]);
   EXPECT_GT(j["peak_rss_bytes"].get<int64_t>(), 0);
   EXPECT_GE(j["load_s"].get<double>(), 0.0);
 }

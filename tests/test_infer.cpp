@@ -665,12 +665,20 @@ TEST(StepKernels, ConvAndSsmStepsFollowTheFullScan) {
     EXPECT_LE(rel_error(ssm_state[b].data(), h_last.data() + b * D * N, D * N, max_abs(h_last)), kStepRelTol);
 }
 
+// Shapes: tails only (head dims under 8 and 16); whole runs of 8 and 16
+// with key counts on and off the blocks of 4; both at once (Dqk 20, Dv 40).
+// Heads: 2 a KV head (one task of 2), 5 (tasks of 2 and 3), 1 (tasks of 1).
 TEST(StepKernels, AttentionStepOverARingEqualsMaskedAttention) {
-  const int64_t S = 13, Hq = 4, Hkv = 2, Dqk = 6, Dv = 5, M = 2;
-  Rng rng(9);
-  const auto q = random_vec(S * Hq * Dqk, rng), k = random_vec(S * Hkv * Dqk, rng), v = random_vec(S * Hkv * Dv, rng);
+  struct Shape {
+    int64_t S, Dqk, Dv, Hq, Hkv;
+  };
+  for (const Shape shape : {Shape{13, 6, 5, 4, 2}, Shape{38, 64, 64, 10, 2}, Shape{23, 20, 40, 3, 3}})
   for (int64_t window : {0, 1, 4}) {
-    SCOPED_TRACE("window " + std::to_string(window));
+    const int64_t S = shape.S, Hq = shape.Hq, Hkv = shape.Hkv, Dqk = shape.Dqk, Dv = shape.Dv, M = 2;
+    Rng rng(9);
+    const auto q = random_vec(S * Hq * Dqk, rng), k = random_vec(S * Hkv * Dqk, rng), v = random_vec(S * Hkv * Dv, rng);
+    SCOPED_TRACE("S " + std::to_string(S) + " Dqk " + std::to_string(Dqk) + " Dv " + std::to_string(Dv) + " Hq " +
+                 std::to_string(Hq) + " Hkv " + std::to_string(Hkv) + " window " + std::to_string(window));
     cpu::AttnArgs fa;
     fa.B = 1;
     fa.Tq = fa.Tk = S;

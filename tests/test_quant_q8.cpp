@@ -117,6 +117,26 @@ TEST(QuantQ8, QuantizerMatchesReferenceAndRoundTripsWithinHalfAStep) {
   }
 }
 
+// Whole blocks take their own (vectorised) path: byte-identical to the
+// reference with NaN, infinities, an all-zero block, negative zeros and
+// values on rounding ties.
+TEST(QuantQ8, WholeBlocksWithSpecialValuesMatchTheReference) {
+  const int64_t N = 6, C = 64;
+  auto x = random_normal(static_cast<size_t>(N * C), 31, 2.0f);
+  x[5] = NAN;
+  x[64 + 7] = INFINITY;
+  x[128 + 9] = -INFINITY;
+  std::fill(x.begin() + 192, x.begin() + 224, 0.0f);  // row 3, block 0
+  x[224] = -0.0f;
+  for (int i = 0; i < 32; ++i) x[256 + i] = 0.5f * static_cast<float>(i - 16);  // ties once scaled
+  x[256 + 31] = 127.0f;
+  std::vector<BlockQ8> fast(static_cast<size_t>(N * 2)), ref(fast.size());
+  cpu::quantize_q8(fast.data(), x.data(), N, C);
+  ref::quantize_q8(ref.data(), x.data(), N, C);
+  for (size_t b = 0; b < fast.size(); ++b)
+    EXPECT_EQ(std::memcmp(&fast[b], &ref[b], sizeof(BlockQ8)), 0) << "block " << b;
+}
+
 // The product against the reference (exact int dots, double sums) on awkward
 // shapes, with and without bias, on every instruction set this CPU has; the
 // SIMD path equals the portable one bit for bit.

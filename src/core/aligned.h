@@ -47,4 +47,21 @@ inline AlignedFloats make_lazy_zero_floats(std::size_t n) {
   return AlignedFloats(static_cast<float*>(p), AlignedFree{bytes});
 }
 
+// A std::vector allocator giving 64-byte aligned storage: rows a kernel
+// reads in whole cache lines (the decode step's keys and values) then start
+// on a line instead of straddling one more.
+template <typename T>
+struct CacheLineAllocator {
+  using value_type = T;
+  CacheLineAllocator() = default;
+  template <typename U>
+  CacheLineAllocator(const CacheLineAllocator<U>&) noexcept {}  // NOLINT: rebinding, as std::allocator
+  T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{kAlignment})); }
+  void deallocate(T* p, std::size_t) noexcept { ::operator delete(p, std::align_val_t{kAlignment}); }
+  template <typename U>
+  bool operator==(const CacheLineAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+
 }  // namespace hymba

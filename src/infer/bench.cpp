@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <set>
@@ -20,6 +21,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Rounds of decode steps and bandwidth reads (see InferBenchResult).
+constexpr int kBandwidthRounds = 5;
+
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 std::vector<int32_t> random_prompt(Rng& rng, int64_t n, int64_t vocab) {
@@ -29,8 +33,9 @@ std::vector<int32_t> random_prompt(Rng& rng, int64_t n, int64_t vocab) {
 }
 
 // Greedy decoding of `steps` tokens for every cache at once, after one
-// untimed warm-up step (which sizes the step arena). Returns seconds.
-double timed_decode(Decoder& dec, std::span<SequenceCache* const> caches, std::vector<int32_t> next, int64_t steps) {
+// untimed warm-up step (which sizes the step arena). Returns seconds; `next`
+// ends as the tokens the last step chose.
+double timed_decode(Decoder& dec, std::span<SequenceCache* const> caches, std::vector<int32_t>& next, int64_t steps) {
   const int64_t V = dec.vocab_size();
   std::vector<float> logits(caches.size() * static_cast<size_t>(V));
   auto one_step = [&] {
@@ -79,25 +84,33 @@ int64_t decode_weight_bytes(const Model& model, WeightFormat format) {
   return bytes;
 }
 
-double measure_read_bandwidth() {
+ReadBandwidthProbe::ReadBandwidthProbe() {
   // 512 MiB: far past any L3 here, small beside the models it is run with.
   const int64_t n = (int64_t{512} << 20) / int64_t{sizeof(uint64_t)};
-  std::unique_ptr<uint64_t[]> buf(new uint64_t[static_cast<size_t>(n)]);
+  buf_.resize(static_cast<size_t>(n));
+  uint64_t* b = buf_.data();
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) buf[i] = static_cast<uint64_t>(i);
-  double best = 0.0;
-  uint64_t sink = 0;
-  for (int pass = 0; pass < 4; ++pass) {
-    uint64_t sum = 0;
-    const auto t0 = Clock::now();
+  for (int64_t i = 0; i < n; ++i) b[i] = static_cast<uint64_t>(i);
+}
+
+double ReadBandwidthProbe::read_once() {
+  const auto n = static_cast<int64_t>(buf_.size());
+  const uint64_t* b = buf_.data();
+  uint64_t sum = 0;
+  const auto t0 = Clock::now();
 #pragma omp parallel for schedule(static) reduction(+ : sum)
-    for (int64_t i = 0; i < n; ++i) sum += buf[i];
-    const double s = seconds_since(t0);
-    sink += sum;
-    if (pass > 0) best = std::max(best, static_cast<double>(n) * sizeof(uint64_t) / s / 1e9);  // pass 0 warms up
-  }
+  for (int64_t i = 0; i < n; ++i) sum += b[i];
+  const double s = seconds_since(t0);
   // The sum is known (n(n-1)/2): comparing keeps the reads from being dropped.
-  HYMBA_CHECK(sink == 4 * (static_cast<uint64_t>(n) * static_cast<uint64_t>(n - 1) / 2), "read bandwidth: bad sum");
+  HYMBA_CHECK(sum == static_cast<uint64_t>(n) * static_cast<uint64_t>(n - 1) / 2, "read bandwidth: bad sum");
+  return static_cast<double>(n) * sizeof(uint64_t) / s / 1e9;
+}
+
+double measure_read_bandwidth() {
+  ReadBandwidthProbe probe;
+  probe.read_once();  // warms up
+  double best = 0.0;
+  for (int pass = 0; pass < 3; ++pass) best = std::max(best, probe.read_once());
   return best;
 }
 
@@ -132,16 +145,20 @@ InferBenchResult run_infer_bench(Model& model, const InferBenchOptions& opt) {
     r.meta_prefix_seconds = cfg.num_memory_tokens > 0 ? seconds_since(t0) : 0.0;
   }
 
-  // Batch 1.
+  // Batch 1. The sequence is kept, with room for the bandwidth rounds' steps.
+  const int64_t round_steps = std::max<int64_t>(2, opt.new_tokens / 8);
+  SequenceCache single = dec.new_cache(capacity + kBandwidthRounds * (round_steps + 1));
+  int32_t single_next = 0;
   {
-    SequenceCache cache = dec.new_cache(capacity);
     const std::vector<int32_t> prompt = random_prompt(rng, opt.prompt_len, V);
     const auto t0 = Clock::now();
-    const std::vector<float> logits = dec.prefill(cache, prompt);
+    const std::vector<float> logits = dec.prefill(single, prompt);
     prefill_seconds += seconds_since(t0);
     prefill_tokens += opt.prompt_len;
-    SequenceCache* one[] = {&cache};
-    const double s = timed_decode(dec, one, {argmax(logits.data(), V)}, opt.new_tokens);
+    SequenceCache* one[] = {&single};
+    std::vector<int32_t> next = {argmax(logits.data(), V)};
+    const double s = timed_decode(dec, one, next, opt.new_tokens);
+    single_next = next[0];
     r.decode_tokens_per_second_batch1 = static_cast<double>(opt.new_tokens) / s;
     r.decode_ms_per_step_batch1 = 1e3 * s / static_cast<double>(opt.new_tokens);
   }
@@ -185,8 +202,8 @@ InferBenchResult run_infer_bench(Model& model, const InferBenchOptions& opt) {
     const std::vector<float> logits = dec.prefill(cache, prompt);
     ct.prefill_seconds = seconds_since(t0);
     SequenceCache* one[] = {&cache};
-    ct.decode_ms_per_token =
-        1e3 * timed_decode(dec, one, {argmax(logits.data(), V)}, opt.new_tokens) / static_cast<double>(opt.new_tokens);
+    std::vector<int32_t> next = {argmax(logits.data(), V)};
+    ct.decode_ms_per_token = 1e3 * timed_decode(dec, one, next, opt.new_tokens) / static_cast<double>(opt.new_tokens);
     ct.cache_bytes = static_cast<int64_t>(cache.bytes());
     r.contexts.push_back(ct);
   }
@@ -195,7 +212,26 @@ InferBenchResult run_infer_bench(Model& model, const InferBenchOptions& opt) {
   // the cache of one sequence of prompt + steps.
   r.decode_bytes_per_token = decode_weight_bytes(model, r.options.weights) + expected_cache_bytes(cfg, capacity);
   r.peak_rss_bytes = peak_rss_bytes();  // before the bandwidth buffer adds its own
-  r.read_gb_per_second = measure_read_bandwidth();
+
+  // The bandwidth rounds: decode steps of the kept sequence, then a read of
+  // the buffer, so that both meet the machine in the same state.
+  ReadBandwidthProbe probe;
+  probe.read_once();  // warms up
+  SequenceCache* one[] = {&single};
+  std::vector<int32_t> next = {single_next};
+  for (int round = 0; round < kBandwidthRounds; ++round) {
+    InferBenchResult::BandwidthRound br;
+    br.decode_tokens_per_second = static_cast<double>(round_steps) / timed_decode(dec, one, next, round_steps);
+    br.read_gb_per_second = probe.read_once();
+    br.share = br.decode_tokens_per_second * static_cast<double>(r.decode_bytes_per_token) /
+               (br.read_gb_per_second * 1e9);
+    r.bandwidth_rounds.push_back(br);
+  }
+  std::vector<InferBenchResult::BandwidthRound> by_share = r.bandwidth_rounds;
+  std::sort(by_share.begin(), by_share.end(), [](const auto& a, const auto& b) { return a.share < b.share; });
+  const InferBenchResult::BandwidthRound& median = by_share[by_share.size() / 2];
+  r.read_gb_per_second = median.read_gb_per_second;
+  r.decode_share = median.share;
   return r;
 }
 
@@ -207,6 +243,11 @@ nlohmann::json InferBenchResult::to_json() const {
                           {"prefill_s", c.prefill_seconds},
                           {"prefill_tokens_per_s", c.prefill_tokens_per_second()},
                           {"cache_bytes", c.cache_bytes}});
+  nlohmann::json rounds = nlohmann::json::array();
+  for (const BandwidthRound& b : bandwidth_rounds)
+    rounds.push_back({{"decode_tokens_per_s", b.decode_tokens_per_second},
+                      {"read_gb_per_s", b.read_gb_per_second},
+                      {"share", b.share}});
   return {{"threads", threads},
           {"params", params},
           {"weights", to_string(options.weights)},
@@ -233,6 +274,7 @@ nlohmann::json InferBenchResult::to_json() const {
           {"read_gb_per_s", read_gb_per_second},
           {"bandwidth_limit_tokens_per_s", bandwidth_limit_tokens_per_second()},
           {"decode_share_of_bandwidth", decode_share_of_bandwidth()},
+          {"bandwidth_rounds", rounds},
           {"load_s", load_seconds},
           {"peak_rss_bytes", peak_rss_bytes}};
 }

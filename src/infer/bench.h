@@ -52,18 +52,27 @@ struct InferBenchResult {
 
   // The bandwidth bar: bytes a batch-1 decode step reads (every weight in
   // its format, the head in its own, the embedding's one row, the
-  // sequence's cache), the
-  // machine's streaming read speed measured in the same run with the same
+  // sequence's cache), the machine's streaming read speed with the same
   // threads, and the tokens per second that speed allows.
+  //
+  // A shared machine's read speed drifts by a third within a minute, so the
+  // share is taken in rounds that alternate batch-1 decode steps with reads
+  // of the bandwidth buffer: each round's decode speed against the speed
+  // read next to it, and the median round is reported (read_gb_per_second
+  // is the median round's read).
+  struct BandwidthRound {
+    double decode_tokens_per_second = 0.0;
+    double read_gb_per_second = 0.0;
+    double share = 0.0;  // decode against the limit this round's read allows
+  };
+  std::vector<BandwidthRound> bandwidth_rounds;
   int64_t decode_bytes_per_token = 0;
   double read_gb_per_second = 0.0;
+  double decode_share = 0.0;
   double bandwidth_limit_tokens_per_second() const {
     return decode_bytes_per_token > 0 ? read_gb_per_second * 1e9 / static_cast<double>(decode_bytes_per_token) : 0.0;
   }
-  double decode_share_of_bandwidth() const {
-    const double limit = bandwidth_limit_tokens_per_second();
-    return limit > 0 ? decode_tokens_per_second_batch1 / limit : 0.0;
-  }
+  double decode_share_of_bandwidth() const { return decode_share; }
   // The process's peak resident memory at the end of the timed runs (model,
   // caches, activations), and the load (or init) time, set by the caller.
   int64_t peak_rss_bytes = 0;
@@ -76,8 +85,17 @@ struct InferBenchResult {
 // what bench infer compares decode with.
 int64_t decode_weight_bytes(const Model& model, WeightFormat format);
 
-// The machine's streaming read speed in GB/s: the best of a few sums over a
-// buffer far larger than the caches, on the current thread count.
+// The machine's streaming read speed in GB/s, on the current thread count:
+// sums over a buffer far larger than the caches.
+class ReadBandwidthProbe {
+ public:
+  ReadBandwidthProbe();  // fills the 512 MiB buffer (every page touched)
+  double read_once();    // one timed pass; checks its sum
+ private:
+  std::vector<uint64_t> buf_;
+};
+
+// The best of three passes after a warm-up one.
 double measure_read_bandwidth();
 
 // This process's peak resident memory so far (0 where unknown).

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/aligned.h"
+
 #include "model/config.h"
 
 namespace hymba::infer {
@@ -50,7 +52,7 @@ class KvLayerCache {
   int64_t ring_ = 0;         // window - 1 for sliding-window layers, 0 for global
   int64_t token_slots_ = 0;  // token rows allocated
   int64_t k_width_ = 0, v_width_ = 0;
-  std::vector<float> k_, v_;
+  std::vector<float, CacheLineAllocator<float>> k_, v_;  // rows of 64 floats or more start on a cache line
 };
 
 struct MambaLayerCache {
