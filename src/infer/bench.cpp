@@ -157,17 +157,16 @@ InferBenchResult run_infer_bench(Model& model, const InferBenchOptions& opt) {
   // Batch 1. The sequence is kept, with room for the bandwidth rounds' steps.
   const int64_t round_steps = std::max<int64_t>(2, opt.new_tokens / 8);
   SequenceCache single = dec.new_cache(capacity + kBandwidthRounds * (round_steps + 1));
-  int32_t single_next = 0;
+  SequenceCache* const kept[] = {&single};
+  std::vector<int32_t> single_next;
   {
     const std::vector<int32_t> prompt = random_prompt(rng, opt.prompt_len, V);
     const auto t0 = Clock::now();
     const std::vector<float> logits = dec.prefill(single, prompt);
     prefill_seconds += seconds_since(t0);
     prefill_tokens += opt.prompt_len;
-    SequenceCache* one[] = {&single};
-    std::vector<int32_t> next = {argmax(logits.data(), V)};
-    const double s = timed_decode(dec, one, next, opt.new_tokens);
-    single_next = next[0];
+    single_next = {argmax(logits.data(), V)};
+    const double s = timed_decode(dec, kept, single_next, opt.new_tokens);
     r.decode_tokens_per_second_batch1 = static_cast<double>(opt.new_tokens) / s;
     r.decode_ms_per_step_batch1 = 1e3 * s / static_cast<double>(opt.new_tokens);
   }
@@ -226,11 +225,9 @@ InferBenchResult run_infer_bench(Model& model, const InferBenchOptions& opt) {
   // the buffer, so that both meet the machine in the same state.
   ReadBandwidthProbe probe;
   probe.read_once();  // warms up
-  SequenceCache* one[] = {&single};
-  std::vector<int32_t> next = {single_next};
   for (int round = 0; round < kBandwidthRounds; ++round) {
     InferBenchResult::BandwidthRound br;
-    br.decode_tokens_per_second = static_cast<double>(round_steps) / timed_decode(dec, one, next, round_steps);
+    br.decode_tokens_per_second = static_cast<double>(round_steps) / timed_decode(dec, kept, single_next, round_steps);
     br.read_gb_per_second = probe.read_once();
     br.share = br.decode_tokens_per_second * static_cast<double>(r.decode_bytes_per_token) /
                (br.read_gb_per_second * 1e9);

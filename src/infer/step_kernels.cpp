@@ -22,22 +22,10 @@ namespace {
 // Below this many multiply-adds a parallel region costs more than it saves.
 constexpr int64_t kParallelMin = int64_t{1} << 15;
 
-inline float dot(const float* __restrict a, const float* __restrict b, int64_t n) {
-  constexpr int kParts = 8;
-  float part[kParts] = {};
-  int64_t i = 0;
-  for (; i + kParts <= n; i += kParts)
-    for (int j = 0; j < kParts; ++j) part[j] += a[i + j] * b[i + j];
-  float tail = 0.0f;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7])) + tail;
-}
-
-// dot() of one query against four keys at once: the same partial sums and
-// the same final tree per key, but four independent chains keep the FMA
-// units busy where one chain waits on each add. GCC's vector type (lowered
-// to whatever the target has) keeps each key's 8 partial sums in one
-// register; written as arrays, GCC shuffles them instead.
+// Sums over a vector run in 8 independent partial sums (lane j takes
+// elements j, j + 8, ...), then one fixed tree, plus the tail: GCC's vector
+// type (lowered to whatever the target has) keeps the 8 sums in one
+// register; written as arrays, GCC shuffles them.
 using Lanes8 = float __attribute__((vector_size(32)));
 
 inline Lanes8 load8(const float* p) {
@@ -50,6 +38,27 @@ inline float finish8(Lanes8 p, float tail) {
   return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7])) + tail;
 }
 
+inline float dot(const float* __restrict a, const float* __restrict b, int64_t n) {
+  Lanes8 part = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) part += load8(a + i) * load8(b + i);
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += a[i] * b[i];
+  return finish8(part, tail);
+}
+
+inline float sum(const float* __restrict a, int64_t n) {
+  Lanes8 part = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) part += load8(a + i);
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += a[i];
+  return finish8(part, tail);
+}
+
+// dot() of one query against four keys at once: the same sums per key, but
+// four independent chains keep the FMA units busy where one chain waits on
+// each add.
 inline void dot4(const float* __restrict q, const float* __restrict k0, const float* __restrict k1,
                  const float* __restrict k2, const float* __restrict k3, int64_t n, float* out) {
   Lanes8 p0 = {}, p1 = {}, p2 = {}, p3 = {};
@@ -72,17 +81,6 @@ inline void dot4(const float* __restrict q, const float* __restrict k0, const fl
   out[1] = finish8(p1, t1);
   out[2] = finish8(p2, t2);
   out[3] = finish8(p3, t3);
-}
-
-inline float sum(const float* __restrict a, int64_t n) {
-  constexpr int kParts = 8;
-  float part[kParts] = {};
-  int64_t i = 0;
-  for (; i + kParts <= n; i += kParts)
-    for (int j = 0; j < kParts; ++j) part[j] += a[i + j];
-  float tail = 0.0f;
-  for (; i < n; ++i) tail += a[i];
-  return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7])) + tail;
 }
 
 // How many key or value rows ahead the attention step asks for.

@@ -16,11 +16,12 @@ namespace hymba::cpu {
 
 namespace {
 
-// The general loop below for a block of 32 values, written so that GCC
-// vectorises it (a decode step quantizes every linear layer's input): the
-// maximum in 8 lanes (a maximum is exact in any order; NaN is skipped in
-// each lane as std::max skips it), then the same division, rounding and
-// clamping per value.
+// One block of 32 values, written so that GCC vectorises it (a decode step
+// quantizes every linear layer's input): the maximum in 8 lanes (a maximum
+// is exact in any order; NaN is skipped in each lane as std::max skips it),
+// then each value against the stored (rounded) scale, so dequantization
+// uses the same one; NaN (from a non-finite input) becomes 0 rather than an
+// undefined conversion.
 void quantize_whole_block(BlockQ8& blk, const float* x) {
   constexpr int kLanes = 8;
   float lane_max[kLanes] = {};
@@ -58,16 +59,11 @@ void quantize_q8(BlockQ8* out, const float* x, int64_t ld_x, int64_t N, int64_t 
         quantize_whole_block(blk, row + c0);
         continue;
       }
-      float amax = 0;
-      for (int64_t i = 0; i < len; ++i) amax = std::max(amax, std::fabs(row[c0 + i]));
-      blk.scale = f32_to_f16(amax / 127.0f);
-      // Quantize against the stored (rounded) scale, so dequantization uses the same one.
-      const float d = f16_to_f32(blk.scale);
-      for (int64_t i = 0; i < kQ8BlockSize; ++i) {
-        const float v = i < len && d > 0 ? std::nearbyint(row[c0 + i] / d) : 0.0f;
-        // NaN (from a non-finite input) becomes 0 rather than an undefined conversion.
-        blk.q[i] = static_cast<int8_t>(std::isnan(v) ? 0.0f : std::clamp(v, -127.0f, 127.0f));
-      }
+      // A ragged tail as a block padded with zeros: they change neither the
+      // maximum nor anything but their own codes, which are 0.
+      float padded[kQ8BlockSize] = {};
+      std::copy_n(row + c0, len, padded);
+      quantize_whole_block(blk, padded);
     }
   }
 }
