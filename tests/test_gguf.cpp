@@ -167,6 +167,29 @@ TEST(Gguf, BadHeadersAreRefusedInOneLineNamingTheField) {
   Header::start(3, 0, 1).str("k").put<uint32_t>(4).put<uint16_t>(1).expect_refused({"truncated header", "key 'k'"});
 }
 
+// Tokens and merges become tokenizer.json text, which holds UTF-8 alone: a
+// byte sequence that is not UTF-8 is refused in one line (the fuzzer found
+// it ending the process from inside the JSON writer).
+TEST(Gguf, TokensThatAreNotUtf8AreRefusedInOneLine) {
+  const fs::path dir = temp_dir("not_utf8");
+  const auto write = [&](const std::vector<std::string>& tokens, const std::vector<std::string>& merges) {
+    gguf::Writer w;
+    w.set("tokenizer.ggml.model", gguf::Value::str("gpt2"));
+    w.set("tokenizer.ggml.tokens", gguf::Value::string_array(tokens));
+    w.set("tokenizer.ggml.merges", gguf::Value::string_array(merges));
+    w.set("tokenizer.ggml.eos_token_id", gguf::Value::u32(0));
+    const std::string path = (dir / "t.gguf").string();
+    w.write(path);
+    return gguf::File::open(path);
+  };
+  const gguf::File good = write({"a", "b", "ab"}, {"a b"});
+  EXPECT_NE(gguf::tokenizer_from_gguf(good).tokenizer, nullptr);
+  const gguf::File bad_token = write({"a", "b", "a\xff"}, {"a b"});
+  expect_error([&] { gguf::tokenizer_from_gguf(bad_token); }, {"t.gguf", "'tokenizer.ggml.tokens' entry 2", "UTF-8"});
+  const gguf::File bad_merge = write({"a", "b", "ab"}, {"a \xc3"});
+  expect_error([&] { gguf::tokenizer_from_gguf(bad_merge); }, {"t.gguf", "'tokenizer.ggml.merges'", "UTF-8"});
+}
+
 TEST(Gguf, BadTensorsAreRefusedInOneLineNamingTheTensor) {
   Header::start(3, 1, 0).tensor("w", {4, 2}, 12, 0).pad_and_data(64).expect_refused(
       {"tensor 'w'", "Q4_K", "F32, F16, BF16, Q8_0, Q4_0"});

@@ -363,6 +363,7 @@ std::string gpt2_tokenizer_json(const File& f, const std::vector<std::string>& t
       const size_t sp = m.find(' ', 1);
       HYMBA_CHECK(sp != std::string::npos, src, ": key 'tokenizer.ggml.merges' has \"", excerpt(m, 40),
                   "\", not two tokens separated by a space");
+      HYMBA_CHECK(tok::is_valid_utf8(m), src, ": key 'tokenizer.ggml.merges' has an entry that is not UTF-8 text");
       merges.push_back(m);
     }
   j["model"] = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", ""},
@@ -567,6 +568,9 @@ CheckpointTokenizer tokenizer_from_gguf(const File& f) {
   HYMBA_CHECK(model == "gpt2" || model == "llama" || model == "t5", src, ": key 'tokenizer.ggml.model' is \"",
               excerpt(model, 40), "\"; the engine reads the gpt2, llama and t5 forms (or its own hymba.tokenizer.file)");
   const std::vector<std::string>& tokens = f.get_strings("tokenizer.ggml.tokens");
+  // The forms become tokenizer.json text, which holds UTF-8 alone.
+  for (size_t id = 0; id < tokens.size(); ++id)
+    HYMBA_CHECK(tok::is_valid_utf8(tokens[id]), src, ": key 'tokenizer.ggml.tokens' entry ", id, " is not UTF-8 text");
   const std::vector<double> types =
       f.has("tokenizer.ggml.token_type") ? f.get_numbers("tokenizer.ggml.token_type") : std::vector<double>();
   HYMBA_CHECK(types.empty() || types.size() == tokens.size(), src,
