@@ -296,8 +296,9 @@ void register_bench_infer(CLI::App& app, const GlobalOptions& global) {
     if (r.meta_prefix_seconds > 0)
       std::printf(" computed once in %.3f s", r.meta_prefix_seconds);
     std::printf(")\n");
-    std::printf("decode: batch 1 %.1f tok/s (%.2f ms/token); batch %lld %.1f tok/s (%.2f ms/step)\n",
-                r.decode_tokens_per_second_batch1, r.decode_ms_per_step_batch1, static_cast<long long>(o.batch),
+    std::printf("decode: batch 1 %.1f tok/s (%.2f ms/token, settled on %d thread%s); batch %lld %.1f tok/s (%.2f ms/step)\n",
+                r.decode_tokens_per_second_batch1, r.decode_ms_per_step_batch1, r.decode_threads_batch1,
+                r.decode_threads_batch1 == 1 ? "" : "s", static_cast<long long>(o.batch),
                 r.decode_tokens_per_second_batch, r.decode_ms_per_step_batch);
     std::printf("cache: KV %s + Mamba state %s for %lld sequences of %lld tokens (formula %s)\n",
                 mib(r.kv_cache_bytes).c_str(), mib(r.mamba_state_bytes).c_str(), static_cast<long long>(o.batch),

@@ -168,6 +168,7 @@ InferBenchResult run_infer_bench(Model& model, const InferBenchOptions& opt) {
     single_next = {argmax(logits.data(), V)};
     const double s = timed_decode(dec, kept, single_next, opt.new_tokens);
     r.decode_tokens_per_second_batch1 = static_cast<double>(opt.new_tokens) / s;
+    r.decode_threads_batch1 = dec.step_threads(1);
     r.decode_ms_per_step_batch1 = 1e3 * s / static_cast<double>(opt.new_tokens);
   }
 
@@ -264,6 +265,7 @@ nlohmann::json InferBenchResult::to_json() const {
           {"prefill_tokens_per_s", prefill_tokens_per_second},
           {"meta_prefix_s", meta_prefix_seconds},
           {"decode_tokens_per_s_batch1", decode_tokens_per_second_batch1},
+          {"decode_threads_batch1", decode_threads_batch1},
           {"decode_tokens_per_s_batch", decode_tokens_per_second_batch},
           {"decode_ms_per_step_batch1", decode_ms_per_step_batch1},
           {"decode_ms_per_step_batch", decode_ms_per_step_batch},

@@ -42,6 +42,8 @@ struct InferBenchResult {
   // prefills, which start from the stored prefix); 0 without meta tokens.
   double meta_prefix_seconds = 0.0;
   double decode_tokens_per_second_batch1 = 0.0;
+  // The threads batch-1 steps settled on (Decoder::step_threads; 0: still timing).
+  int decode_threads_batch1 = 0;
   double decode_tokens_per_second_batch = 0.0;   // options.batch sequences per step
   double decode_ms_per_step_batch1 = 0.0, decode_ms_per_step_batch = 0.0;
   int64_t kv_cache_bytes = 0;      // measured: allocated by the batch run's caches

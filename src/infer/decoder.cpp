@@ -1,6 +1,7 @@
 #include "infer/decoder.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -66,7 +67,17 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
   HYMBA_CHECK(R >= 1 && tokens.size() == caches.size(), "step: ", tokens.size(), " tokens for ", R, " sequences");
   std::set<const SequenceCache*> distinct(caches.begin(), caches.end());
   HYMBA_CHECK(static_cast<int64_t>(distinct.size()) == R, "step: a sequence appears twice in one step");
-  const ThreadLimit threads(decode_threads(model_, R));
+  const int most = decode_threads(model_, R);
+  StepThreads* chooser = nullptr;
+  int use_threads = most;
+  if (forced_step_threads_ > 0) {
+    use_threads = std::min(forced_step_threads_, num_threads());
+  } else if (R <= kTimedRows && most > 1) {
+    chooser = &step_threads_.try_emplace(R, most).first->second;
+    use_threads = chooser->next();
+  }
+  const ThreadLimit threads(use_threads);
+  const auto started = std::chrono::steady_clock::now();
   const size_t n = caches.size();
   positions_.resize(n);
   for (size_t b = 0; b < n; ++b) {
@@ -178,6 +189,16 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
   // the cache as it was, plus the current row, like the producer itself.
   commit_kv(caches);
   for (SequenceCache* sc : caches) sc->advance();
+  if (chooser != nullptr)
+    chooser->record(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+}
+
+int Decoder::step_threads(int64_t rows) const {
+  if (forced_step_threads_ > 0) return std::min(forced_step_threads_, num_threads());
+  const int most = decode_threads(model_, rows);
+  if (rows > kTimedRows || most == 1) return most;
+  const auto it = step_threads_.find(rows);
+  return it == step_threads_.end() ? 0 : it->second.chosen();
 }
 
 void Decoder::commit_kv(std::span<SequenceCache* const> caches) {

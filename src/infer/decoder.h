@@ -16,12 +16,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <vector>
 
 #include "core/arena.h"
 #include "infer/cache.h"
+#include "infer/step_threads.h"
 #include "infer/weight_format.h"
 #include "model/model.h"
 
@@ -79,7 +81,15 @@ class Decoder {
 
   // Feeds tokens[i] to caches[i] (each prefilled, each distinct) and writes
   // the next-token logits [caches.size(), V].
+  // Steps of up to kTimedRows sequences time one thread against all of
+  // them on their first steps and keep the faster (step_threads.h).
   void step(std::span<SequenceCache* const> caches, std::span<const int32_t> tokens, float* logits);
+  static constexpr int64_t kTimedRows = 4;
+  // Runs every step on n threads (at most the process's; 0: decode_threads,
+  // timed as above for few sequences).
+  void set_step_threads(int n) { forced_step_threads_ = n; }
+  // The threads steps of `rows` sequences settled on (0: still timing).
+  int step_threads(int64_t rows) const;
 
   // High-water marks of activation memory: prefill chunks and decode steps.
   size_t prefill_activation_bytes() const { return (chunk_arena_.peak() + layer_arena_.peak()) * sizeof(float); }
@@ -112,6 +122,8 @@ class Decoder {
   std::vector<int64_t> positions_, n_cached_;
   std::vector<const float*> k_ptrs_, v_ptrs_;
   std::vector<float*> state_ptrs_;
+  std::map<int64_t, StepThreads> step_threads_;  // per sequence count up to kTimedRows
+  int forced_step_threads_ = 0;
 };
 
 }  // namespace hymba::infer
