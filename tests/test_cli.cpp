@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
+#include "core/build_info.h"
 #include "test_util.h"
 
 namespace hymba {
@@ -35,6 +36,21 @@ TEST(Cli, OpenMpWaitPolicyDefaultsToPassiveButRespectsTheUser) {
   };
   EXPECT_EQ(policy("env -u OMP_WAIT_POLICY"), "passive");
   EXPECT_EQ(policy("env OMP_WAIT_POLICY=active"), "active");
+}
+
+// OpenBLAS 0.3.21 runs generic SSE kernels on CPUs it does not know
+// (an AVX-512 Xeon of model 207 among them): hymba then asks for the kernels
+// the CPU can run, and leaves a user's OPENBLAS_CORETYPE alone.
+TEST(Cli, OpenBlasRunsKernelsForThisCpuButRespectsTheUser) {
+  auto core = [](const std::string& env) {
+    const auto r = run_cli("--threads 1 info --json", env);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return nlohmann::json::parse(r.output)["build"]["blas_core"].get<std::string>();
+  };
+  const std::string chosen = core("env -u OPENBLAS_CORETYPE");
+  EXPECT_FALSE(chosen.empty());
+  EXPECT_EQ(better_openblas_core(chosen, cpu_vector_features_here()), "") << chosen;
+  EXPECT_EQ(core("env OPENBLAS_CORETYPE=Prescott"), "Prescott");
 }
 
 TEST(Cli, BadFlagGivesOneLineErrorNamingIt) {

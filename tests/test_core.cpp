@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/arena.h"
+#include "core/build_info.h"
 #include "core/error.h"
 #include "core/params.h"
 #include "core/rng.h"
@@ -189,6 +190,20 @@ TEST(ParamTable, RejectsBadRows) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos);
   }
+}
+
+// The core hymba asks OpenBLAS for (core/build_info.h): only in place of a
+// generic one, and only what the CPU can run.
+TEST(BuildInfo, BetterOpenBlasCoreReplacesOnlyGenericKernels) {
+  const CpuVectorFeatures avx512{true, true}, avx2{false, true}, old{false, false};
+  EXPECT_EQ(better_openblas_core("Prescott", avx512), "SkylakeX");
+  EXPECT_EQ(better_openblas_core("Prescott", avx2), "Haswell");
+  EXPECT_EQ(better_openblas_core("Sandybridge", avx2), "Haswell");
+  EXPECT_EQ(better_openblas_core("Prescott", old), "");
+  EXPECT_EQ(better_openblas_core("Haswell", avx512), "");
+  EXPECT_EQ(better_openblas_core("Zen", avx2), "");
+  EXPECT_EQ(better_openblas_core("SkylakeX", avx512), "");
+  EXPECT_EQ(better_openblas_core("", avx512), "");
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "cli/commands.h"
+#include "core/build_info.h"
 #include "core/error.h"
 #include "core/json_io.h"
 #include "core/system_memory.h"
@@ -63,15 +64,23 @@ int command_threads(const GlobalOptions& global) { return default_threads(global
 
 namespace {
 
-// OpenMP threads that spin while waiting make every kernel 5-10x slower as
-// soon as the cores are shared (another job, a build, a second run).
-// libgomp reads OMP_WAIT_POLICY when it loads, before main, so when the user
-// has not chosen a policy we set "passive" and start over once. A user who
-// owns the machine can export OMP_WAIT_POLICY=active.
-void default_to_passive_openmp_waits(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  if (::setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
-  ::execv("/proc/self/exe", argv);  // returns only on failure: carry on as we are
+// Settings the OpenMP and OpenBLAS libraries read when they load, before
+// main: when the user has not chosen them we set them and start over once.
+// - OMP_WAIT_POLICY=passive: OpenMP threads that spin while waiting make
+//   every kernel 5-10x slower as soon as the cores are shared (another job, a
+//   build, a second run). A user who owns the machine can export
+//   OMP_WAIT_POLICY=active.
+// - OPENBLAS_CORETYPE, only where OpenBLAS fell back to generic SSE kernels
+//   on a CPU it does not know although the CPU has AVX2 or AVX-512
+//   (core/build_info.h).
+void prepare_library_environment(char** argv) {
+  bool changed = false;
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr && ::setenv("OMP_WAIT_POLICY", "passive", 1) == 0) changed = true;
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
+    const std::string core = hymba::better_openblas_core_here();
+    if (!core.empty() && ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1) == 0) changed = true;
+  }
+  if (changed) ::execv("/proc/self/exe", argv);  // returns only on failure: carry on as we are
 }
 
 // "hymba", or "hymba (rank 1 of 4)" under mpirun: an error names the rank it came from.
@@ -86,7 +95,7 @@ int run_command(int argc, char** argv, bool* interrupted);
 }  // namespace
 
 int main(int argc, char** argv) {
-  default_to_passive_openmp_waits(argv);
+  prepare_library_environment(argv);
   try {
     hymba::dist::init(&argc, &argv);
   } catch (const hymba::Error& e) {

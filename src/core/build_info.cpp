@@ -22,6 +22,7 @@ BuildInfo build_info() {
   b.compiler = "gcc " __VERSION__;
 #endif
   b.blas = openblas_get_config();
+  if (const char* core = openblas_get_corename(); core != nullptr) b.blas_core = core;
   b.threads = num_threads();
   b.hardware_threads = max_hardware_threads();
   const char* wait = std::getenv("OMP_WAIT_POLICY");
@@ -38,7 +39,7 @@ BuildInfo build_info() {
 
 nlohmann::json to_json(const BuildInfo& b) {
   return {{"version", b.version},   {"build_type", b.build_type}, {"compiler", b.compiler},
-          {"blas", b.blas},         {"threads", b.threads},       {"hardware_threads", b.hardware_threads}, {"omp_wait_policy", b.omp_wait_policy},
+          {"blas", b.blas}, {"blas_core", b.blas_core},         {"threads", b.threads},       {"hardware_threads", b.hardware_threads}, {"omp_wait_policy", b.omp_wait_policy},
           {"cuda_built", b.cuda_built}, {"cuda_devices", b.cuda_devices},
           {"python_bindings", b.python_bindings}};
 }
@@ -46,5 +47,32 @@ nlohmann::json to_json(const BuildInfo& b) {
 #ifndef HYMBA_WITH_CUDA
 std::string cuda_device_summary() { return "not built (configure with --preset cuda)"; }
 #endif
+
+std::string better_openblas_core(const std::string& chosen, const CpuVectorFeatures& cpu) {
+  // OpenBLAS's generic cores for CPUs it does not recognise, and the older
+  // ones it may settle on for them: none uses AVX2.
+  static const char* const kGeneric[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem",
+                                         "Atom",     "Barcelona", "Sandybridge"};
+  bool generic = false;
+  for (const char* g : kGeneric) generic = generic || chosen == g;
+  if (!generic) return "";  // a core OpenBLAS knows (Haswell, Zen, SkylakeX...) stands
+  if (cpu.avx512) return "SkylakeX";
+  if (cpu.avx2_fma) return "Haswell";
+  return "";
+}
+
+CpuVectorFeatures cpu_vector_features_here() {
+  CpuVectorFeatures cpu;
+  cpu.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx512cd");
+  cpu.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return cpu;
+}
+
+std::string better_openblas_core_here() {
+  const char* chosen = openblas_get_corename();
+  return better_openblas_core(chosen != nullptr ? chosen : "", cpu_vector_features_here());
+}
 
 }  // namespace hymba
