@@ -10,6 +10,65 @@ equal the command's for the same inputs. See docs/python.md.
     print(lm.generate("Once upon a time", max_new_tokens=64, seed=1))
 """
 
+
+
+def _choose_openblas_kernels():
+    """Do what the ``hymba`` command does at start-up (core/build_info.h):
+    OpenBLAS runs generic SSE kernels on a CPU it does not know (0.3.21 on
+    an AVX-512 Xeon of model 207), float32 products then run 3x slower and
+    their last bits differ from the command's. OpenBLAS picks its kernels
+    when it loads, so this asks a child process which it would pick and sets
+    OPENBLAS_CORETYPE before the extension loads it (import hymba before
+    numpy for that: once numpy has loaded OpenBLAS its choice holds, and
+    child `hymba` commands are given the same). A user's setting stands.
+    The rule mirrors better_openblas_core() in src/core/build_info.cpp."""
+    import os
+    import subprocess
+    import sys
+
+    if "OPENBLAS_CORETYPE" in os.environ or not sys.platform.startswith("linux"):
+        return
+    try:
+        with open("/proc/self/maps") as f:
+            loaded = next((line.split()[-1] for line in f if "openblas" in line and ".so" in line), None)
+    except OSError:
+        loaded = None
+    if loaded is not None:
+        # Already loaded (numpy imported first): the extension shares it and
+        # its kernels are settled; `hymba` commands run from here use the
+        # same ones, so their results stay equal to the library's.
+        import ctypes
+
+        f = getattr(ctypes.CDLL(loaded), "openblas_get_corename", None)
+        if f is not None:
+            f.restype = ctypes.c_char_p
+            os.environ["OPENBLAS_CORETYPE"] = f().decode()
+        return
+    probe = (
+        "import ctypes, ctypes.util\n"
+        "name = ctypes.util.find_library('openblas')\n"
+        "f = getattr(ctypes.CDLL(name), 'openblas_get_corename', None) if name else None\n"
+        "if f is not None: f.restype = ctypes.c_char_p\n"
+        "print(f().decode() if f is not None else '')\n"
+    )
+    try:
+        chosen = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                                timeout=60).stdout.strip()
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except (OSError, subprocess.SubprocessError):
+        return
+    generic = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Barcelona", "Sandybridge"}
+    if chosen not in generic:
+        return
+    if all(x in flags for x in ("avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd")):
+        os.environ["OPENBLAS_CORETYPE"] = "SkylakeX"
+    elif "avx2" in flags and "fma" in flags:
+        os.environ["OPENBLAS_CORETYPE"] = "Haswell"
+
+
+_choose_openblas_kernels()
+
 from ._hymba import HymbaError, __version__, build_info, num_threads, presets, set_threads
 from .model import LanguageModel
 from .training import train

@@ -1,5 +1,6 @@
 """The module itself: build facts, threads, presets, the error type."""
 
+import json
 import pytest
 
 import hymba
@@ -40,3 +41,11 @@ def test_presets():
 
 def test_error_type_is_a_value_error():
     assert issubclass(hymba.HymbaError, ValueError)
+
+
+def test_openblas_kernels_match_the_cli(cli):
+    """The extension and the `hymba` commands it runs use the same OpenBLAS
+    kernels (hymba/__init__.py), so their float32 results agree bit for bit."""
+    here = hymba.build_info()["blas_core"]
+    there = json.loads(cli("info", "--json").stdout)["build"]["blas_core"]
+    assert here and here == there
