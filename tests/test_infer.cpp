@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -14,7 +13,6 @@
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "core/threading.h"
 #include "data/tokenizer.h"
 #include "infer/cache.h"
 #include "infer/bench.h"
@@ -334,76 +332,6 @@ TEST(Decode, PrefillPlusStepsEqualFullForwardForEveryFamily) {
       EXPECT_EQ(cache.tokens(), total);
     }
   }
-}
-
-// Decoders time one thread against all on their first steps and keep the
-// faster (infer/step_threads.h): that is only sound if a step's logits do
-// not depend on its thread count, in every format. Widths of 64 and more so
-// that the products, attention and scan split between the threads.
-TEST(Decode, StepResultsDoNotDependOnTheThreadCount) {
-  ASSERT_GE(num_threads(), 2) << "CTest runs these tests with OMP_NUM_THREADS=2";
-  const int64_t total = 12, prompt_len = 3;
-  for (const Family& f : families()) {
-    for (const infer::WeightFormat format :
-         {infer::WeightFormat::kF32, infer::WeightFormat::kQ8, infer::WeightFormat::kQ4}) {
-      SCOPED_TRACE(std::string(f.name) + " " + infer::to_string(format));
-      json over = f.over;
-      over["hidden_size"] = 64;
-      over["vocab_size"] = 97;
-      if (!over.contains("intermediate_size")) over["intermediate_size"] = 96;
-      const ModelConfig c = ModelConfig::from_json(tiny(over));
-      Model m(c, false);
-      m.init(5);
-      const std::vector<int32_t> ids = random_ids(total, c.vocab_size, 3);
-      std::vector<std::vector<float>> runs;
-      for (const int threads : {1, 2}) {
-        Decoder dec(m, format);
-        dec.set_step_threads(threads);
-        EXPECT_EQ(dec.step_threads(1), threads);
-        SequenceCache a = dec.new_cache(total), b = dec.new_cache(total);
-        dec.prefill(a, std::vector<int32_t>(ids.begin(), ids.begin() + prompt_len));
-        dec.prefill(b, std::vector<int32_t>(ids.begin() + 1, ids.begin() + prompt_len + 1));
-        std::vector<float> all, logits(static_cast<size_t>(2 * c.vocab_size));
-        for (int64_t t = prompt_len; t + 1 < total; ++t) {
-          SequenceCache* both[] = {&a, &b};
-          const int32_t tokens[] = {ids[static_cast<size_t>(t)], ids[static_cast<size_t>(t + 1)]};
-          dec.step(both, tokens, logits.data());
-          all.insert(all.end(), logits.begin(), logits.end());
-        }
-        runs.push_back(all);
-      }
-      ASSERT_EQ(runs[0].size(), runs[1].size());
-      EXPECT_EQ(std::memcmp(runs[0].data(), runs[1].data(), runs[0].size() * sizeof(float)), 0);
-    }
-  }
-}
-
-// The choice between one thread and all: an untimed first step, then the
-// two alternate, each keeping its fastest step; the faster is kept.
-TEST(StepThreads, KeepsTheFasterAfterAlternatingTrials) {
-  const auto choose = [](const std::vector<double>& one, const std::vector<double>& all) {
-    infer::StepThreads s(2);
-    EXPECT_EQ(s.next(), 2);  // the warm-up
-    s.record(9.0);
-    for (int k = 0; k < infer::StepThreads::kTrialsEach; ++k) {
-      EXPECT_EQ(s.chosen(), 0);
-      EXPECT_EQ(s.next(), 1);
-      s.record(one[static_cast<size_t>(k)]);
-      EXPECT_EQ(s.next(), 2);
-      s.record(all[static_cast<size_t>(k)]);
-    }
-    const int c = s.chosen();
-    EXPECT_EQ(s.next(), c);
-    s.record(0.0);  // later steps change nothing
-    EXPECT_EQ(s.chosen(), c);
-    return c;
-  };
-  EXPECT_EQ(choose({0.010, 0.012}, {0.020, 0.018}), 1);
-  EXPECT_EQ(choose({0.010, 0.030}, {0.011, 0.009}), 2);  // each candidate's fastest step counts
-  EXPECT_EQ(choose({0.010, 0.010}, {0.010, 0.010}), 2);  // a tie keeps all threads
-  infer::StepThreads single(1);
-  EXPECT_EQ(single.chosen(), 1);
-  EXPECT_EQ(single.next(), 1);
 }
 
 // Prefill by chunks continues each chunk from the cache (K/V of the meta

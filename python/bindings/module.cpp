@@ -126,6 +126,8 @@ PYBIND11_MODULE(_hymba, m) {
   m.def("set_threads", &hymba::set_threads, py::arg("n"),
         "CPU threads of every kernel, process-wide (0: OMP_NUM_THREADS or all cores), as `hymba --threads N`.");
   m.def("num_threads", &hymba::num_threads, "The kernels' current thread count.");
+  m.def("_better_openblas_core", &hymba::better_openblas_core_here,
+        "The OpenBLAS core to ask for instead of the one this process loaded, or '' (core/build_info.h).");
   m.def("presets", &presets, py::arg("scale") = "seed",
         "The built-in model presets at a scale (tiny, small, seed): name, title, family, description, params, config.");
 

@@ -11,22 +11,21 @@ equal the command's for the same inputs. See docs/python.md.
 """
 
 
-
 def _choose_openblas_kernels():
     """Do what the ``hymba`` command does at start-up (core/build_info.h):
     OpenBLAS runs generic SSE kernels on a CPU it does not know (0.3.21 on
     an AVX-512 Xeon of model 207), float32 products then run 3x slower and
     their last bits differ from the command's. OpenBLAS picks its kernels
-    when it loads, so this asks a child process which it would pick and sets
-    OPENBLAS_CORETYPE before the extension loads it (import hymba before
-    numpy for that: once numpy has loaded OpenBLAS its choice holds, and
-    child `hymba` commands are given the same). A user's setting stands.
-    The rule mirrors better_openblas_core() in src/core/build_info.cpp."""
+    when it loads, so a child process loads the extension and applies the
+    engine's rule (better_openblas_core), and OPENBLAS_CORETYPE is set before
+    this process loads it. Import hymba before numpy for that: once numpy has
+    loaded OpenBLAS its choice holds, and child `hymba` commands are given
+    the same. A user's setting stands."""
     import os
     import subprocess
     import sys
 
-    if "OPENBLAS_CORETYPE" in os.environ or not sys.platform.startswith("linux"):
+    if "OPENBLAS_CORETYPE" in os.environ or _PROBE in os.environ or not sys.platform.startswith("linux"):
         return
     try:
         with open("/proc/self/maps") as f:
@@ -44,28 +43,17 @@ def _choose_openblas_kernels():
             f.restype = ctypes.c_char_p
             os.environ["OPENBLAS_CORETYPE"] = f().decode()
         return
-    probe = (
-        "import ctypes, ctypes.util\n"
-        "name = ctypes.util.find_library('openblas')\n"
-        "f = getattr(ctypes.CDLL(name), 'openblas_get_corename', None) if name else None\n"
-        "if f is not None: f.restype = ctypes.c_char_p\n"
-        "print(f().decode() if f is not None else '')\n"
-    )
     try:
-        chosen = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                                timeout=60).stdout.strip()
-        with open("/proc/cpuinfo") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+        core = subprocess.run([sys.executable, "-c", "import hymba._hymba as m; print(m._better_openblas_core())"],
+                              capture_output=True, text=True, timeout=60,
+                              env={**os.environ, _PROBE: "1"}).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return
-    generic = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Barcelona", "Sandybridge"}
-    if chosen not in generic:
-        return
-    if all(x in flags for x in ("avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd")):
-        os.environ["OPENBLAS_CORETYPE"] = "SkylakeX"
-    elif "avx2" in flags and "fma" in flags:
-        os.environ["OPENBLAS_CORETYPE"] = "Haswell"
+    if core:
+        os.environ["OPENBLAS_CORETYPE"] = core
 
+
+_PROBE = "HYMBA_OPENBLAS_PROBE"  # set in the child that asks, which must not ask again
 
 _choose_openblas_kernels()
 

@@ -38,8 +38,14 @@ BuildInfo build_info() {
 }
 
 nlohmann::json to_json(const BuildInfo& b) {
-  return {{"version", b.version},   {"build_type", b.build_type}, {"compiler", b.compiler},
-          {"blas", b.blas}, {"blas_core", b.blas_core},         {"threads", b.threads},       {"hardware_threads", b.hardware_threads}, {"omp_wait_policy", b.omp_wait_policy},
+  return {{"version", b.version},
+          {"build_type", b.build_type},
+          {"compiler", b.compiler},
+          {"blas", b.blas},
+          {"blas_core", b.blas_core},
+          {"threads", b.threads},
+          {"hardware_threads", b.hardware_threads},
+          {"omp_wait_policy", b.omp_wait_policy},
           {"cuda_built", b.cuda_built}, {"cuda_devices", b.cuda_devices},
           {"python_bindings", b.python_bindings}};
 }
