@@ -68,20 +68,21 @@ TEST(MatmulBf16, MatchesReferenceOnEveryIsa) {
 // 2^24 + 1 + 1 + ... loses every 1; the lanes keep the 1s of other lanes
 // apart and add them to 2^24 at the end.
 TEST(MatmulBf16, SumsInTheDocumentedLaneOrder) {
-  const int64_t C = 24;
-  std::vector<float> x(C, 1.0f), w(C, 1.0f);
+  // Five equal rows: the first four go through the four-row kernel, the fifth alone.
+  const int64_t C = 24, OC = 5;
+  std::vector<float> x(C, 1.0f), w(OC * C, 1.0f);
   x[0] = 0x1p24f;
-  std::vector<uint16_t> wb(C);
-  cpu::quantize_bf16(wb.data(), w.data(), 1, C);
+  std::vector<uint16_t> wb(OC * C);
+  cpu::quantize_bf16(wb.data(), w.data(), OC, C);
   // Lanes: even[0] = 2^24 + 1 (element 16) -> 2^24 (rounded), odd[0] = 1
   // (element 8); other lanes hold 1 (even: elements 1-7 and 17-23 -> 2 each;
   // odd: 9-15 -> 1 each). s = even + odd: s0 = 2^24 + 1 -> 2^24, s1..7 = 3.
   // q0 = s0 + s4 = 2^24 + 3 -> 2^24 + 4, q1..3 = 6; (q0 + q2) + (q1 + q3)
   // = (2^24 + 10 -> 2^24 + 10) + 12 = 2^24 + 22.
   for (const cpu::Q8Isa isa : cpu::q8_isas_here()) {
-    float out = 0;
-    cpu::matmul_bf16(&out, 1, x.data(), C, wb.data(), nullptr, 1, C, 1, isa);
-    EXPECT_EQ(out, 0x1p24f + 22.0f) << to_string(isa);
+    std::vector<float> out(OC);
+    cpu::matmul_bf16(out.data(), OC, x.data(), C, wb.data(), nullptr, 1, C, OC, isa);
+    for (int64_t o = 0; o < OC; ++o) EXPECT_EQ(out[o], 0x1p24f + 22.0f) << to_string(isa) << " row " << o;
   }
 }
 

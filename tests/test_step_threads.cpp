@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/parallel.h"
 #include "core/rng.h"
 #include "core/threading.h"
 #include "infer/decoder.h"
@@ -59,11 +60,17 @@ TEST(Decode, StepResultsDoNotDependOnTheThreadCount) {
         dec.prefill(a, std::vector<int32_t>(ids.begin(), ids.begin() + prompt_len));
         dec.prefill(b, std::vector<int32_t>(ids.begin() + 1, ids.begin() + prompt_len + 1));
         std::vector<float> all, logits(static_cast<size_t>(2 * c.vocab_size));
+        const int64_t team_jobs = spin_team_jobs();
         for (int64_t t = prompt_len; t + 1 < total; ++t) {
           SequenceCache* both[] = {&a, &b};
           const int32_t tokens[] = {ids[static_cast<size_t>(t)], ids[static_cast<size_t>(t + 1)]};
           dec.step(both, tokens, logits.data());
           all.insert(all.end(), logits.begin(), logits.end());
+        }
+        // Several threads run the step's block products on the spinning team
+        // (core/parallel.h); f32 products of two rows are OpenBLAS's sgemm.
+        if (threads > 1 && format != infer::WeightFormat::kF32) {
+          EXPECT_GT(spin_team_jobs(), team_jobs);
         }
         runs.push_back(all);
       }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/parallel.h"
 #include "core/threading.h"
 #include "infer/step_kernels.h"
 #include "kernels/cpu/activations.h"
@@ -77,6 +78,9 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
     use_threads = chooser->next();
   }
   const ThreadLimit threads(use_threads);
+  // Several threads: they spin between the step's few hundred short
+  // products instead of sleeping (core/parallel.h).
+  const SpinTeamScope team(use_threads);
   const auto started = std::chrono::steady_clock::now();
   const size_t n = caches.size();
   positions_.resize(n);

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/parallel.h"
 #include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/matmul.h"
 
@@ -143,6 +144,19 @@ constexpr int64_t kMaxHeadsPerTask = 3;
 void linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w, int64_t rows, int64_t C,
             int64_t OC) {
   if (rows == 1) {
+    // On a spinning team (a decode step on several threads) each thread runs
+    // sgemv on its own band of rows: OpenBLAS would hand its own threads the
+    // work (an OpenMP region: a wake). Bands start at multiples of kBand rows,
+    // so each row meets the kernel as it does in one call over all rows.
+    constexpr int64_t kBand = 16;
+    if (on_spin_team() && OC >= 2 * kBand && OC * C >= kParallelMin) {
+      parallel_for((OC + kBand - 1) / kBand, true, [&](int64_t first, int64_t last) {
+        const int64_t o0 = first * kBand, o1 = std::min(OC, last * kBand);
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(o1 - o0), static_cast<int>(C), 1.0f, w + o0 * C,
+                    static_cast<int>(C), in, 1, 0.0f, out + o0, 1);
+      });
+      return;
+    }
     cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(OC), static_cast<int>(C), 1.0f, w,
                 static_cast<int>(C), in, 1, 0.0f, out, 1);
     return;
@@ -152,22 +166,23 @@ void linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const fl
 
 void conv_step(float* out, const float* x, int64_t ld_x, float* const* state, const float* weight, const float* bias,
                int64_t B, int64_t C, int64_t K) {
-#pragma omp parallel for schedule(static) if (B * C * K >= kParallelMin)
-  for (int64_t b = 0; b < B; ++b) {
-    float* st = state[b];
-    for (int64_t c = 0; c < C; ++c) {
-      const float* w = weight + c * K;
-      float* s = st + c * (K - 1);
-      const float xv = x[b * ld_x + c];
-      // Same order as the full convolution: bias, then taps oldest first.
-      float acc = bias != nullptr ? bias[c] : 0.0f;
-      for (int64_t k = 0; k < K - 1; ++k) acc += w[k] * s[k];
-      acc += w[K - 1] * xv;
-      out[b * C + c] = acc;
-      for (int64_t k = 0; k + 1 < K - 1; ++k) s[k] = s[k + 1];
-      if (K > 1) s[K - 2] = xv;
+  parallel_for(B, B * C * K >= kParallelMin, [&](int64_t first, int64_t last) {
+    for (int64_t b = first; b < last; ++b) {
+      float* st = state[b];
+      for (int64_t c = 0; c < C; ++c) {
+        const float* w = weight + c * K;
+        float* s = st + c * (K - 1);
+        const float xv = x[b * ld_x + c];
+        // Same order as the full convolution: bias, then taps oldest first.
+        float acc = bias != nullptr ? bias[c] : 0.0f;
+        for (int64_t k = 0; k < K - 1; ++k) acc += w[k] * s[k];
+        acc += w[K - 1] * xv;
+        out[b * C + c] = acc;
+        for (int64_t k = 0; k + 1 < K - 1; ++k) s[k] = s[k + 1];
+        if (K > 1) s[K - 2] = xv;
+      }
     }
-  }
+  });
 }
 
 void ssm_step(float* y, float* const* h, const SsmStepArgs& a) {
@@ -188,19 +203,20 @@ void ssm_step(float* y, float* const* h, const SsmStepArgs& a) {
       for (int64_t d = 0; d < D; ++d) gate[b * D + d] = z[d] * cpu::fast::sigmoid(z[d]);
     }
   }
-#pragma omp parallel for schedule(static) if (B * D * N >= kParallelMin)
-  for (int64_t row = 0; row < B * D; ++row) {
-    const int64_t b = row / D, d = row % D;
-    const float dt_r = dt[row];
-    const float u = a.u[row];
-    const float dtu = dt_r * u;
-    const float* __restrict A = a.A + d * N;
-    const float* __restrict Bm = a.Bm + b * a.ld_B;
-    float* __restrict hs = h[b] + d * N;
-    for (int64_t n = 0; n < N; ++n) hs[n] = cpu::fast::exp_nonpositive(dt_r * A[n]) * hs[n] + dtu * Bm[n];
-    const float out = dot(a.Cm + b * a.ld_C, hs, N) + a.Dskip[d] * u;
-    y[row] = a.z == nullptr ? out : out * gate[row];
-  }
+  parallel_for(B * D, B * D * N >= kParallelMin, [&](int64_t first, int64_t last) {
+    for (int64_t row = first; row < last; ++row) {
+      const int64_t b = row / D, d = row % D;
+      const float dt_r = dt[row];
+      const float u = a.u[row];
+      const float dtu = dt_r * u;
+      const float* __restrict A = a.A + d * N;
+      const float* __restrict Bm = a.Bm + b * a.ld_B;
+      float* __restrict hs = h[b] + d * N;
+      for (int64_t n = 0; n < N; ++n) hs[n] = cpu::fast::exp_nonpositive(dt_r * A[n]) * hs[n] + dtu * Bm[n];
+      const float out = dot(a.Cm + b * a.ld_C, hs, N) + a.Dskip[d] * u;
+      y[row] = a.z == nullptr ? out : out * gate[row];
+    }
+  });
 }
 
 void attention_step(float* out, int64_t ld_out, const AttnStepArgs& a) {
@@ -212,12 +228,10 @@ void attention_step(float* out, int64_t ld_out, const AttnStepArgs& a) {
     work += (a.n_cached[b] + 1) * a.Hq * (a.Dqk + a.Dv);
     most_keys = std::max(most_keys, a.n_cached[b] + 1);
   }
-#pragma omp parallel if (work >= kParallelMin)
-  {
+  parallel_for(a.B * a.Hkv * parts, work >= kParallelMin, [&](int64_t first_task, int64_t last_task) {
     // Scores then probabilities of each head of the task.
     std::vector<float> p(static_cast<size_t>(kMaxHeadsPerTask * most_keys));
-#pragma omp for schedule(static)
-    for (int64_t task = 0; task < a.B * a.Hkv * parts; ++task) {
+    for (int64_t task = first_task; task < last_task; ++task) {
       const int64_t b = task / (a.Hkv * parts), g = task / parts % a.Hkv, part = task % parts;
       const int64_t h0 = g * group + part * group / parts, nh = (part + 1) * group / parts - part * group / parts;
       const int64_t cached = a.n_cached[b], n = cached + 1;
@@ -260,7 +274,7 @@ void attention_step(float* out, int64_t ld_out, const AttnStepArgs& a) {
       if (nh == 2) weighted_rows<2>(o, probs, n, value, a.Dv);
       if (nh == 3) weighted_rows<3>(o, probs, n, value, a.Dv);
     }
-  }
+  });
 }
 
 }  // namespace hymba::infer

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/float_formats.h"
+#include "core/parallel.h"
 #include "kernels/cpu/quant_packed.h"
 #include "kernels/cpu/quant_q8.h"
 
@@ -92,16 +93,19 @@ void matmul_groups(float* out, int64_t ld_out, const float* x, int64_t ld_x, con
   quantize_input(in, x, ld_x, R, C);
   const QuantizedInput& input = in;
   const int64_t groups = packed_groups(OC);
-#pragma omp parallel for schedule(static)
-  for (int64_t g = 0; g < groups; ++g) {
-    const Packed* wg = w + g * nb;
-    const int64_t o0 = g * kPackedRows, n = std::min(kPackedRows, OC - o0);
-    for (int64_t r = 0; r < R; ++r) {
-      float lanes[kPackedRows];
-      dot(lanes, wg, input.blocks.data() + r * nb, input.scales.data() + r * nb, input.sums_x8.data() + r * nb, nb);
-      for (int64_t j = 0; j < n; ++j) out[r * ld_out + o0 + j] = lanes[j] + (bias != nullptr ? bias[o0 + j] : 0.0f);
+  parallel_for(groups, true, [&](int64_t first, int64_t last) {
+    for (int64_t g = first; g < last; ++g) {
+      const Packed* wg = w + g * nb;
+      const int64_t o0 = g * kPackedRows, n = std::min(kPackedRows, OC - o0);
+      for (int64_t r = 0; r < R; ++r) {
+        float lanes[kPackedRows];
+        dot(lanes, wg, input.blocks.data() + r * nb, input.scales.data() + r * nb, input.sums_x8.data() + r * nb,
+            nb);
+        for (int64_t j = 0; j < n; ++j)
+          out[r * ld_out + o0 + j] = lanes[j] + (bias != nullptr ? bias[o0 + j] : 0.0f);
+      }
     }
-  }
+  });
 }
 
 }  // namespace hymba::cpu
