@@ -13,6 +13,7 @@
 
 #include "core/float_formats.h"
 #include "core/rng.h"
+#include "infer/weight_format.h"
 #include "kernels/cpu/quant_packed.h"
 #include "test_util.h"
 
@@ -196,6 +197,35 @@ TEST(QuantPacked, ExtremeCodesStayExact) {
       EXPECT_EQ(o8[static_cast<size_t>(o)], want8) << cpu::to_string(isa);
       EXPECT_EQ(o4[static_cast<size_t>(o)], want4) << cpu::to_string(isa);
     }
+  }
+}
+
+// A decoder makes its q8 / q4 copy of a float32 matrix a slice of 512 rows
+// at a time (infer/weight_format.cpp): the copy must hold what the whole
+// matrix quantized at once holds, and its products be matmul_q8/q4's bits.
+// 1203 rows: two whole slices and a ragged one, itself not whole groups of 8.
+TEST(QuantPacked, DecoderCopiesMadeASliceAtATimeEqualTheWholeMatrix) {
+  const int64_t OC = 1203, C = 70, R = 2;
+  const std::vector<float> w = random_weights(OC * C, 41), x = random_weights(R * C, 42);
+  for (const infer::WeightFormat format : {infer::WeightFormat::kQ8, infer::WeightFormat::kQ4}) {
+    SCOPED_TRACE(infer::to_string(format));
+    infer::DecoderLinears linears(format);
+    std::vector<float> out(static_cast<size_t>(R * OC)), expected(out.size()), whole(static_cast<size_t>(OC * C));
+    linears.linear(out.data(), OC, x.data(), C, w.data(), R, C, OC);
+    if (format == infer::WeightFormat::kQ8) {
+      std::vector<BlockQ8> blocks(static_cast<size_t>(OC * cpu::q8_blocks_per_row(C)));
+      cpu::quantize_q8(blocks.data(), w.data(), OC, C);
+      cpu::dequantize_q8(whole.data(), blocks.data(), OC, C);
+      cpu::matmul_q8(expected.data(), x.data(), blocks.data(), nullptr, R, C, OC);
+    } else {
+      std::vector<BlockQ4> blocks(static_cast<size_t>(OC * cpu::q4_blocks_per_row(C)));
+      cpu::quantize_q4(blocks.data(), w.data(), OC, C);
+      cpu::dequantize_q4(whole.data(), blocks.data(), OC, C);
+      cpu::matmul_q4(expected.data(), x.data(), blocks.data(), nullptr, R, C, OC);
+    }
+    const std::vector<float> copy = linears.dequantized(w.data(), OC, C);
+    EXPECT_EQ(std::memcmp(copy.data(), whole.data(), whole.size() * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(out.data(), expected.data(), out.size() * sizeof(float)), 0);
   }
 }
 
