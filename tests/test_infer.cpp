@@ -931,5 +931,29 @@ TEST(Decoder, PrefillChunkMemoryDoesNotGrowWithLayers) {
   EXPECT_LT(peak(12), 1.3 * peak(2));
 }
 
+// A decode step keeps, across layers, only the residual stream, a linked
+// block's input and each producer's new key and value rows.
+TEST(Decoder, StepMemoryDoesNotGrowWithLayers) {
+  const auto peak = [](int layers) {
+    const ModelConfig c = ModelConfig::from_json(test::tiny(
+        {{"num_hidden_layers", layers}, {"sliding_window", 3}, {"global_attn_idx", {0}}, {"num_memory_tokens", 2}}));
+    Model m(c, false);
+    m.init(3);
+    infer::Decoder dec(m);
+    std::vector<infer::SequenceCache> caches;
+    std::vector<infer::SequenceCache*> ptrs;
+    for (int b = 0; b < 4; ++b) caches.push_back(dec.new_cache(8));
+    for (infer::SequenceCache& sc : caches) {
+      (void)dec.prefill(sc, std::vector<int32_t>{1, 2, 3});
+      ptrs.push_back(&sc);
+    }
+    const std::vector<int32_t> tokens = {4, 5, 6, 7};
+    std::vector<float> logits(static_cast<size_t>(4 * c.vocab_size));
+    dec.step(ptrs, tokens, logits.data());
+    return static_cast<double>(dec.step_activation_bytes());
+  };
+  EXPECT_LT(peak(12), 1.5 * peak(2));
+}
+
 }  // namespace
 }  // namespace hymba

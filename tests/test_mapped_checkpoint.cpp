@@ -17,6 +17,9 @@
 #include <vector>
 
 #include "core/safetensors.h"
+#include "core/system_memory.h"
+#include "formats/held_checkpoint.h"
+#include "infer/decoder.h"
 #include "decode_families.h"
 #include "formats/checkpoint.h"
 #include "test_util.h"
@@ -172,6 +175,48 @@ TEST(MappedCheckpoint, BadMappableFilesAreOneLineErrors) {
   const fs::path short_file = dir / "short" / kWeightsFile;
   fs::resize_file(short_file, fs::file_size(short_file) - 64);
   test::expect_error([&] { (void)load_model((dir / "short").string(), false); }, {"model.safetensors"});
+  fs::remove_all(dir);
+}
+
+// A checkpoint holding blocks (hymba quantize) keeps its large float32 rows
+// (the embedding) in the file as in the block: they load as copy-on-write
+// file pages, not resident until read, and leave the resident set again once
+// the decoder has made its head copy; a written page is the process's own
+// and is never dropped, and never reaches the file.
+TEST(MappedCheckpoint, HeldCheckpointsMapTheirEmbeddingUntilWritten) {
+  const fs::path dir = temp_dir("held");
+  nlohmann::json over = test::families()[0].over;
+  over["hidden_size"] = 128;
+  over["vocab_size"] = 4096;  // an embedding of 2 MiB: over the size that is mapped
+  const ModelConfig c = ModelConfig::from_json(test::tiny(over));
+  auto m = random_model(c, 37);
+  hold_quantized(*m, BlockFormat::kQ8);
+  save_model((dir / "q8").string(), *m);
+  const fs::path weights = fs::canonical(dir / "q8" / kWeightsFile);
+  auto held = load_model((dir / "q8").string(), false, /*keep_blocks=*/true);
+  const ParamInfo& embed = held->params().rows().front();
+  ASSERT_EQ(embed.shape.numel(), c.vocab_size * c.hidden_size) << embed.name;
+  float* values = held->params().values_block() + embed.offset;
+  const auto bytes = static_cast<int64_t>(embed.shape.numel() * sizeof(float));
+  EXPECT_EQ(resident_file_bytes(values, bytes), 0) << "dropped once loaded";
+  EXPECT_EQ(backing_of(values + 2048).value_or("?"), weights.string());
+  EXPECT_EQ(std::memcmp(values, m->params().values_block() + embed.offset, static_cast<size_t>(bytes)), 0);
+  EXPECT_GT(resident_file_bytes(values, bytes), bytes / 2) << "read back from the file";
+  // A decoder step makes the q8 head copy (the head is tied) and drops the pages again.
+  infer::Decoder dec(*held, infer::WeightFormat::kQ8);
+  infer::SequenceCache cache = dec.new_cache(8);
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  const std::vector<float> logits = dec.prefill(cache, prompt);
+  EXPECT_TRUE(std::isfinite(logits.front()));
+  EXPECT_LT(resident_file_bytes(values, bytes), bytes / 2);
+  // A written page is the process's own: never dropped, never in the file.
+  const float was = values[5000];
+  values[5000] = was + 1.0f;
+  release_unwritten_file_pages(values, bytes);
+  EXPECT_EQ(values[5000], was + 1.0f);
+  EXPECT_EQ(std::memcmp(values, m->params().values_block() + embed.offset, 5000 * sizeof(float)), 0);
+  auto again = load_model((dir / "q8").string(), false, true);
+  EXPECT_EQ(again->params().values_block()[embed.offset + 5000], was);
   fs::remove_all(dir);
 }
 

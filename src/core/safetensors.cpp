@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "core/excerpt.h"
 #include "core/params.h"
+#include "core/system_memory.h"
 
 namespace hymba {
 
@@ -348,6 +349,36 @@ AlignedFloats SafetensorsFile::map_private_floats(uint64_t begin, uint64_t bytes
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd_, static_cast<off_t>(at));
   if (p == MAP_FAILED) fail(path_, ": cannot map the file: ", os_reason(errno));
   return AlignedFloats(static_cast<float*>(p), AlignedFree{bytes});
+}
+
+int64_t SafetensorsFile::share_pages_with_file(uint64_t begin, float* dest, int64_t n) const {
+  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const auto addr = reinterpret_cast<uint64_t>(dest);
+  const uint64_t bytes = static_cast<uint64_t>(n) * sizeof(float), at = data_start_ + begin;
+  if (bytes == 0 || at > file_size_ || bytes > file_size_ - at || addr % page != at % page) return 0;
+  const uint64_t skip = (page - addr % page) % page;
+  if (bytes <= skip) return 0;
+  const uint64_t whole = (bytes - skip) / page * page;
+  // Slices keep the moment when both copies are resident short.
+  constexpr uint64_t kSlice = uint64_t{16} << 20;
+  int64_t shared = 0;
+  for (uint64_t done = 0; done < whole;) {
+    const uint64_t len = std::min(kSlice, whole - done);
+    char* target = reinterpret_cast<char*>(addr + skip + done);
+    void* file_pages =
+        ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd_, static_cast<off_t>(at + skip + done));
+    if (file_pages == MAP_FAILED) break;
+    // The file may have changed since it was read: keep what was read then.
+    if (std::memcmp(file_pages, target, len) != 0 ||
+        ::mremap(file_pages, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, target) == MAP_FAILED) {
+      ::munmap(file_pages, len);
+      break;
+    }
+    release_mapped_pages(target, static_cast<int64_t>(len));
+    shared += static_cast<int64_t>(len);
+    done += len;
+  }
+  return shared;
 }
 
 void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,

@@ -72,6 +72,14 @@ class SafetensorsFile {
   // the range does not start on a page boundary of the file or runs past its
   // end.
   AlignedFloats map_private_floats(uint64_t begin, uint64_t bytes) const;
+  // dest holds n floats read from the data buffer at `begin` (read_into).
+  // Where the file and dest are page-aligned alike, dest's whole pages are
+  // replaced by copy-on-write pages of the file (the range as one does in
+  // map_private_floats), a slice at a time and only where the file still
+  // holds what dest holds, then dropped from the resident set: values read
+  // back from the file until written. Returns the bytes replaced (0 when the
+  // alignments differ).
+  int64_t share_pages_with_file(uint64_t begin, float* dest, int64_t n) const;
 
  private:
   SafetensorsFile() = default;

@@ -1,5 +1,6 @@
 #include "core/system_memory.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -126,6 +128,51 @@ void release_mapped_pages(const void* p, int64_t bytes) {
   const uintptr_t first = (begin + page - 1) / page * page, end = (begin + static_cast<uintptr_t>(bytes)) / page * page;
   // Best effort: where the kernel refuses, the pages merely stay resident.
   if (end > first) ::madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);
+}
+
+namespace {
+
+// Calls run(first, end) for each run of whole pages inside [p, p + bytes)
+// whose pagemap entries say resident (bit 63) and file page (bit 61).
+template <typename Run>
+void for_resident_file_pages(const void* p, int64_t bytes, Run run) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t first = (begin + page - 1) / page * page, end = (begin + static_cast<uintptr_t>(bytes)) / page * page;
+  if (end <= first) return;
+  const int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  constexpr size_t kBatch = 4096;
+  std::vector<uint64_t> entries(kBatch);
+  uintptr_t run_start = 0;
+  bool in_run = false;
+  for (uintptr_t at = first; at < end;) {
+    const size_t n = std::min<size_t>(kBatch, (end - at) / page);
+    const auto off = static_cast<off_t>(at / page * sizeof(uint64_t));
+    if (::pread(fd, entries.data(), n * sizeof(uint64_t), off) != static_cast<ssize_t>(n * sizeof(uint64_t))) break;
+    for (size_t i = 0; i < n; ++i, at += page) {
+      const bool file_page = (entries[i] >> 63 & 1) != 0 && (entries[i] >> 61 & 1) != 0;
+      if (file_page && !in_run) run_start = at;
+      if (!file_page && in_run) run(run_start, at);
+      in_run = file_page;
+    }
+  }
+  if (in_run) run(run_start, end);
+  ::close(fd);
+}
+
+}  // namespace
+
+int64_t resident_file_bytes(const void* p, int64_t bytes) {
+  int64_t total = 0;
+  for_resident_file_pages(p, bytes, [&total](uintptr_t a, uintptr_t b) { total += static_cast<int64_t>(b - a); });
+  return total;
+}
+
+void release_unwritten_file_pages(const void* p, int64_t bytes) {
+  for_resident_file_pages(p, bytes, [](uintptr_t a, uintptr_t b) {
+    ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+  });
 }
 
 bool reset_peak_rss() {

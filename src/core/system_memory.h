@@ -33,6 +33,15 @@ bool reset_peak_rss();
 // pages this would zero.
 void release_mapped_pages(const void* p, int64_t bytes);
 
+// The bytes of the whole pages inside [p, p + bytes) that are resident and
+// file pages (/proc/self/pagemap), and the same pages dropped from the
+// resident set: of a copy-on-write file mapping, exactly the pages never
+// written, which read back from the file as they were. Written (copied)
+// pages and anonymous memory are left alone, so this never loses a value.
+// Both are 0 / do nothing where pagemap cannot be read.
+int64_t resident_file_bytes(const void* p, int64_t bytes);
+void release_unwritten_file_pages(const void* p, int64_t bytes);
+
 // "1.50 GiB", "512.00 MiB", "12.0 KiB": a byte count for messages.
 std::string format_bytes(double bytes);
 

@@ -37,7 +37,10 @@ void save_held_params(const std::string& path, const Model& model, const std::ma
   }
   std::map<std::string, std::string> meta = metadata;
   meta[kBlocksMetadataKey] = blocks.dump();
-  save_safetensors(path, tensors, meta);
+  // Data on a page boundary: the first tensor, the float32 embedding, lies in
+  // the file as in the parameter block, and loads as file pages (below).
+  constexpr uint64_t kPage = 4096;
+  save_safetensors(path, tensors, meta, FloatFormat::kF32, kPage);
 }
 
 std::string load_held_params(const SafetensorsFile& file, Model& model, bool keep_blocks) {
@@ -97,6 +100,17 @@ std::string load_held_params(const SafetensorsFile& file, Model& model, bool kee
   }
   load_params(file, model.params(), names);
   if (keep_blocks) {
+    // Large float32 rows (hymba-1.5b's embedding: 205 MB) become copy-on-write
+    // pages of the file where it lies as the block does (files this version
+    // writes), not resident until read: the decoder reads a few rows per
+    // token, and drops the pages again once its head copy is made.
+    constexpr int64_t kShareFloats = int64_t{1} << 18;
+    for (const ParamInfo& p : model.params().rows()) {
+      if (names.count(p.name) != 0 || p.shape.numel() < kShareFloats) continue;
+      const SafetensorsEntry* e = file.find(p.name);
+      if (e->dtype == "F32")
+        file.share_pages_with_file(e->begin, model.params().values_block() + p.offset, p.shape.numel());
+    }
     for (auto& [name, m] : held) model.hold(name, std::move(m));
     return "";
   }

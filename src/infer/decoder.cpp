@@ -108,11 +108,31 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
   v_ptrs_.resize(n);
   n_cached_.resize(n);
   state_ptrs_.resize(n);
+  new_k_.assign(plan.layers.size(), nullptr);
+  new_v_.assign(plan.layers.size(), nullptr);
 
+  // As in a prefill chunk, a layer's activations go with the layer
+  // (step_layer_arena_ is reset for the next): the step keeps the residual
+  // stream in two buffers, a linked block's input, and each producer's new
+  // key and value rows, which its consumers and commit_kv read. Keeping
+  // every layer's would cost layers x rows x the layer's width (hymba-1.5b,
+  // 16 rows: 118 MiB).
+  std::vector<const float*> block_in(plan.layers.size(), nullptr);
+  for (const LayerPlan& lp : plan.layers)
+    if (lp.block_first >= 0) block_in[static_cast<size_t>(lp.block_first)] = x;  // marks a block's first layer
+  float* stream[2] = {x, arena_.alloc_uninit(static_cast<size_t>(R * d))};
+  int turn = 0;
+  const int64_t k_width = Hkv * c.qk_head_dim, v_width = Hkv * c.v_head_dim;
   for (const LayerPlan& lp : plan.layers) {
+    step_layer_arena_.reset();
     LayerActs<float>& a = acts_[static_cast<size_t>(lp.index)];
     a.x_in = x;
-    layer_input_projection(plan, lp, P, arena_, a, R, lin_);
+    if (block_in[static_cast<size_t>(lp.index)] != nullptr) {
+      float* kept = arena_.alloc_uninit(static_cast<size_t>(R * d));
+      std::copy_n(x, R * d, kept);
+      block_in[static_cast<size_t>(lp.index)] = kept;
+    }
+    layer_input_projection(plan, lp, P, step_layer_arena_, a, R, lin_);
     const int64_t W = lp.proj_width;
     if (lp.attn) {
       if (c.rope) {
@@ -121,10 +141,18 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
         if (lp.producer) cpu::rope_forward(a.proj + lp.k_col, W, R, 1, Hkv, c.qk_head_dim, positions_.data(), base);
       }
       scale_queries(c, a.proj + lp.q_col, W, R, Hq * c.qk_head_dim);
+      if (lp.producer) {
+        float* k = arena_.alloc_uninit(static_cast<size_t>(R * k_width));
+        float* v = arena_.alloc_uninit(static_cast<size_t>(R * v_width));
+        for (int64_t b = 0; b < R; ++b) {
+          std::copy_n(a.proj + b * W + lp.k_col, k_width, k + b * k_width);
+          std::copy_n(a.proj + b * W + lp.v_col, v_width, v + b * v_width);
+        }
+        new_k_[static_cast<size_t>(lp.index)] = k;
+        new_v_[static_cast<size_t>(lp.index)] = v;
+      }
       // Keys and values: the producer's cache (as it was before this step)
       // plus the producer's row for the current token.
-      const LayerPlan& pp = plan.layers[static_cast<size_t>(lp.producer_layer)];
-      const float* pproj = acts_[static_cast<size_t>(lp.producer_layer)].proj;
       for (size_t b = 0; b < n; ++b) {
         const KvLayerCache& kv = caches[b]->kv(lp.producer_layer);
         k_ptrs_[b] = kv.k();
@@ -139,25 +167,25 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
       args.Dv = c.v_head_dim;
       args.q = a.proj + lp.q_col;
       args.ld_q = W;
-      args.k_new = pproj + pp.k_col;
-      args.ld_k_new = pp.proj_width;
-      args.v_new = pproj + pp.v_col;
-      args.ld_v_new = pp.proj_width;
+      args.k_new = new_k_[static_cast<size_t>(lp.producer_layer)];
+      args.ld_k_new = k_width;
+      args.v_new = new_v_[static_cast<size_t>(lp.producer_layer)];
+      args.ld_v_new = v_width;
       args.k_cache = k_ptrs_.data();
       args.v_cache = v_ptrs_.data();
       args.n_cached = n_cached_.data();
-      a.attn = arena_.alloc(static_cast<size_t>(R * lp.dims.attn_out));
+      a.attn = step_layer_arena_.alloc(static_cast<size_t>(R * lp.dims.attn_out));
       attention_step(a.attn, lp.dims.attn_out, args);
     }
     if (lp.mamba) {
       const int64_t di = lp.dims.d_inner;
       for (size_t b = 0; b < n; ++b) state_ptrs_[b] = caches[b]->mamba(lp.index).conv.data();
-      a.xc = arena_.alloc(static_cast<size_t>(R * di));
+      a.xc = step_layer_arena_.alloc(static_cast<size_t>(R * di));
       conv_step(a.xc, a.proj + lp.x_col, W, state_ptrs_.data(), P + lp.conv_w,
                 lp.conv_b >= 0 ? P + lp.conv_b : nullptr, R, di, c.mamba_d_conv);
-      a.u = arena_.alloc(static_cast<size_t>(R * di));
+      a.u = step_layer_arena_.alloc(static_cast<size_t>(R * di));
       cpu::silu_forward(a.u, a.xc, R * di);
-      layer_mamba_projections(plan, lp, P, arena_, a, R, lin_);
+      layer_mamba_projections(plan, lp, P, step_layer_arena_, a, R, lin_);
       // The scan's operands exactly as the full forward wires them.
       const ScanParams<float> sp = layer_scan_params(plan, lp, P, a, R, 1);
       SsmStepArgs args;
@@ -176,14 +204,17 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
       args.z = sp.z;
       args.ld_z = sp.ld_z;
       for (size_t b = 0; b < n; ++b) state_ptrs_[b] = caches[b]->mamba(lp.index).ssm.data();
-      a.y = arena_.alloc(static_cast<size_t>(R * di));
+      a.y = step_layer_arena_.alloc(static_cast<size_t>(R * di));
       ssm_step(a.y, state_ptrs_.data(), args);
     }
-    layer_mixer_output(plan, lp, P, arena_, a, R, lin_);
-    layer_residual_ffn(plan, lp, P, ForwardOptions{}, arena_, a, R, lin_);
+    layer_mixer_output(plan, lp, P, step_layer_arena_, a, R, lin_);
+    layer_residual_ffn(plan, lp, P, ForwardOptions{}, step_layer_arena_, a, R, lin_);
     if (lp.block_first >= 0)
-      layer_block_link(plan, lp, P, arena_, a, acts_[static_cast<size_t>(lp.block_first)].x_in, R, lin_);
-    x = a.x_out;
+      layer_block_link(plan, lp, P, step_layer_arena_, a, block_in[static_cast<size_t>(lp.block_first)], R, lin_);
+    turn ^= 1;
+    x = stream[turn];
+    std::copy_n(a.x_out, R * d, x);
+    a = LayerActs<float>{};  // its buffers go with the next reset
   }
 
   float* hf = arena_.alloc(static_cast<size_t>(R * d));
@@ -208,14 +239,15 @@ int Decoder::step_threads(int64_t rows) const {
 void Decoder::commit_kv(std::span<SequenceCache* const> caches) {
   for (const LayerPlan& lp : model_.plan().layers) {
     if (!lp.attn || !lp.producer) continue;
-    const float* proj = acts_[static_cast<size_t>(lp.index)].proj;
+    const float* k = new_k_[static_cast<size_t>(lp.index)];
+    const float* v = new_v_[static_cast<size_t>(lp.index)];
     for (size_t b = 0; b < caches.size(); ++b) {
       KvLayerCache& kv = caches[b]->kv(lp.index);
       const int64_t slot = kv.slot_of_token(caches[b]->tokens());
       if (slot < 0) continue;
-      const float* row = proj + static_cast<int64_t>(b) * lp.proj_width;
-      std::memcpy(kv.k_row(slot), row + lp.k_col, sizeof(float) * kv.k_width());
-      std::memcpy(kv.v_row(slot), row + lp.v_col, sizeof(float) * kv.v_width());
+      const auto row = static_cast<int64_t>(b);
+      std::memcpy(kv.k_row(slot), k + row * kv.k_width(), sizeof(float) * kv.k_width());
+      std::memcpy(kv.v_row(slot), v + row * kv.v_width(), sizeof(float) * kv.v_width());
     }
   }
 }

@@ -93,7 +93,7 @@ class Decoder {
 
   // High-water marks of activation memory: prefill chunks and decode steps.
   size_t prefill_activation_bytes() const { return (chunk_arena_.peak() + layer_arena_.peak()) * sizeof(float); }
-  size_t step_activation_bytes() const { return arena_.peak() * sizeof(float); }
+  size_t step_activation_bytes() const { return (arena_.peak() + step_layer_arena_.peak()) * sizeof(float); }
 
  private:
   // Runs C rows of one sequence continuing from cache: the meta tokens
@@ -110,6 +110,8 @@ class Decoder {
   // A prefill chunk's kept rows (the residual stream between layers, a
   // linked block's input) and one layer's activations, reset per layer.
   Arena arena_, chunk_arena_, layer_arena_;
+  Arena step_layer_arena_;                   // a decode step's layer; arena_ holds what the step keeps
+  std::vector<const float*> new_k_, new_v_;  // per producer layer: the step's new key / value rows
   int64_t prefill_chunk_ = 512;
   int64_t chunk_positions_run_ = 0;
   std::optional<SequenceCache> meta_prefix_;

@@ -54,7 +54,8 @@ DecoderLinears::Packed DecoderLinears::pack(const HeldMatrix& m) {
   return p;
 }
 
-DecoderLinears::Packed DecoderLinears::packed_copy(BlockFormat format, const float* w, int64_t rows, int64_t cols) {
+DecoderLinears::Packed DecoderLinears::packed_copy(BlockFormat format, const float* w, int64_t rows, int64_t cols,
+                                                   bool drop_file_pages) {
   // A slice of rows at a time: the row blocks of the whole matrix would be
   // a second copy for a moment (hymba-1.5b's head in q8: 54 MB on top of the
   // peak). Slices of whole groups of 8 rows pack exactly as the whole does.
@@ -73,6 +74,7 @@ DecoderLinears::Packed DecoderLinears::packed_copy(BlockFormat format, const flo
       slice.resize(static_cast<size_t>(n * nb));
       cpu::quantize_q4(slice.data(), w + r0 * cols, n, cols);
       cpu::pack_q4(p.q4.data() + r0 / cpu::kPackedRows * nb, slice.data(), n, cols);
+      if (drop_file_pages) release_unwritten_file_pages(w + r0 * cols, n * cols * int64_t{sizeof(float)});
     }
   } else {
     HYMBA_CHECK(format == BlockFormat::kQ8, "a packed copy is q8 or q4");
@@ -84,6 +86,7 @@ DecoderLinears::Packed DecoderLinears::packed_copy(BlockFormat format, const flo
       slice.resize(static_cast<size_t>(n * nb));
       cpu::quantize_q8(slice.data(), w + r0 * cols, n, cols);
       cpu::pack_q8(p.q8.data() + r0 / cpu::kPackedRows * nb, slice.data(), n, cols);
+      if (drop_file_pages) release_unwritten_file_pages(w + r0 * cols, n * cols * int64_t{sizeof(float)});
     }
   }
   return p;
@@ -167,7 +170,11 @@ void DecoderLinears::formatted_product(Copies& copies, WeightFormat format, floa
   auto it = copies.blocks.find({w, OC, C});
   if (it == copies.blocks.end()) {
     const BlockFormat blocks = format == WeightFormat::kQ4 ? BlockFormat::kQ4 : BlockFormat::kQ8;
-    it = copies.blocks.emplace(Key{w, OC, C}, packed_copy(blocks, w, OC, C)).first;
+    // The head's float32 rows, once copied, are read a few rows a token (a
+    // tied head is the embedding): where they are unwritten file pages
+    // (held checkpoints, mapped float32 ones) they leave the resident set.
+    const bool head = &copies == &head_copies_;
+    it = copies.blocks.emplace(Key{w, OC, C}, packed_copy(blocks, w, OC, C, head)).first;
     quantized_bytes_ += it->second.bytes();
   }
   packed_product(it->second, out, ld_out, in, ld_in, rows);

@@ -97,8 +97,11 @@ class DecoderLinears {
     int64_t bytes() const;
   };
   static Packed pack(const HeldMatrix& m);
-  // pack(quantize_matrix(format, w, rows, cols)) for q8 and q4, made a slice of rows at a time.
-  static Packed packed_copy(BlockFormat format, const float* w, int64_t rows, int64_t cols);
+  // pack(quantize_matrix(format, w, rows, cols)) for q8 and q4, made a slice
+  // of rows at a time; drop_file_pages: each slice's unwritten file pages
+  // then leave the resident set (core/system_memory.h).
+  static Packed packed_copy(BlockFormat format, const float* w, int64_t rows, int64_t cols,
+                            bool drop_file_pages = false);
   // out = in @ p^T on the block kernels.
   static void packed_product(const Packed& p, float* out, int64_t ld_out, const float* in, int64_t ld_in,
                              int64_t rows);
