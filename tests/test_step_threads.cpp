@@ -108,5 +108,42 @@ TEST(StepThreads, KeepsTheFasterAfterAlternatingTrials) {
   EXPECT_EQ(single.next(), 1);
 }
 
+// A step's products run in the format at any number of sequences
+// (Decoder::step), so a sequence's logits do not depend on how many others
+// share its step: 17 sequences (over DecoderLinears::kFloatRows) give each
+// the bits it gets alone, in q8 and q4 (f32 steps of several rows run sgemm,
+// of one row sgemv: close, not equal).
+TEST(Decode, ASequenceGetsTheSameLogitsInABatchOfAnySize) {
+  const int64_t R = 17, prompt_len = 3;
+  ASSERT_GE(R, infer::DecoderLinears::kFloatRows);
+  const Family f = families().front();
+  json over = f.over;
+  over["hidden_size"] = 64;
+  over["vocab_size"] = 97;
+  const ModelConfig c = ModelConfig::from_json(tiny(over));
+  Model m(c, false);
+  m.init(7);
+  for (const infer::WeightFormat format : {infer::WeightFormat::kQ8, infer::WeightFormat::kQ4}) {
+    SCOPED_TRACE(infer::to_string(format));
+    Decoder dec(m, format);
+    dec.set_step_threads(1);
+    std::vector<SequenceCache> caches;
+    std::vector<SequenceCache*> all;
+    for (int64_t b = 0; b < R; ++b) caches.push_back(dec.new_cache(prompt_len + 1));
+    for (int64_t b = 0; b < R; ++b) {
+      dec.prefill(caches[static_cast<size_t>(b)], random_ids(prompt_len, c.vocab_size, 100 + static_cast<uint64_t>(b)));
+      all.push_back(&caches[static_cast<size_t>(b)]);
+    }
+    // The last sequence alone, on a copy of its cache, then all of them together.
+    SequenceCache alone_cache = caches.back();
+    const std::vector<int32_t> tokens = random_ids(R, c.vocab_size, 5);
+    std::vector<float> alone(static_cast<size_t>(c.vocab_size)), batch(static_cast<size_t>(R * c.vocab_size));
+    SequenceCache* one[] = {&alone_cache};
+    dec.step(one, std::span<const int32_t>(tokens).last(1), alone.data());
+    dec.step(all, tokens, batch.data());
+    EXPECT_EQ(std::memcmp(alone.data(), batch.data() + (R - 1) * c.vocab_size, alone.size() * sizeof(float)), 0);
+  }
+}
+
 }  // namespace
 }  // namespace hymba

@@ -81,6 +81,17 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
   // Several threads: they spin between the step's few hundred short
   // products instead of sleeping (core/parallel.h).
   const SpinTeamScope team(use_threads);
+  // A step's products run in the format at any number of sequences (the
+  // float32 weights serve only long prefill chunks): a sequence's logits
+  // then do not depend on how many others share its step, and a batch of 16
+  // does not read the float32 weights (or the 205 MB float32 head of
+  // hymba-1.5b, which a held checkpoint keeps out of memory).
+  struct FormatRows {
+    DecoderLinears& linears;
+    bool was;
+    explicit FormatRows(DecoderLinears& l) : linears(l), was(l.quantized_rows()) { l.quantized_rows(true); }
+    ~FormatRows() { linears.quantized_rows(was); }
+  } format_rows(linears_);
   const auto started = std::chrono::steady_clock::now();
   const size_t n = caches.size();
   positions_.resize(n);

@@ -39,13 +39,15 @@ class DecoderLinears {
   explicit DecoderLinears(WeightFormat format) : format_(format) {}
   WeightFormat format() const { return format_; }
 
-  // Products of at least kFloatRows rows (prefill chunks) by a matrix the
+  // Products of at least kFloatRows rows (prefill chunks; decode steps set
+  // quantized_rows(true) for their products) by a matrix the
   // decoder formats itself run on its float32 weights, which stay resident
   // (sgemm is as fast there, and bf16's row kernels are slower). Scoring
   // sets quantized_rows(true) so every product uses the format. Held
   // matrices have no float32 weights (see adopt()).
   static constexpr int64_t kFloatRows = 16;
   void quantized_rows(bool all) { quantize_all_rows_ = all; }
+  bool quantized_rows() const { return quantize_all_rows_; }
 
   // Takes a matrix the model holds in a block format (model/held_weights.h):
   // w is its (never written) float32 row block, the key the graph passes.
