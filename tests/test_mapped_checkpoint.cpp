@@ -202,6 +202,9 @@ TEST(MappedCheckpoint, HeldCheckpointsMapTheirEmbeddingUntilWritten) {
   EXPECT_EQ(backing_of(values + 2048).value_or("?"), weights.string());
   EXPECT_EQ(std::memcmp(values, m->params().values_block() + embed.offset, static_cast<size_t>(bytes)), 0);
   EXPECT_GT(resident_file_bytes(values, bytes), bytes / 2) << "read back from the file";
+  held->params().drop_file_pages();
+  EXPECT_EQ(resident_file_bytes(values, bytes), 0) << "the table knows its file rows";
+  EXPECT_EQ(std::memcmp(values, m->params().values_block() + embed.offset, static_cast<size_t>(bytes)), 0);
   // A decoder step makes the q8 head copy (the head is tied) and drops the pages again.
   infer::Decoder dec(*held, infer::WeightFormat::kQ8);
   infer::SequenceCache cache = dec.new_cache(8);
@@ -212,7 +215,7 @@ TEST(MappedCheckpoint, HeldCheckpointsMapTheirEmbeddingUntilWritten) {
   // A written page is the process's own: never dropped, never in the file.
   const float was = values[5000];
   values[5000] = was + 1.0f;
-  release_unwritten_file_pages(values, bytes);
+  held->params().drop_file_pages();
   EXPECT_EQ(values[5000], was + 1.0f);
   EXPECT_EQ(std::memcmp(values, m->params().values_block() + embed.offset, 5000 * sizeof(float)), 0);
   auto again = load_model((dir / "q8").string(), false, true);

@@ -5,6 +5,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "core/system_memory.h"
 
 namespace hymba {
 
@@ -49,6 +50,7 @@ void ParamTable::allocate(bool with_grads, bool with_optimizer) {
 void ParamTable::adopt_values(AlignedFloats values) {
   HYMBA_CHECK(values_ != nullptr && values != nullptr, "parameter table: adopt_values before allocate");
   values_ = std::move(values);
+  file_rows_.clear();
 }
 
 void apply_init(const InitRule& rule, const Shape& shape, float* data, Rng& rng) {
@@ -130,6 +132,11 @@ int64_t ParamTable::num_params() const {
   int64_t n = 0;
   for (const ParamInfo& p : rows_) n += p.shape.numel();
   return n;
+}
+
+void ParamTable::drop_file_pages() const {
+  for (const auto& [offset, n] : file_rows_)
+    release_unwritten_file_pages(values_.get() + offset, n * static_cast<int64_t>(sizeof(float)));
 }
 
 }  // namespace hymba

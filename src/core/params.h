@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/aligned.h"
@@ -100,6 +101,14 @@ class ParamTable {
   // laid out as this table's rows, e.g. a checkpoint file mapped copy-on-write
   // by map_params, core/safetensors.h).
   void adopt_values(AlignedFloats values);
+  // Rows whose values are copy-on-write file pages (a held checkpoint's
+  // embedding, SafetensorsFile::share_pages_with_file): drop_file_pages()
+  // takes their unwritten pages out of the resident set again. Each read
+  // maps its neighbours too (the kernel's fault-around: 64 KiB), so an
+  // embedding's lookups of random tokens soon make all of it resident; the
+  // decoder calls this after a prefill and every so many steps.
+  void note_file_pages(int64_t offset, int64_t n) { file_rows_.emplace_back(offset, n); }
+  void drop_file_pages() const;
   float* grads_block() const { return grads_.get(); }
   float* m_block() const { return m_.get(); }
   float* v_block() const { return v_.get(); }
@@ -111,6 +120,7 @@ class ParamTable {
   std::unordered_map<std::string, size_t> index_;
   int64_t total_ = 0;
   AlignedFloats values_, grads_, m_, v_;
+  std::vector<std::pair<int64_t, int64_t>> file_rows_;  // (offset, floats)
 };
 
 // Fills n floats following rule for a tensor of the given shape.

@@ -108,8 +108,9 @@ std::string load_held_params(const SafetensorsFile& file, Model& model, bool kee
     for (const ParamInfo& p : model.params().rows()) {
       if (names.count(p.name) != 0 || p.shape.numel() < kShareFloats) continue;
       const SafetensorsEntry* e = file.find(p.name);
-      if (e->dtype == "F32")
-        file.share_pages_with_file(e->begin, model.params().values_block() + p.offset, p.shape.numel());
+      if (e->dtype == "F32" &&
+          file.share_pages_with_file(e->begin, model.params().values_block() + p.offset, p.shape.numel()) > 0)
+        model.params().note_file_pages(p.offset, p.shape.numel());
     }
     for (auto& [name, m] : held) model.hold(name, std::move(m));
     return "";

@@ -235,6 +235,11 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
   // the cache as it was, plus the current row, like the producer itself.
   commit_kv(caches);
   for (SequenceCache* sc : caches) sc->advance();
+  // The embedding's lookups fault in their neighbours too (core/params.h).
+  if (++steps_since_drop_ >= kDropFilePagesEvery) {
+    model_.params().drop_file_pages();
+    steps_since_drop_ = 0;
+  }
   if (chooser != nullptr)
     chooser->record(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
 }

@@ -112,6 +112,10 @@ class Decoder {
   Arena arena_, chunk_arena_, layer_arena_;
   Arena step_layer_arena_;                   // a decode step's layer; arena_ holds what the step keeps
   std::vector<const float*> new_k_, new_v_;  // per producer layer: the step's new key / value rows
+  // Steps between ParamTable::drop_file_pages calls: a batch of 16 faults in
+  // up to 1 MiB of embedding pages a step; a call costs about a millisecond.
+  static constexpr int kDropFilePagesEvery = 32;
+  int steps_since_drop_ = 0;
   int64_t prefill_chunk_ = 512;
   int64_t chunk_positions_run_ = 0;
   std::optional<SequenceCache> meta_prefix_;
