@@ -54,40 +54,45 @@ DecoderLinears::Packed DecoderLinears::pack(const HeldMatrix& m) {
   return p;
 }
 
-DecoderLinears::Packed DecoderLinears::packed_copy(BlockFormat format, const float* w, int64_t rows, int64_t cols,
-                                                   bool drop_file_pages) {
+namespace {
+
+// Quantizes rows of w a slice at a time into Block row blocks and packs each
+// slice into `out` (packed_groups(rows) * blocks_per_row groups of blocks).
+template <typename Block, typename PackedBlock, typename Quantize, typename PackRows>
+void quantize_and_pack(std::vector<PackedBlock>& out, const float* w, int64_t rows, int64_t cols, int64_t nb,
+                       bool drop_file_pages, Quantize quantize, PackRows pack_rows) {
   // A slice of rows at a time: the row blocks of the whole matrix would be
   // a second copy for a moment (hymba-1.5b's head in q8: 54 MB on top of the
   // peak). Slices of whole groups of 8 rows pack exactly as the whole does.
   constexpr int64_t kSliceRows = 64 * cpu::kPackedRows;
+  out.resize(static_cast<size_t>(cpu::packed_groups(rows) * nb));
+  std::vector<Block> slice;
+  for (int64_t r0 = 0; r0 < rows; r0 += kSliceRows) {
+    const int64_t n = std::min(kSliceRows, rows - r0);
+    slice.resize(static_cast<size_t>(n * nb));
+    quantize(slice.data(), w + r0 * cols, n, cols);
+    pack_rows(out.data() + r0 / cpu::kPackedRows * nb, slice.data(), n, cols);
+    if (drop_file_pages) release_unwritten_file_pages(w + r0 * cols, n * cols * int64_t{sizeof(float)});
+  }
+}
+
+}  // namespace
+
+DecoderLinears::Packed DecoderLinears::packed_copy(BlockFormat format, const float* w, int64_t rows, int64_t cols,
+                                                   bool drop_file_pages) {
   Packed p;
   p.format = format;
   p.rows = rows;
   p.cols = cols;
-  const int64_t groups = cpu::packed_groups(rows);
   if (format == BlockFormat::kQ4) {
-    const int64_t nb = cpu::q4_blocks_per_row(cols);
-    p.q4.resize(static_cast<size_t>(groups * nb));
-    std::vector<cpu::BlockQ4> slice;
-    for (int64_t r0 = 0; r0 < rows; r0 += kSliceRows) {
-      const int64_t n = std::min(kSliceRows, rows - r0);
-      slice.resize(static_cast<size_t>(n * nb));
-      cpu::quantize_q4(slice.data(), w + r0 * cols, n, cols);
-      cpu::pack_q4(p.q4.data() + r0 / cpu::kPackedRows * nb, slice.data(), n, cols);
-      if (drop_file_pages) release_unwritten_file_pages(w + r0 * cols, n * cols * int64_t{sizeof(float)});
-    }
+    quantize_and_pack<cpu::BlockQ4>(
+        p.q4, w, rows, cols, cpu::q4_blocks_per_row(cols), drop_file_pages,
+        [](cpu::BlockQ4* b, const float* x, int64_t n, int64_t c) { cpu::quantize_q4(b, x, n, c); }, cpu::pack_q4);
   } else {
     HYMBA_CHECK(format == BlockFormat::kQ8, "a packed copy is q8 or q4");
-    const int64_t nb = cpu::q8_blocks_per_row(cols);
-    p.q8.resize(static_cast<size_t>(groups * nb));
-    std::vector<cpu::BlockQ8> slice;
-    for (int64_t r0 = 0; r0 < rows; r0 += kSliceRows) {
-      const int64_t n = std::min(kSliceRows, rows - r0);
-      slice.resize(static_cast<size_t>(n * nb));
-      cpu::quantize_q8(slice.data(), w + r0 * cols, n, cols);
-      cpu::pack_q8(p.q8.data() + r0 / cpu::kPackedRows * nb, slice.data(), n, cols);
-      if (drop_file_pages) release_unwritten_file_pages(w + r0 * cols, n * cols * int64_t{sizeof(float)});
-    }
+    quantize_and_pack<cpu::BlockQ8>(
+        p.q8, w, rows, cols, cpu::q8_blocks_per_row(cols), drop_file_pages,
+        [](cpu::BlockQ8* b, const float* x, int64_t n, int64_t c) { cpu::quantize_q8(b, x, n, c); }, cpu::pack_q8);
   }
   return p;
 }
