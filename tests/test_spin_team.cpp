@@ -127,7 +127,9 @@ TEST(SpinTeam, WorkersSleepWhenIdle) {
     parallel_for(1000, true, [&](int64_t b, int64_t e) { sum.fetch_add(e - b); });
     EXPECT_EQ(sum.load(), 1000);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Long enough for OpenMP threads of earlier tests to stop spinning too
+  // (LLVM's OpenMP spins for 200 ms after a region by default).
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const double before = process_cpu_seconds();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_LT(process_cpu_seconds() - before, 0.03) << "CPU time while the team had nothing to do";
