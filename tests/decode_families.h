@@ -2,9 +2,12 @@
 // the decode tests and the held-weights tests).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "core/rng.h"
 
 namespace hymba::test {
 
@@ -87,6 +90,14 @@ inline std::vector<Family> families() {
        {{"layer_types", {"attention", "mamba", "attention", "mamba"}}, {"block_layers", 2},
         {"block_link", "residual"}, {"num_memory_tokens", 2}}},
   };
+}
+
+// n token ids drawn uniformly from [0, vocab).
+inline std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint64_t seed) {
+  Rng r(seed);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (auto& x : ids) x = static_cast<int32_t>(r.below(static_cast<uint64_t>(vocab)));
+  return ids;
 }
 
 }  // namespace hymba::test

@@ -39,6 +39,7 @@ using infer::Decoder;
 using infer::SequenceCache;
 using test::Family;
 using test::families;
+using test::random_ids;
 using test::tiny;
 
 // float32 decode vs float32 full forward: the same math in a different order
@@ -48,13 +49,6 @@ constexpr double kDecodeRelTol = 1e-4;
 // The single-token kernels against the full-sequence kernels on one layer.
 constexpr double kStepRelTol = 2e-5;
 
-
-std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint64_t seed) {
-  Rng r(seed);
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (auto& x : ids) x = static_cast<int32_t>(r.below(static_cast<uint64_t>(vocab)));
-  return ids;
-}
 
 std::vector<float> full_logits(Model& m, const std::vector<int32_t>& ids) {
   m.forward(ids.data(), nullptr, 1, static_cast<int64_t>(ids.size()));

@@ -23,14 +23,8 @@ using infer::Decoder;
 using infer::SequenceCache;
 using test::Family;
 using test::families;
+using test::random_ids;
 using test::tiny;
-
-std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint64_t seed) {
-  Rng r(seed);
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (auto& x : ids) x = static_cast<int32_t>(r.below(static_cast<uint64_t>(vocab)));
-  return ids;
-}
 
 // Decoders time one thread against all on their first steps and keep the
 // faster (infer/step_threads.h): that is only sound if a step's logits do

@@ -460,7 +460,6 @@ void save_params_mappable(const std::string& path, const ParamTable& table,
                           const std::map<std::string, std::string>& metadata) {
   HYMBA_CHECK(table.values_block() != nullptr || table.rows().empty(), path,
               ": cannot save parameters before they are allocated");
-  constexpr uint64_t kPage = 4096;
   const std::vector<ParamInfo>& rows = table.rows();
   // The floats between a row's end and the next row's start (or the block's end).
   std::vector<int64_t> pad(rows.size());
@@ -474,7 +473,7 @@ void save_params_mappable(const std::string& path, const ParamTable& table,
     tensors.push_back({rows[i].name, rows[i].shape, table.values_block() + rows[i].offset});
     if (pad[i] > 0) tensors.push_back({kPaddingTensorPrefix + std::to_string(pads++), Shape({pad[i]}), zeros.data()});
   }
-  save_safetensors(path, tensors, metadata, FloatFormat::kF32, kPage);
+  save_safetensors(path, tensors, metadata, FloatFormat::kF32, kMappableDataAlignment);
 }
 
 namespace {

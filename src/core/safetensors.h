@@ -127,6 +127,10 @@ void save_params(const std::string& path, const ParamTable& table,
                  const std::map<std::string, std::string>& metadata = {},
                  FloatFormat format = FloatFormat::kF32);
 
+// The data alignment of files whose float32 rows are mapped as parameter
+// memory (save_params_mappable; held checkpoints' embedding): a page.
+inline constexpr uint64_t kMappableDataAlignment = 4096;
+
 // save_params as F32 laid out for map_params: the data buffer starts on a
 // 4 KiB boundary of the file and is the table's value block byte for byte,
 // each row followed by a zero tensor "hymba.padding.<n>" where the table

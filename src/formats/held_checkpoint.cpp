@@ -39,8 +39,7 @@ void save_held_params(const std::string& path, const Model& model, const std::ma
   meta[kBlocksMetadataKey] = blocks.dump();
   // Data on a page boundary: the first tensor, the float32 embedding, lies in
   // the file as in the parameter block, and loads as file pages (below).
-  constexpr uint64_t kPage = 4096;
-  save_safetensors(path, tensors, meta, FloatFormat::kF32, kPage);
+  save_safetensors(path, tensors, meta, FloatFormat::kF32, kMappableDataAlignment);
 }
 
 std::string load_held_params(const SafetensorsFile& file, Model& model, bool keep_blocks) {

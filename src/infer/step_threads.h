@@ -1,6 +1,7 @@
 // How many threads a decode step of a few sequences runs on, chosen by
 // timing it. A step of one sequence hands work between threads a few hundred
-// times (one parallel region per product); what a hand-off costs depends on
+// times (one parallel loop per product, on the spinning team of
+// core/parallel.h when on several threads); what a hand-off costs depends on
 // the machine far more than on the model: on a quiet 2-core AMD host a
 // hymba-125m q4 step paid off on two threads, on a 2-core Intel VM whose idle
 // cores halt (waking one takes tens of microseconds) the same step ran at 38
