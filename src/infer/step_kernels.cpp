@@ -57,61 +57,40 @@ inline float sum(const float* __restrict a, int64_t n) {
   return finish8(part, tail);
 }
 
-// dot() of one query against four keys at once: the same sums per key, but
-// four independent chains keep the FMA units busy where one chain waits on
-// each add.
-inline void dot4(const float* __restrict q, const float* __restrict k0, const float* __restrict k1,
-                 const float* __restrict k2, const float* __restrict k3, int64_t n, float* out) {
-  Lanes8 p0 = {}, p1 = {}, p2 = {}, p3 = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const Lanes8 qi = load8(q + i);
-    p0 += qi * load8(k0 + i);
-    p1 += qi * load8(k1 + i);
-    p2 += qi * load8(k2 + i);
-    p3 += qi * load8(k3 + i);
-  }
-  float t0 = 0.0f, t1 = 0.0f, t2 = 0.0f, t3 = 0.0f;
-  for (; i < n; ++i) {
-    t0 += q[i] * k0[i];
-    t1 += q[i] * k1[i];
-    t2 += q[i] * k2[i];
-    t3 += q[i] * k3[i];
-  }
-  out[0] = finish8(p0, t0);
-  out[1] = finish8(p1, t1);
-  out[2] = finish8(p2, t2);
-  out[3] = finish8(p3, t3);
-}
-
-// How many key or value rows ahead the attention step asks for.
-constexpr int64_t kRowsAhead = 64;
-
-// Asks for the cache lines of n floats at p (n > 0; p need not be aligned).
-inline void prefetch_floats(const float* p, int64_t n) {
-  for (int64_t i = 0; i < n; i += 16) __builtin_prefetch(p + i);
-  __builtin_prefetch(p + n - 1);
-}
-
 inline Lanes8 splat8(float x) { return Lanes8{x, x, x, x, x, x, x, x}; }
 
 inline void store8(float* p, Lanes8 v) { std::memcpy(p, &v, sizeof(v)); }
 
-// For each of NH heads h: o[h][0..n) = sum over j of p[h][j] * v(j)[0..n),
+// The lane sums of eight vectors, as one vector: lane i is the sum of a[i]'s
+// lanes, pairs first (a transposing tree: 7 adds and 14 shuffles for eight
+// sums where finish8 spends 7 adds and as many extracts on each).
+inline Lanes8 lane_sums8(const Lanes8* a) {
+  auto pairs = [](Lanes8 x, Lanes8 y) {
+    return __builtin_shufflevector(x, y, 0, 8, 2, 10, 4, 12, 6, 14) +
+           __builtin_shufflevector(x, y, 1, 9, 3, 11, 5, 13, 7, 15);
+  };
+  auto quads = [](Lanes8 x, Lanes8 y) {
+    return __builtin_shufflevector(x, y, 0, 1, 8, 9, 4, 5, 12, 13) +
+           __builtin_shufflevector(x, y, 2, 3, 10, 11, 6, 7, 14, 15);
+  };
+  const Lanes8 lo = quads(pairs(a[0], a[1]), pairs(a[2], a[3]));
+  const Lanes8 hi = quads(pairs(a[4], a[5]), pairs(a[6], a[7]));
+  return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 8, 9, 10, 11) +
+         __builtin_shufflevector(lo, hi, 4, 5, 6, 7, 12, 13, 14, 15);
+}
+
+// For each of NH heads h: o[h][0..n) = sum over j of p[h][j] * v[j][0..n),
 // j in order. The heads share a KV head, so each value row is loaded once
 // for all of them; columns go 16 at a time, held in registers across the
 // rows.
-template <int NH, typename Row>
-void weighted_rows(float* const* o, const float* const* p, int64_t rows, Row v, int64_t n) {
+template <int NH>
+void weighted_rows(float* const* o, const float* const* p, int64_t rows, const float* const* v, int64_t n) {
   constexpr int64_t kChunk = 16;
   int64_t c0 = 0;
   for (; c0 + kChunk <= n; c0 += kChunk) {
     Lanes8 acc[NH][2] = {};
     for (int64_t j = 0; j < rows; ++j) {
-      // Rows are a whole cache row apart (all KV heads of a token): the
-      // hardware prefetcher does not keep up with the stride.
-      if (j + kRowsAhead < rows) prefetch_floats(v(j + kRowsAhead) + c0, kChunk);
-      const float* vj = v(j) + c0;
+      const float* vj = v[j] + c0;
       const Lanes8 v0 = load8(vj), v1 = load8(vj + 8);
       for (int h = 0; h < NH; ++h) {
         const Lanes8 pj = splat8(p[h][j]);
@@ -127,17 +106,97 @@ void weighted_rows(float* const* o, const float* const* p, int64_t rows, Row v, 
   for (int h = 0; h < NH; ++h) {
     for (int64_t c = c0; c < n; ++c) o[h][c] = 0.0f;
     for (int64_t j = 0; j < rows; ++j) {
-      const float* __restrict vj = v(j);
+      const float* __restrict vj = v[j];
       const float pj = p[h][j];
       for (int64_t c = c0; c < n; ++c) o[h][c] += pj * vj[c];
     }
   }
 }
 
-// Query heads per attention task: the heads of one KV head are split into
-// tasks of at most this many, which read each key and value row once
-// (hymba-1.5b: 5 heads a KV head, tasks of 2 and 3, 10 tasks for 2 threads).
-constexpr int64_t kMaxHeadsPerTask = 3;
+// Heads given to one weighted_rows call: a KV head's query heads go in
+// slices of at most this many (hymba-1.5b: 5 heads a KV head, one slice).
+constexpr int64_t kMaxHeadsPerSlice = 6;
+
+void weighted_rows_any(int64_t nh, float* const* o, const float* const* p, int64_t rows, const float* const* v,
+                       int64_t n) {
+  static_assert(kMaxHeadsPerSlice == 6, "one weighted_rows per head count");
+  switch (nh) {
+    case 1: return weighted_rows<1>(o, p, rows, v, n);
+    case 2: return weighted_rows<2>(o, p, rows, v, n);
+    case 3: return weighted_rows<3>(o, p, rows, v, n);
+    case 4: return weighted_rows<4>(o, p, rows, v, n);
+    case 5: return weighted_rows<5>(o, p, rows, v, n);
+    default: return weighted_rows<6>(o, p, rows, v, n);
+  }
+}
+
+// Keys per attention task: each sequence's keys are cut into runs of this
+// many, whatever the thread count, so a sequence's result does not depend
+// on the threads or on the other sequences of its step. A task reads its
+// keys' whole cache rows (every KV head) front to back.
+constexpr int64_t kKeysPerTask = 32;
+
+// One task's share of the attention of one sequence, every query head:
+// s[h * kKeysPerTask + i] = scale * q_h . key(i), then, per head, the run's
+// largest score m[h], the sum l[h] of exp(s - m[h]) and
+// o[h] = sum of exp(s - m[h]) * value(i). key(i)/value(i) are whole cache rows.
+struct KeyRun {
+  const float* const* k_rows;
+  const float* const* v_rows;
+  int64_t count;
+};
+
+void attend_run(const AttnStepArgs& a, const float* q, const KeyRun& run, float scale, float* s, float* m, float* l,
+                float* o) {
+  const int64_t group = a.Hq / a.Hkv;
+  // Scores, eight keys at a time (a short last block repeats its last key
+  // and keeps only its own).
+  for (int64_t j0 = 0; j0 < run.count; j0 += 8) {
+    const int64_t valid = std::min<int64_t>(8, run.count - j0);
+    const float* k[8];
+    for (int64_t i = 0; i < 8; ++i) k[i] = run.k_rows[j0 + std::min(i, valid - 1)];
+    for (int64_t h = 0; h < a.Hq; ++h) {
+      const int64_t off = h / group * a.Dqk;
+      const float* qh = q + h * a.Dqk;
+      Lanes8 acc[8] = {};
+      int64_t d = 0;
+      for (; d + 8 <= a.Dqk; d += 8) {
+        const Lanes8 qv = load8(qh + d);
+        for (int i = 0; i < 8; ++i) acc[i] += qv * load8(k[i] + off + d);
+      }
+      Lanes8 r = lane_sums8(acc);
+      for (; d < a.Dqk; ++d)
+        for (int i = 0; i < 8; ++i) r[i] += qh[d] * k[i][off + d];
+      r *= splat8(scale);
+      float* sh = s + h * kKeysPerTask + j0;
+      for (int64_t i = 0; i < valid; ++i) sh[i] = r[i];
+    }
+  }
+  for (int64_t h = 0; h < a.Hq; ++h) {
+    float* __restrict sh = s + h * kKeysPerTask;
+    float most = sh[0];
+    for (int64_t i = 1; i < run.count; ++i) most = std::max(most, sh[i]);
+    for (int64_t i = 0; i < run.count; ++i) sh[i] = cpu::fast::exp_nonpositive(sh[i] - most);
+    m[h] = most;
+    l[h] = sum(sh, run.count);
+  }
+  // Values: each KV head's query heads in slices.
+  const float* v[kKeysPerTask];
+  for (int64_t g = 0; g < a.Hkv; ++g) {
+    for (int64_t i = 0; i < run.count; ++i) v[i] = run.v_rows[i] + g * a.Dv;
+    const int64_t slices = (group + kMaxHeadsPerSlice - 1) / kMaxHeadsPerSlice;
+    for (int64_t slice = 0; slice < slices; ++slice) {
+      const int64_t h0 = g * group + slice * group / slices, h1 = g * group + (slice + 1) * group / slices;
+      float* outs[kMaxHeadsPerSlice];
+      const float* probs[kMaxHeadsPerSlice];
+      for (int64_t h = h0; h < h1; ++h) {
+        outs[h - h0] = o + h * a.Dv;
+        probs[h - h0] = s + h * kKeysPerTask;
+      }
+      weighted_rows_any(h1 - h0, outs, probs, run.count, v, a.Dv);
+    }
+  }
+}
 
 }  // namespace
 
@@ -164,115 +223,149 @@ void linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const fl
   cpu::matmul_forward(out, ld_out, in, ld_in, w, nullptr, rows, C, OC);
 }
 
+namespace {
+
+// conv_step's rows [first, last) (row = b * C + c); K_FIXED > 0 is K known
+// at compile time (Mamba's d_conv of 4), where the tap loops unroll.
+template <int64_t K_FIXED>
+void conv_rows(float* out, const float* x, int64_t ld_x, float* const* state, const float* weight,
+               const float* bias, int64_t C, int64_t k_runtime, int64_t first, int64_t last) {
+  const int64_t K = K_FIXED > 0 ? K_FIXED : k_runtime;
+  for (int64_t row = first; row < last; ++row) {
+    const int64_t b = row / C, c = row % C;
+    const float* w = weight + c * K;
+    float* s = state[b] + c * (K - 1);
+    const float xv = x[b * ld_x + c];
+    // Same order as the full convolution: bias, then taps oldest first.
+    float acc = bias != nullptr ? bias[c] : 0.0f;
+    for (int64_t k = 0; k < K - 1; ++k) acc += w[k] * s[k];
+    acc += w[K - 1] * xv;
+    out[row] = acc;
+    for (int64_t k = 0; k + 1 < K - 1; ++k) s[k] = s[k + 1];
+    if (K > 1) s[K - 2] = xv;
+  }
+}
+
+}  // namespace
+
 void conv_step(float* out, const float* x, int64_t ld_x, float* const* state, const float* weight, const float* bias,
                int64_t B, int64_t C, int64_t K) {
-  parallel_for(B, B * C * K >= kParallelMin, [&](int64_t first, int64_t last) {
-    for (int64_t b = first; b < last; ++b) {
-      float* st = state[b];
-      for (int64_t c = 0; c < C; ++c) {
-        const float* w = weight + c * K;
-        float* s = st + c * (K - 1);
-        const float xv = x[b * ld_x + c];
-        // Same order as the full convolution: bias, then taps oldest first.
-        float acc = bias != nullptr ? bias[c] : 0.0f;
-        for (int64_t k = 0; k < K - 1; ++k) acc += w[k] * s[k];
-        acc += w[K - 1] * xv;
-        out[b * C + c] = acc;
-        for (int64_t k = 0; k + 1 < K - 1; ++k) s[k] = s[k + 1];
-        if (K > 1) s[K - 2] = xv;
-      }
-    }
+  // Channels are independent: a step of one sequence splits them too.
+  parallel_for(B * C, B * C * K >= kParallelMin, [&](int64_t first, int64_t last) {
+    if (K == 4)
+      conv_rows<4>(out, x, ld_x, state, weight, bias, C, K, first, last);
+    else
+      conv_rows<0>(out, x, ld_x, state, weight, bias, C, K, first, last);
   });
 }
 
 void ssm_step(float* y, float* const* h, const SsmStepArgs& a) {
-  const int64_t B = a.B, D = a.D, N = a.N;
-  // Each row's step size and output gate first, in loops over rows that GCC
-  // vectorises (one softplus and one sigmoid a row cost more, one at a time,
-  // than the row's N state updates).
-  thread_local std::vector<float> dt_rows, gate_rows;
-  dt_rows.resize(static_cast<size_t>(B * D));
-  gate_rows.resize(static_cast<size_t>(B * D));
-  float* __restrict dt = dt_rows.data();
-  float* __restrict gate = gate_rows.data();
-  for (int64_t b = 0; b < B; ++b) {
-    const float* __restrict delta = a.delta + b * D;
-    for (int64_t d = 0; d < D; ++d) dt[b * D + d] = cpu::fast::softplus(delta[d] + a.delta_bias[d]);
-    if (a.z != nullptr) {
-      const float* __restrict z = a.z + b * a.ld_z;
-      for (int64_t d = 0; d < D; ++d) gate[b * D + d] = z[d] * cpu::fast::sigmoid(z[d]);
-    }
-  }
-  parallel_for(B * D, B * D * N >= kParallelMin, [&](int64_t first, int64_t last) {
-    for (int64_t row = first; row < last; ++row) {
-      const int64_t b = row / D, d = row % D;
-      const float dt_r = dt[row];
-      const float u = a.u[row];
-      const float dtu = dt_r * u;
-      const float* __restrict A = a.A + d * N;
+  const int64_t D = a.D, N = a.N;
+  // Rows (b, d) in runs of 8 of one sequence: each row's step size and gate
+  // first, in loops GCC vectorises (a softplus and a sigmoid a row, one at a
+  // time, cost more than the row's N state updates), then the state updates,
+  // and the 8 rows' sums C . h in one lane_sums8 (the same pairs-first tree
+  // as dot()).
+  const int64_t runs_per_row = (D + 7) / 8;
+  parallel_for(a.B * runs_per_row, a.B * D * N >= kParallelMin, [&](int64_t first, int64_t last) {
+    for (int64_t run = first; run < last; ++run) {
+      const int64_t b = run / runs_per_row, d0 = run % runs_per_row * 8, nd = std::min<int64_t>(8, D - d0);
+      const float* __restrict u = a.u + b * D + d0;
+      const float* __restrict delta = a.delta + b * D + d0;
+      float dt[8], gate[8];
+      for (int64_t i = 0; i < nd; ++i) dt[i] = cpu::fast::softplus(delta[i] + a.delta_bias[d0 + i]);
+      if (a.z != nullptr) {
+        const float* __restrict z = a.z + b * a.ld_z + d0;
+        for (int64_t i = 0; i < nd; ++i) gate[i] = z[i] * cpu::fast::sigmoid(z[i]);
+      }
       const float* __restrict Bm = a.Bm + b * a.ld_B;
-      float* __restrict hs = h[b] + d * N;
-      for (int64_t n = 0; n < N; ++n) hs[n] = cpu::fast::exp_nonpositive(dt_r * A[n]) * hs[n] + dtu * Bm[n];
-      const float out = dot(a.Cm + b * a.ld_C, hs, N) + a.Dskip[d] * u;
-      y[row] = a.z == nullptr ? out : out * gate[row];
+      const float* __restrict Cm = a.Cm + b * a.ld_C;
+      Lanes8 parts[8] = {};
+      float tails[8] = {};
+      for (int64_t i = 0; i < nd; ++i) {
+        const float dt_r = dt[i], dtu = dt_r * u[i];
+        const float* __restrict A = a.A + (d0 + i) * N;
+        float* __restrict hs = h[b] + (d0 + i) * N;
+        for (int64_t n = 0; n < N; ++n) hs[n] = cpu::fast::exp_nonpositive(dt_r * A[n]) * hs[n] + dtu * Bm[n];
+      }
+      // The sums after all 8 updates: read back at once, a row's fresh
+      // stores stall the loads (they are narrower than the stores).
+      for (int64_t i = 0; i < nd; ++i) {
+        const float* __restrict hs = h[b] + (d0 + i) * N;
+        int64_t n = 0;
+        for (; n + 8 <= N; n += 8) parts[i] += load8(Cm + n) * load8(hs + n);
+        for (; n < N; ++n) tails[i] += Cm[n] * hs[n];
+      }
+      const Lanes8 sums = lane_sums8(parts);
+      float* __restrict yr = y + b * D + d0;
+      for (int64_t i = 0; i < nd; ++i) {
+        const float out = (sums[i] + tails[i]) + a.Dskip[d0 + i] * u[i];
+        yr[i] = a.z == nullptr ? out : out * gate[i];
+      }
     }
   });
 }
 
 void attention_step(float* out, int64_t ld_out, const AttnStepArgs& a) {
-  const int64_t group = a.Hq / a.Hkv, ld_k = a.Hkv * a.Dqk, ld_v = a.Hkv * a.Dv;
-  const int64_t parts = (group + kMaxHeadsPerTask - 1) / kMaxHeadsPerTask;
+  const int64_t Hq = a.Hq, Dv = a.Dv, ld_k = a.Hkv * a.Dqk, ld_v = a.Hkv * a.Dv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(a.Dqk));
-  int64_t work = 0, most_keys = 0;
+  // Tasks: runs of kKeysPerTask keys of each sequence (its cache rows, then
+  // its new row), each leaving per head a largest score, a sum and a
+  // weighted value row; the runs of a sequence then merge in order.
+  thread_local std::vector<int64_t> first_task;
+  thread_local std::vector<float> partials;
+  first_task.assign(static_cast<size_t>(a.B + 1), 0);
+  int64_t work = 0;
   for (int64_t b = 0; b < a.B; ++b) {
-    work += (a.n_cached[b] + 1) * a.Hq * (a.Dqk + a.Dv);
-    most_keys = std::max(most_keys, a.n_cached[b] + 1);
+    const int64_t keys = a.n_cached[b] + 1, runs = (keys + kKeysPerTask - 1) / kKeysPerTask;
+    first_task[static_cast<size_t>(b + 1)] = first_task[static_cast<size_t>(b)] + runs;
+    work += keys * Hq * (a.Dqk + Dv);
   }
-  parallel_for(a.B * a.Hkv * parts, work >= kParallelMin, [&](int64_t first_task, int64_t last_task) {
-    // Scores then probabilities of each head of the task.
-    std::vector<float> p(static_cast<size_t>(kMaxHeadsPerTask * most_keys));
-    for (int64_t task = first_task; task < last_task; ++task) {
-      const int64_t b = task / (a.Hkv * parts), g = task / parts % a.Hkv, part = task % parts;
-      const int64_t h0 = g * group + part * group / parts, nh = (part + 1) * group / parts - part * group / parts;
-      const int64_t cached = a.n_cached[b], n = cached + 1;
-      auto key = [&](int64_t j) {
-        return j < cached ? a.k_cache[b] + j * ld_k + g * a.Dqk : a.k_new + b * a.ld_k_new + g * a.Dqk;
-      };
-      auto value = [&](int64_t j) {
-        return j < cached ? a.v_cache[b] + j * ld_v + g * a.Dv : a.v_new + b * a.ld_v_new + g * a.Dv;
-      };
-      const float* q[kMaxHeadsPerTask];
-      float* probs[kMaxHeadsPerTask];
-      float* o[kMaxHeadsPerTask];
-      for (int64_t h = 0; h < nh; ++h) {
-        q[h] = a.q + b * a.ld_q + (h0 + h) * a.Dqk;
-        probs[h] = p.data() + h * most_keys;
-        o[h] = out + b * ld_out + (h0 + h) * a.Dv;
+  const int64_t tasks = first_task.back(), per_task = Hq * (Dv + 2);
+  partials.resize(static_cast<size_t>(tasks * per_task));
+  float* const part = partials.data();
+  const int64_t* const firsts = first_task.data();
+  parallel_for(tasks, work >= kParallelMin, [&](int64_t first, int64_t last) {
+    std::vector<float> s(static_cast<size_t>(Hq * kKeysPerTask));
+    const float* k_rows[kKeysPerTask];
+    const float* v_rows[kKeysPerTask];
+    int64_t b = 0;
+    for (int64_t task = first; task < last; ++task) {
+      while (firsts[b + 1] <= task) ++b;
+      const int64_t cached = a.n_cached[b], j0 = (task - firsts[b]) * kKeysPerTask;
+      const int64_t count = std::min(kKeysPerTask, cached + 1 - j0);
+      for (int64_t i = 0; i < count; ++i) {
+        const int64_t j = j0 + i;
+        k_rows[i] = j < cached ? a.k_cache[b] + j * ld_k : a.k_new + b * a.ld_k_new;
+        v_rows[i] = j < cached ? a.v_cache[b] + j * ld_v : a.v_new + b * a.ld_v_new;
       }
-      int64_t first = 0;
-      for (; first + 4 <= n; first += 4) {
-        if (first + kRowsAhead + 4 <= n)
-          for (int64_t t = first + kRowsAhead; t < first + kRowsAhead + 4; ++t) prefetch_floats(key(t), a.Dqk);
-        const float *k0 = key(first), *k1 = key(first + 1), *k2 = key(first + 2), *k3 = key(first + 3);
-        for (int64_t h = 0; h < nh; ++h) {
-          dot4(q[h], k0, k1, k2, k3, a.Dqk, probs[h] + first);
-          for (int64_t t = first; t < first + 4; ++t) probs[h][t] *= scale;
+      float* t = part + task * per_task;
+      attend_run(a, a.q + b * a.ld_q, KeyRun{k_rows, v_rows, count}, scale, s.data(), t, t + Hq, t + 2 * Hq);
+    }
+  });
+  // Merge each sequence's runs in order: rescale each run to the largest
+  // score of all, sum, divide by the sum of weights.
+  parallel_for(a.B, work >= kParallelMin && a.B > 1, [&](int64_t b_first, int64_t b_last) {
+    for (int64_t b = b_first; b < b_last; ++b) {
+      const int64_t t0 = firsts[b], t1 = firsts[b + 1];
+      for (int64_t h = 0; h < Hq; ++h) {
+        float most = part[t0 * per_task + h];
+        for (int64_t t = t0 + 1; t < t1; ++t) most = std::max(most, part[t * per_task + h]);
+        float* __restrict o = out + b * ld_out + h * Dv;
+        float total = 0.0f;
+        for (int64_t t = t0; t < t1; ++t) {
+          const float* run = part + t * per_task;
+          const float w = cpu::fast::exp_nonpositive(run[h] - most);
+          total += w * run[Hq + h];
+          const float* __restrict ro = run + 2 * Hq + h * Dv;
+          if (t == t0)
+            for (int64_t c = 0; c < Dv; ++c) o[c] = w * ro[c];
+          else
+            for (int64_t c = 0; c < Dv; ++c) o[c] += w * ro[c];
         }
+        const float inv = 1.0f / total;
+        for (int64_t c = 0; c < Dv; ++c) o[c] *= inv;
       }
-      for (; first < n; ++first)
-        for (int64_t h = 0; h < nh; ++h) probs[h][first] = dot(q[h], key(first), a.Dqk) * scale;
-      for (int64_t h = 0; h < nh; ++h) {
-        float* __restrict pi = probs[h];
-        float m = pi[0];
-        for (int64_t j = 1; j < n; ++j) m = std::max(m, pi[j]);
-        for (int64_t j = 0; j < n; ++j) pi[j] = cpu::fast::exp_nonpositive(pi[j] - m);
-        const float inv = 1.0f / sum(pi, n);
-        for (int64_t j = 0; j < n; ++j) pi[j] *= inv;
-      }
-      static_assert(kMaxHeadsPerTask == 3, "one weighted_rows per head count");
-      if (nh == 1) weighted_rows<1>(o, probs, n, value, a.Dv);
-      if (nh == 2) weighted_rows<2>(o, probs, n, value, a.Dv);
-      if (nh == 3) weighted_rows<3>(o, probs, n, value, a.Dv);
     }
   });
 }
