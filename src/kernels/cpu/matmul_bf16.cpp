@@ -84,7 +84,7 @@ __attribute__((target("avx2,fma"))) float row_dot_avx2(const uint16_t* w, const 
 // independent chains of fused multiply-adds where one row has two, each
 // waiting on the last (the loop ran at the FMA's latency, below the speed
 // of memory on a 2-core machine), and each input run loaded once for all four.
-constexpr int64_t kAhead = 1024;  // bf16 elements: 2 KiB, as the q8 / q4 kernels' kPrefetchBytes
+constexpr int64_t kAhead = 1024;  // bf16 elements: 2 KiB into L1 (the q8 / q4 streams: 4 KiB into L2, quant_matmul.h)
 
 __attribute__((target("avx2,fma"))) void rows4_dot_avx2(const uint16_t* const* w, const float* x, int64_t C,
                                                          float* out) {
