@@ -39,15 +39,6 @@ inline float finish8(Lanes8 p, float tail) {
   return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7])) + tail;
 }
 
-inline float dot(const float* __restrict a, const float* __restrict b, int64_t n) {
-  Lanes8 part = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) part += load8(a + i) * load8(b + i);
-  float tail = 0.0f;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  return finish8(part, tail);
-}
-
 inline float sum(const float* __restrict a, int64_t n) {
   Lanes8 part = {};
   int64_t i = 0;
@@ -63,7 +54,8 @@ inline void store8(float* p, Lanes8 v) { std::memcpy(p, &v, sizeof(v)); }
 
 // The lane sums of eight vectors, as one vector: lane i is the sum of a[i]'s
 // lanes, pairs first (a transposing tree: 7 adds and 14 shuffles for eight
-// sums where finish8 spends 7 adds and as many extracts on each).
+// sums where finish8 spends 7 adds and as many extracts on each; the same
+// tree as finish8 for each sum).
 inline Lanes8 lane_sums8(const Lanes8* a) {
   auto pairs = [](Lanes8 x, Lanes8 y) {
     return __builtin_shufflevector(x, y, 0, 8, 2, 10, 4, 12, 6, 14) +
@@ -265,7 +257,7 @@ void ssm_step(float* y, float* const* h, const SsmStepArgs& a) {
   // first, in loops GCC vectorises (a softplus and a sigmoid a row, one at a
   // time, cost more than the row's N state updates), then the state updates,
   // and the 8 rows' sums C . h in one lane_sums8 (the same pairs-first tree
-  // as dot()).
+  // as finish8, the order the sums had before).
   const int64_t runs_per_row = (D + 7) / 8;
   parallel_for(a.B * runs_per_row, a.B * D * N >= kParallelMin, [&](int64_t first, int64_t last) {
     for (int64_t run = first; run < last; ++run) {
