@@ -10,12 +10,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "core/parallel.h"
 #include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/vec8.h"
 
 namespace hymba::infer {
 namespace {
@@ -24,23 +24,20 @@ namespace {
 constexpr int64_t kParallelMin = int64_t{1} << 15;
 
 // Sums over a vector run in 8 independent partial sums (lane j takes
-// elements j, j + 8, ...), then one fixed tree, plus the tail: GCC's vector
-// type (lowered to whatever the target has) keeps the 8 sums in one
-// register; written as arrays, GCC shuffles them.
-using Lanes8 = float __attribute__((vector_size(32)));
+// elements j, j + 8, ...), then one fixed tree, plus the tail: the vector
+// type (kernels/cpu/vec8.h) keeps the 8 sums in one register; written as
+// arrays, GCC shuffles them.
+using cpu::load8;
+using cpu::splat8;
+using cpu::store8;
+using cpu::Vec8;
 
-inline Lanes8 load8(const float* p) {
-  Lanes8 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-inline float finish8(Lanes8 p, float tail) {
+inline float finish8(Vec8 p, float tail) {
   return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7])) + tail;
 }
 
 inline float sum(const float* __restrict a, int64_t n) {
-  Lanes8 part = {};
+  Vec8 part = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) part += load8(a + i);
   float tail = 0.0f;
@@ -48,25 +45,21 @@ inline float sum(const float* __restrict a, int64_t n) {
   return finish8(part, tail);
 }
 
-inline Lanes8 splat8(float x) { return Lanes8{x, x, x, x, x, x, x, x}; }
-
-inline void store8(float* p, Lanes8 v) { std::memcpy(p, &v, sizeof(v)); }
-
 // The lane sums of eight vectors, as one vector: lane i is the sum of a[i]'s
 // lanes, pairs first (a transposing tree: 7 adds and 14 shuffles for eight
 // sums where finish8 spends 7 adds and as many extracts on each; the same
 // tree as finish8 for each sum).
-inline Lanes8 lane_sums8(const Lanes8* a) {
-  auto pairs = [](Lanes8 x, Lanes8 y) {
+inline Vec8 lane_sums8(const Vec8* a) {
+  auto pairs = [](Vec8 x, Vec8 y) {
     return __builtin_shufflevector(x, y, 0, 8, 2, 10, 4, 12, 6, 14) +
            __builtin_shufflevector(x, y, 1, 9, 3, 11, 5, 13, 7, 15);
   };
-  auto quads = [](Lanes8 x, Lanes8 y) {
+  auto quads = [](Vec8 x, Vec8 y) {
     return __builtin_shufflevector(x, y, 0, 1, 8, 9, 4, 5, 12, 13) +
            __builtin_shufflevector(x, y, 2, 3, 10, 11, 6, 7, 14, 15);
   };
-  const Lanes8 lo = quads(pairs(a[0], a[1]), pairs(a[2], a[3]));
-  const Lanes8 hi = quads(pairs(a[4], a[5]), pairs(a[6], a[7]));
+  const Vec8 lo = quads(pairs(a[0], a[1]), pairs(a[2], a[3]));
+  const Vec8 hi = quads(pairs(a[4], a[5]), pairs(a[6], a[7]));
   return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 8, 9, 10, 11) +
          __builtin_shufflevector(lo, hi, 4, 5, 6, 7, 12, 13, 14, 15);
 }
@@ -80,12 +73,12 @@ void weighted_rows(float* const* o, const float* const* p, int64_t rows, const f
   constexpr int64_t kChunk = 16;
   int64_t c0 = 0;
   for (; c0 + kChunk <= n; c0 += kChunk) {
-    Lanes8 acc[NH][2] = {};
+    Vec8 acc[NH][2] = {};
     for (int64_t j = 0; j < rows; ++j) {
       const float* vj = v[j] + c0;
-      const Lanes8 v0 = load8(vj), v1 = load8(vj + 8);
+      const Vec8 v0 = load8(vj), v1 = load8(vj + 8);
       for (int h = 0; h < NH; ++h) {
-        const Lanes8 pj = splat8(p[h][j]);
+        const Vec8 pj = splat8(p[h][j]);
         acc[h][0] += pj * v0;
         acc[h][1] += pj * v1;
       }
@@ -150,13 +143,13 @@ void attend_run(const AttnStepArgs& a, const float* q, const KeyRun& run, float 
     for (int64_t h = 0; h < a.Hq; ++h) {
       const int64_t off = h / group * a.Dqk;
       const float* qh = q + h * a.Dqk;
-      Lanes8 acc[8] = {};
+      Vec8 acc[8] = {};
       int64_t d = 0;
       for (; d + 8 <= a.Dqk; d += 8) {
-        const Lanes8 qv = load8(qh + d);
+        const Vec8 qv = load8(qh + d);
         for (int i = 0; i < 8; ++i) acc[i] += qv * load8(k[i] + off + d);
       }
-      Lanes8 r = lane_sums8(acc);
+      Vec8 r = lane_sums8(acc);
       for (; d < a.Dqk; ++d)
         for (int i = 0; i < 8; ++i) r[i] += qh[d] * k[i][off + d];
       r *= splat8(scale);
@@ -272,7 +265,7 @@ void ssm_step(float* y, float* const* h, const SsmStepArgs& a) {
       }
       const float* __restrict Bm = a.Bm + b * a.ld_B;
       const float* __restrict Cm = a.Cm + b * a.ld_C;
-      Lanes8 parts[8] = {};
+      Vec8 parts[8] = {};
       float tails[8] = {};
       for (int64_t i = 0; i < nd; ++i) {
         const float dt_r = dt[i], dtu = dt_r * u[i];
@@ -288,7 +281,7 @@ void ssm_step(float* y, float* const* h, const SsmStepArgs& a) {
         for (; n + 8 <= N; n += 8) parts[i] += load8(Cm + n) * load8(hs + n);
         for (; n < N; ++n) tails[i] += Cm[n] * hs[n];
       }
-      const Lanes8 sums = lane_sums8(parts);
+      const Vec8 sums = lane_sums8(parts);
       float* __restrict yr = y + b * D + d0;
       for (int64_t i = 0; i < nd; ++i) {
         const float out = (sums[i] + tails[i]) + a.Dskip[d0 + i] * u[i];

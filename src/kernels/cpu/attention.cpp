@@ -23,6 +23,7 @@
 
 #include "core/aligned.h"
 #include "core/error.h"
+#include "kernels/cpu/vec8.h"
 
 // The 32-byte vector helpers below are internal to this file, so the ABI note
 // GCC and Clang give for them on targets without AVX does not apply.
@@ -39,19 +40,8 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-// Eight lanes as one value (GCC/Clang vector extension; SSE pairs without
-// AVX). Written explicitly because GCC, with its default -ftrapping-math,
-// leaves the softmax loops scalar and spills float[4][16] accumulators.
-using Vec8 = float __attribute__((vector_size(32)));
-using Int8 = int32_t __attribute__((vector_size(32)));
-
-inline Vec8 load8(const float* p) {
-  Vec8 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-inline void store8(float* p, Vec8 v) { std::memcpy(p, &v, sizeof(v)); }
-inline Vec8 splat8(float x) { return Vec8{} + x; }
+// Vec8 (kernels/cpu/vec8.h): GCC, with its default -ftrapping-math, leaves
+// the softmax loops scalar and spills float[4][16] accumulators.
 inline Vec8 max8(Vec8 a, Vec8 b) { return a > b ? a : b; }
 inline float max_lanes(Vec8 v) {
   float m = v[0];

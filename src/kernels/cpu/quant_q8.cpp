@@ -11,43 +11,26 @@
 #include "core/float_formats.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/quant_packed.h"
+#include "kernels/cpu/vec8.h"
 
 namespace hymba::cpu {
 
 namespace {
 
-// One block of 32 values in vectors of 8 (a decode step quantizes every
-// linear layer's input, on the step's critical path): the maximum in 8 lanes
-// (exact in any order; NaN is skipped, as std::max skips it), then each
-// value against the stored (rounded) scale, so dequantization uses the same
-// one. Rounding is to nearest, ties to even, as std::nearbyint: adding and
-// subtracting 1.5 * 2^23 rounds any |v| < 2^22 so, and larger values are
-// clamped to +-127 either way. NaN (from a non-finite input) becomes 0
-// rather than an undefined conversion.
-using F8 = float __attribute__((vector_size(32)));
-using I8 = int32_t __attribute__((vector_size(32)));
-
-inline F8 load_f8(const float* p) {
-  F8 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-inline F8 splat_f8(float x) { return F8{x, x, x, x, x, x, x, x}; }
-
-// Lanes of `a` where mask is set (all ones), else of `b`.
-inline F8 select_f8(I8 mask, F8 a, F8 b) {
-  return reinterpret_cast<F8>((reinterpret_cast<I8>(a) & mask) | (reinterpret_cast<I8>(b) & ~mask));
-}
-
+// One block of 32 values in vectors of 8 (kernels/cpu/vec8.h; a decode step
+// quantizes every linear layer's input, on the step's critical path): the
+// maximum in 8 lanes (exact in any order; NaN is skipped, as std::max skips
+// it), then each value against the stored (rounded) scale, so
+// dequantization uses the same one. Rounding is to nearest, ties to even, as
+// std::nearbyint: adding and subtracting 1.5 * 2^23 rounds any |v| < 2^22
+// so, and larger values are clamped to +-127 either way. NaN (from a
+// non-finite input) becomes 0 rather than an undefined conversion.
 void quantize_whole_block(BlockQ8& blk, const float* x) {
   constexpr int kLanes = 8;
-  const I8 abs_bits = {0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff,
-                       0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff};
-  F8 lane_max = {};
+  Vec8 lane_max = {};
   for (int64_t i = 0; i < kQ8BlockSize; i += kLanes) {
-    const F8 a = reinterpret_cast<F8>(reinterpret_cast<I8>(load_f8(x + i)) & abs_bits);
-    lane_max = select_f8(lane_max < a, a, lane_max);
+    const Vec8 v = load8(x + i), a = v < 0 ? -v : v;
+    lane_max = lane_max < a ? a : lane_max;
   }
   float amax = 0;
   for (int j = 0; j < kLanes; ++j) amax = std::max(amax, lane_max[j]);
@@ -57,14 +40,14 @@ void quantize_whole_block(BlockQ8& blk, const float* x) {
     std::memset(blk.q, 0, sizeof(blk.q));
     return;
   }
-  const F8 dv = splat_f8(d), magic = splat_f8(12582912.0f), lo = splat_f8(-127.0f), hi = splat_f8(127.0f);
+  const Vec8 dv = splat8(d), magic = splat8(12582912.0f), lo = splat8(-127.0f), hi = splat8(127.0f);
   for (int64_t i = 0; i < kQ8BlockSize; i += kLanes) {
-    F8 v = load_f8(x + i) / dv;
+    Vec8 v = load8(x + i) / dv;
     v = (v + magic) - magic;
-    v = select_f8(v == v, v, F8{});
-    v = select_f8(v < lo, lo, v);
-    v = select_f8(v > hi, hi, v);
-    const I8 q = __builtin_convertvector(v, I8);
+    v = v == v ? v : Vec8{};
+    v = v < lo ? lo : v;
+    v = v > hi ? hi : v;
+    const Int8 q = __builtin_convertvector(v, Int8);
     for (int j = 0; j < kLanes; ++j) blk.q[i + j] = static_cast<int8_t>(q[j]);
   }
 }

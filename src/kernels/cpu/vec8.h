@@ -1,0 +1,25 @@
+// Eight float (or int32) lanes as one value: the GCC/Clang vector extension,
+// one AVX register (SSE pairs without AVX). Kernels written in plain C++ use
+// it where GCC, with its default -ftrapping-math, would leave a loop scalar
+// (selects, maxima) or keep accumulators as arrays it spills.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace hymba::cpu {
+
+using Vec8 = float __attribute__((vector_size(32)));
+using Int8 = int32_t __attribute__((vector_size(32)));
+
+inline Vec8 load8(const float* p) {
+  Vec8 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+inline void store8(float* p, Vec8 v) { std::memcpy(p, &v, sizeof(v)); }
+
+inline Vec8 splat8(float x) { return Vec8{x, x, x, x, x, x, x, x}; }
+
+}  // namespace hymba::cpu
