@@ -272,11 +272,6 @@ void ssm_step(float* y, float* const* h, const SsmStepArgs& a) {
         const float* __restrict A = a.A + (d0 + i) * N;
         float* __restrict hs = h[b] + (d0 + i) * N;
         for (int64_t n = 0; n < N; ++n) hs[n] = cpu::fast::exp_nonpositive(dt_r * A[n]) * hs[n] + dtu * Bm[n];
-      }
-      // The sums after all 8 updates: read back at once, a row's fresh
-      // stores stall the loads (they are narrower than the stores).
-      for (int64_t i = 0; i < nd; ++i) {
-        const float* __restrict hs = h[b] + (d0 + i) * N;
         int64_t n = 0;
         for (; n + 8 <= N; n += 8) parts[i] += load8(Cm + n) * load8(hs + n);
         for (; n < N; ++n) tails[i] += Cm[n] * hs[n];
