@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/float_formats.h"
 #include "core/parallel.h"
+#include "kernels/cpu/quant_matmul.h"
 
 namespace hymba::cpu {
 
@@ -84,11 +85,10 @@ __attribute__((target("avx2,fma"))) float row_dot_avx2(const uint16_t* w, const 
 // independent chains of fused multiply-adds where one row has two, each
 // waiting on the last (the loop ran at the FMA's latency, below the speed
 // of memory on a 2-core machine), and each input run loaded once for all four.
-// Each row is prefetched kAhead elements (4 KiB) ahead into L2, as the q8 /
-// q4 streams are (quant_matmul.h: L1 prefetches cap a core's lines in
-// flight). hymba-1.5b bf16 batch-1 decode, four runs of each alternated:
-// 2 KiB into L1 4.2-5.0 tok/s, 4 KiB into L2 5.0-5.7.
-constexpr int64_t kAhead = 2048;
+// Each row is prefetched kPrefetchBytes ahead into L2, as the q8 / q4
+// streams are (quant_matmul.h). hymba-1.5b bf16 batch-1 decode, four runs of
+// each alternated: 2 KiB into L1 4.2-5.0 tok/s, 4 KiB into L2 5.0-5.7.
+constexpr int64_t kAhead = kPrefetchBytes / int64_t{sizeof(uint16_t)};  // bf16 elements
 
 __attribute__((target("avx2,fma"))) void rows4_dot_avx2(const uint16_t* const* w, const float* x, int64_t C,
                                                          float* out) {

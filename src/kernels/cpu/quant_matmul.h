@@ -35,7 +35,8 @@ namespace hymba::cpu {
 // and about 48 L2 misses, and at DRAM latency 16 lines a core cap the stream
 // near 10 GB/s. On the 2-core Intel VM, 4 KiB ahead into L2 against 2 KiB
 // into L1: a q4 stream of 480 MB 21-23.5 -> 23.3-25.2 GB/s, hymba-1.5b q4
-// decode 18.8 -> 20.8 tok/s (q8 unchanged).
+// decode 18.8 -> 20.8 tok/s (q8 unchanged). The bf16 row kernel streams as
+// far ahead (matmul_bf16.cpp).
 inline constexpr int kPrefetchBytes = 4096;
 
 // Asks for every cache line of the packed block kPrefetchBytes ahead of `block`, into L2.
