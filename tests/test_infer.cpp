@@ -918,37 +918,5 @@ TEST_F(Stopping, EosEndsTheSequenceAndIsNotIncluded) {
   EXPECT_EQ(out[0].tokens, std::vector<int32_t>(greedy.begin(), greedy.begin() + static_cast<std::ptrdiff_t>(k)));
 }
 
-// A prefill chunk and a decode step keep the residual stream (a linked
-// block's input, a step's new key and value rows), not every layer's
-// activations: their peaks do not grow with the layer count (they grew in
-// proportion when each layer's were kept to the chunk's or step's end).
-TEST(Decoder, PrefillAndStepMemoryDoNotGrowWithLayers) {
-  const auto peaks = [](int layers) {
-    const ModelConfig c = ModelConfig::from_json(test::tiny(
-        {{"num_hidden_layers", layers}, {"sliding_window", 3}, {"global_attn_idx", {0}}, {"num_memory_tokens", 2}}));
-    Model m(c, false);
-    m.init(3);
-    infer::Decoder dec(m);
-    std::vector<infer::SequenceCache> caches;
-    std::vector<infer::SequenceCache*> ptrs;
-    for (int b = 0; b < 4; ++b) caches.push_back(dec.new_cache(49));
-    std::vector<int32_t> prompt(48);
-    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(i % 29);
-    for (infer::SequenceCache& sc : caches) {
-      (void)dec.prefill(sc, prompt);
-      ptrs.push_back(&sc);
-    }
-    const std::vector<int32_t> tokens = {4, 5, 6, 7};
-    std::vector<float> logits(static_cast<size_t>(4 * c.vocab_size));
-    dec.step(ptrs, tokens, logits.data());
-    return std::pair<double, double>(static_cast<double>(dec.prefill_activation_bytes()),
-                                     static_cast<double>(dec.step_activation_bytes()));
-  };
-  const auto [two_prefill, two_step] = peaks(2);
-  const auto [twelve_prefill, twelve_step] = peaks(12);
-  EXPECT_LT(twelve_prefill, 1.3 * two_prefill);
-  EXPECT_LT(twelve_step, 1.5 * two_step);
-}
-
 }  // namespace
 }  // namespace hymba

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/hymba.h"
+#include "model/held_weights.h"
 #include "cli_util.h"
 #include "serve/scheduler.h"
 #include "serve/server.h"
@@ -400,6 +401,34 @@ TEST_F(Serve, UnknownPathsAre404) {
     ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 404) << path;
     EXPECT_NE(json::parse(res->body)["error"]["message"].get<std::string>().find(path), std::string::npos);
+  }
+}
+
+// A checkpoint from `hymba quantize` serves in its own blocks (issue 19):
+// each completion equals the library's generate on the same checkpoint, with
+// two sequences of a request sharing decode steps.
+TEST_F(Serve, AQuantizedCheckpointServesWhatTheLibraryGenerates) {
+  for (const auto& [name, format] : {std::pair{"q8", BlockFormat::kQ8}, std::pair{"q4", BlockFormat::kQ4},
+                                     std::pair{"bf16", BlockFormat::kBF16}}) {
+    SCOPED_TRACE(name);
+    const std::string dir = (dir_ / name).string();
+    const test::CliResult q = test::run_cli("quantize --ckpt " + ckpt() + " --weights " + name + " --out " + dir);
+    ASSERT_EQ(q.exit_code, 0) << q.output;
+    LanguageModel served = LanguageModel::load(dir);
+    LanguageModel reference = LanguageModel::load(dir);
+    ASSERT_EQ(served.model().held_format(), format);
+    serve::ServeOptions options;
+    options.max_batch = 4;
+    test::RunningServer running(served, options);
+    const json body = {{"prompt", std::vector<std::string>{"ROMEO:", "To be"}}, {"max_tokens", 10},
+                       {"temperature", 0.8}, {"seed", 5}};
+    auto res = running.client().Post("/v1/completions", body.dump(), "application/json");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    const json r = json::parse(res->body);
+    ASSERT_EQ(r["choices"].size(), 2u);
+    const std::vector<infer::Generation> g = reference.generate_batch({"ROMEO:", "To be"}, options_of(body));
+    for (size_t i = 0; i < 2; ++i) EXPECT_EQ(r["choices"][i]["text"], as_sent(g[i].text)) << i;
   }
 }
 
