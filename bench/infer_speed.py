@@ -21,7 +21,7 @@ than the engine (stated in the output). It times prefill as one forward
 over a --prompt-len prompt (the chunked parallel scan) and decode as
 --new-tokens steps after two warm-up steps.
 
-Needs Debian's python3-torch (torch 1.13), hence /usr/bin/python3:
+Needs Debian's python3-torch (torch 1.13; `scripts/setup.sh --peers` installs it), hence /usr/bin/python3:
   bench/infer_speed.py --ckpt /path/to/hymba-1.5b --held q8=/path/q8,q4=/path/q4
   bench/infer_speed.py --preset hymba-125m --formats f32,q8 --json
 """

@@ -14,7 +14,7 @@ the scored positions. Each flag below switches one factor to the other side
 (the PyTorch-default reading of the seed 004 notebooks) to see which one
 moves the epochs to eval accuracy 0.95.
 
-Needs torch (Debian's python3-torch): run it with /usr/bin/python3.
+Needs torch (Debian's python3-torch; `scripts/setup.sh --peers` installs it): run it with /usr/bin/python3.
 
   /usr/bin/python3 bench/synth_peer.py --init mamba_ssm          # engine recipe
   /usr/bin/python3 bench/synth_peer.py --init torch --decay all --clip 0

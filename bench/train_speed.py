@@ -25,7 +25,7 @@ Both sides run with OMP_WAIT_POLICY=passive unless the environment sets it
 (with the default spinning policy a loaded machine slows torch ~15x), and the
 peer keeps freed memory in the malloc heap (--default-malloc to not).
 
-Needs Debian's python3-torch (torch 1.13), hence /usr/bin/python3:
+Needs Debian's python3-torch (torch 1.13; `scripts/setup.sh --peers` installs it), hence /usr/bin/python3:
   bench/train_speed.py                         # all three configs, 2 threads
   bench/train_speed.py --threads 1 --configs mamba,hybrid --json
 """

@@ -7,7 +7,11 @@
 #                             (the fuzz preset, docs/security.md)
 #   scripts/setup.sh --python also the Python package's build and test
 #                             dependencies (docs/python.md); scripts/dev test
-#                             passes it. Options combine.
+#                             passes it.
+#   scripts/setup.sh --peers  also Debian's PyTorch, for the peers the
+#                             benchmarks time beside the engine
+#                             (bench/infer_speed.py, train_speed.py,
+#                             synth_peer.py). Options combine.
 set -euo pipefail
 
 PACKAGES=(
@@ -43,8 +47,11 @@ for arg in "$@"; do
       PACKAGES+=(python3-dev pybind11-dev python3-numpy python3-pytest python3-pandas python3-tqdm
                  python3-nbclient python3-ipykernel python3-nbformat python3-matplotlib)
       ;;
+    --peers)
+      PACKAGES+=(python3-torch python3-numpy)
+      ;;
     *)
-      echo "setup: unknown option $arg (--fuzz, --python)" >&2
+      echo "setup: unknown option $arg (--fuzz, --python, --peers)" >&2
       exit 2
       ;;
   esac
