@@ -8,10 +8,10 @@
 #include <utility>
 #include <vector>
 
+#include "decode_families.h"
 #include "infer/cache.h"
 #include "infer/decoder.h"
 #include "model/model.h"
-#include "decode_families.h"
 
 namespace hymba {
 namespace {
@@ -51,8 +51,8 @@ TEST(Decoder, PrefillAndStepMemoryDoNotGrowWithLayers) {
 // A prompt of ten chunks peaks where a prompt of one chunk does; run as one
 // chunk it would need about ten times the memory (what the bound saves).
 TEST(Decoder, PrefillMemoryDoesNotGrowWithThePromptLength) {
-  const ModelConfig c = ModelConfig::from_json(
-      test::tiny({{"num_hidden_layers", 2}, {"sliding_window", 8}, {"global_attn_idx", {0}}, {"num_memory_tokens", 2}}));
+  const ModelConfig c = ModelConfig::from_json(test::tiny(
+      {{"num_hidden_layers", 2}, {"sliding_window", 8}, {"global_attn_idx", {0}}, {"num_memory_tokens", 2}}));
   Model m(c, false);
   m.init(5);
   const auto peak = [&](int64_t chunk, int64_t prompt_len) {

@@ -21,8 +21,8 @@
 #include <nlohmann/json.hpp>
 
 #include "api/hymba.h"
-#include "model/held_weights.h"
 #include "cli_util.h"
+#include "model/held_weights.h"
 #include "serve/scheduler.h"
 #include "serve/server.h"
 #include "serve_test_util.h"

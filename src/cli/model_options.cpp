@@ -66,8 +66,8 @@ void add_weights_option(CLI::App* cmd, infer::WeightFormat& format) {
          },
          "Weight format of the linear layers in prefill and decoding: f32, bf16, q8 (8-bit blocks) or "
          "q4 (4-bit blocks), rounded once when first used; the output head too (q8 under q4); embeddings, norms "
-         "and Mamba A/D/dt bias/conv stay f32. A checkpoint written by `hymba quantize` (or a Q8_0/Q4_0 GGUF file) runs in "
-         "its own format (bf16, q8 or q4): leave --weights out")
+         "and Mamba A/D/dt bias/conv stay f32. A checkpoint written by `hymba quantize` (or a Q8_0/Q4_0 GGUF file) "
+         "runs in its own format (bf16, q8 or q4): leave --weights out")
       ->default_str("f32");
 }
 
