@@ -306,7 +306,9 @@ void attention_step(float* out, int64_t ld_out, const AttnStepArgs& a) {
   float* const part = partials.data();
   const int64_t* const firsts = first_task.data();
   parallel_for(tasks, work >= kParallelMin, [&](int64_t first, int64_t last) {
-    std::vector<float> s(static_cast<size_t>(Hq * kKeysPerTask));
+    // Each thread's scores, kept: a step runs this for every attention layer.
+    thread_local std::vector<float> s;
+    s.resize(static_cast<size_t>(Hq * kKeysPerTask));
     const float* k_rows[kKeysPerTask];
     const float* v_rows[kKeysPerTask];
     int64_t b = 0;
