@@ -255,6 +255,64 @@ TEST_F(Ablate, RerunSkipsFinishedRowsAndKeepsTheirResults) {
   EXPECT_EQ(results("out")["rows"], before["rows"]);
 }
 
+// --repeats N on a finished suite adds repeats 1 .. N-1 (seeds --seed + r)
+// without training repeat 0 again; the report and intervals.json carry the
+// spread and the suite file's questions answered from the paired repeats.
+TEST_F(Ablate, RepeatsAreAddedToMeasuredRowsWithoutRetrainingThem) {
+  ASSERT_EQ(first_.exit_code, 0) << first_.output;
+  fs::copy(dir_ / "out", dir_ / "rep", fs::copy_options::recursive);
+  json suite = json::parse(slurp(dir_ / "suite.json"));
+  suite["questions"] = {{{"question", "Does the hybrid beat attention?"}, {"claim", "better"}, {"a", "hybrid"},
+                         {"b", "attention"}, {"seed_says", "yes"}},
+                        {{"question", "Is Mamba within 5 nats of attention?"}, {"claim", "similar"}, {"a", "mamba"},
+                         {"b", "attention"}, {"margin", 5.0}}};
+  std::ofstream(dir_ / "suite_q.json") << suite.dump(2);
+  const auto stamp = fs::last_write_time(dir_ / "rep/runs/mamba/summary.json");
+  std::string cmd = command("rep", "--repeats 2");
+  cmd.replace(cmd.find("suite.json"), 10, "suite_q.json");
+  const auto again = run_cli(cmd);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(fs::last_write_time(dir_ / "rep/runs/mamba/summary.json"), stamp);
+  EXPECT_NE(again.output.find("3 run(s) measured earlier, skipped"), std::string::npos) << again.output;
+  for (const char* row : {"[4/6] Attention (repeat 2/2)", "[5/6] Mamba (repeat 2/2)", "[6/6] Hybrid | SWA (repeat 2/2)"})
+    EXPECT_EQ(count(again.output, row), 2) << row << "\n" << again.output;
+  EXPECT_TRUE(fs::exists(dir_ / "rep/runs/mamba.rep1/summary.json"));
+
+  const json r = results("rep");
+  ASSERT_EQ(r["rows"].size(), 6u);
+  for (const json& row : r["rows"]) {
+    const auto parsed = ablate::RowResult::from_json(row);
+    EXPECT_EQ(parsed.seed, 7u + static_cast<uint64_t>(parsed.repeat)) << parsed.id;
+  }
+  EXPECT_EQ(count(slurp(dir_ / "rep/results.csv"), "\n"), 7);  // header + one line per run
+
+  const json intervals = json::parse(slurp(dir_ / "rep/intervals.json"));
+  ASSERT_EQ(intervals["rows"].size(), 3u);
+  for (const json& row : intervals["rows"]) {
+    EXPECT_EQ(row["repeats"], json({0, 1}));
+    EXPECT_EQ(row["best_val_loss"]["n"], 2);
+    EXPECT_TRUE(row["best_val_loss"].contains("ci95"));
+    for (const json& b : row["val_loss_band"]) EXPECT_LE(b["min"].get<double>(), b["max"].get<double>());
+  }
+  ASSERT_EQ(intervals["questions"].size(), 2u);
+  EXPECT_EQ(intervals["questions"][1]["verdict"], "holds");  // 5 nats covers any micro-suite difference
+  EXPECT_EQ(intervals["questions"][0]["diffs"].size(), 2u);
+  const std::string md = slurp(dir_ / "rep/report.md");
+  EXPECT_NE(md.find("## Repeats and intervals"), std::string::npos);
+  EXPECT_NE(md.find("## Questions"), std::string::npos);
+  EXPECT_NE(md.find("Does the hybrid beat attention?"), std::string::npos);
+  if (gnuplot_on_path()) {
+    // Plot data carries the spread: curves have mean, min and max; bars their interval.
+    const std::string curves = slurp(dir_ / "rep/plots/curves.dat");
+    std::istringstream first_point(curves.substr(curves.find('\n') + 1));
+    double step = 0, mean = 0, lo = 0, hi = 0;
+    ASSERT_TRUE(first_point >> step >> mean >> lo >> hi) << curves;
+    EXPECT_LE(lo, mean);
+    EXPECT_GE(hi, mean);
+    EXPECT_NE(slurp(dir_ / "rep/plots/report.gp").find("filledcurves"), std::string::npos);
+  }
+}
+
 // A suite that reproduces seed 001: Implementation column, the notebook's
 // analysis and plots, untrained samples with explicit sampling, and seed
 // 002's budget (--stop-epochs under a longer schedule).

@@ -51,6 +51,19 @@ TEST(Cli, OpenBlasRunsKernelsForThisCpuButRespectsTheUser) {
   EXPECT_FALSE(chosen.empty());
   EXPECT_EQ(better_openblas_core(chosen, cpu_vector_features_here()), "") << chosen;
   EXPECT_EQ(core("env OPENBLAS_CORETYPE=Prescott"), "Prescott");
+  // `hymba info` says who chose: the user (and what the CPU could run
+  // instead), hymba (naming the core it replaced), or OpenBLAS.
+  const auto user = nlohmann::json::parse(run_cli("--threads 1 info --json", "env OPENBLAS_CORETYPE=Prescott").output);
+  const std::string better = better_openblas_core("Prescott", cpu_vector_features_here());
+  EXPECT_EQ(user["build"]["blas_core_choice"],
+            better.empty() ? "OPENBLAS_CORETYPE"
+                           : "OPENBLAS_CORETYPE; this CPU can run " + better + " (unset it to let hymba choose)");
+  const auto own = nlohmann::json::parse(run_cli("--threads 1 info --json", "env -u OPENBLAS_CORETYPE").output);
+  const std::string choice = own["build"]["blas_core_choice"], prefix = "chosen by hymba from the CPU's flags, in place of OpenBLAS's ";
+  if (choice != "OpenBLAS's own") {
+    ASSERT_EQ(choice.rfind(prefix, 0), 0u) << choice;
+    EXPECT_EQ(better_openblas_core(choice.substr(prefix.size()), cpu_vector_features_here()), own["build"]["blas_core"]);
+  }
 }
 
 TEST(Cli, BadFlagGivesOneLineErrorNamingIt) {

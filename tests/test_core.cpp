@@ -192,18 +192,33 @@ TEST(ParamTable, RejectsBadRows) {
   }
 }
 
-// The core hymba asks OpenBLAS for (core/build_info.h): only in place of a
-// generic one, and only what the CPU can run.
-TEST(BuildInfo, BetterOpenBlasCoreReplacesOnlyGenericKernels) {
-  const CpuVectorFeatures avx512{true, true}, avx2{false, true}, old{false, false};
-  EXPECT_EQ(better_openblas_core("Prescott", avx512), "SkylakeX");
-  EXPECT_EQ(better_openblas_core("Prescott", avx2), "Haswell");
-  EXPECT_EQ(better_openblas_core("Sandybridge", avx2), "Haswell");
+// The core hymba asks OpenBLAS for (core/build_info.h), on the flag sets of
+// each kind of CPU seen: only in place of one below what the CPU can run,
+// and only what the CPU can run.
+TEST(BuildInfo, BetterOpenBlasCoreReplacesOnlyKernelsBelowTheCpu) {
+  const CpuVectorFeatures zen3{false, true, false};            // AVX2 only
+  const CpuVectorFeatures skylake{true, true, false};          // AVX-512 without BF16
+  const CpuVectorFeatures xeon_bf16{true, true, true};         // Intel Xeon model 207: AVX-512 VNNI / BF16
+  const CpuVectorFeatures zen5{true, true, true};              // AMD EPYC Zen 5: AVX-512 F/BW/VL/VNNI/BF16
+  const CpuVectorFeatures old{false, false, false};
+  // Generic SSE kernels (an unknown CPU).
+  EXPECT_EQ(better_openblas_core("Prescott", xeon_bf16), "Cooperlake");
+  EXPECT_EQ(better_openblas_core("Prescott", skylake), "SkylakeX");
+  EXPECT_EQ(better_openblas_core("Prescott", zen3), "Haswell");
+  EXPECT_EQ(better_openblas_core("Sandybridge", zen3), "Haswell");
   EXPECT_EQ(better_openblas_core("Prescott", old), "");
-  EXPECT_EQ(better_openblas_core("Haswell", avx512), "");
-  EXPECT_EQ(better_openblas_core("Zen", avx2), "");
-  EXPECT_EQ(better_openblas_core("SkylakeX", avx512), "");
-  EXPECT_EQ(better_openblas_core("", avx512), "");
+  // AVX2 kernels on AVX-512 CPUs OpenBLAS 0.3.21 does not know (Zen 4 / 5).
+  EXPECT_EQ(better_openblas_core("Zen", zen5), "Cooperlake");
+  EXPECT_EQ(better_openblas_core("Haswell", zen5), "Cooperlake");
+  EXPECT_EQ(better_openblas_core("Haswell", skylake), "SkylakeX");
+  EXPECT_EQ(better_openblas_core("SkylakeX", xeon_bf16), "Cooperlake");
+  // Choices that already use what the CPU has stand.
+  EXPECT_EQ(better_openblas_core("Zen", zen3), "");
+  EXPECT_EQ(better_openblas_core("Haswell", zen3), "");
+  EXPECT_EQ(better_openblas_core("SkylakeX", skylake), "");
+  EXPECT_EQ(better_openblas_core("Cooperlake", zen5), "");
+  EXPECT_EQ(better_openblas_core("", zen5), "");
+  EXPECT_EQ(better_openblas_core("SomeFutureCore", zen5), "");
 }
 
 }  // namespace

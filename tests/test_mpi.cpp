@@ -333,7 +333,7 @@ TEST_F(Mpi, AblateSuiteSplitOverTwoRanksWritesTheResultsOfOneProcess) {
   ASSERT_EQ(b["rows"].size(), 4u);
   EXPECT_EQ(without_timings(a), without_timings(b));
   EXPECT_EQ(test::count_lines(read_file(path("two/results.csv"))), 5);
-  EXPECT_NE(two.output.find("suite micro: 4 trained"), std::string::npos) << two.output;
+  EXPECT_NE(two.output.find("suite micro: 4 run(s) trained"), std::string::npos) << two.output;
   EXPECT_EQ(two.output.find("report: "), two.output.rfind("report: ")) << "only rank 0 reports\n" << two.output;
 
   // Both ranks on every row: data-parallel rows, equal to one process's to rounding.

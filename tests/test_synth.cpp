@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <vector>
 
 #include "cli_util.h"
@@ -413,6 +414,54 @@ TEST_F(SynthSuiteTest, WritesResultsReportAndPlotsAndSkipsMeasuredRows) {
   broken["rows"][0].erase("epochs");
   write_text_atomic((dir_ / "out" / "results.json").string(), broken.dump());
   EXPECT_EQ(run_synth_suite(changed, opt).trained, 1);
+}
+
+// --repeats: runs per row with seeds seed + r, repeat 0 kept from the first
+// run, the report's spread and questions, and the plots' bands.
+TEST_F(SynthSuiteTest, RepeatsAddRunsWithDerivedSeedsAndAnswerTheQuestions) {
+  json j = tiny_suite();
+  j["train"]["seed"] = 5;
+  j["questions"] = {{{"question", "Does Mamba beat the gated hybrid?"}, {"claim", "better"}, {"a", "mamba"},
+                     {"b", "hybrid-gated"}},
+                    {{"question", "Accuracy above 2?"}, {"claim", "above"}, {"a", "mamba"}, {"margin", 2.0}}};
+  const SynthSuite suite = load_synth_suite(write_suite(j));
+  ASSERT_EQ(suite.questions.size(), 2u);
+  SuiteRunOptions opt;
+  opt.out_dir = (dir_ / "rep").string();
+  opt.quiet = true;
+  EXPECT_EQ(run_synth_suite(suite, opt).trained, 2);
+  opt.repeats = 3;
+  const SuiteRunSummary s = run_synth_suite(suite, opt);
+  EXPECT_EQ(s.skipped, 2);  // repeat 0 of both rows
+  EXPECT_EQ(s.trained, 4);
+  ASSERT_EQ(s.runs.size(), 6u);
+  for (const RowRecord& r : s.runs) {
+    EXPECT_EQ(r.seed, 5u + static_cast<uint64_t>(r.repeat));
+    EXPECT_EQ(r.train["seed"], r.seed);
+  }
+  ASSERT_EQ(s.rows.size(), 2u);
+  EXPECT_EQ(s.rows[0].repeat, 0);
+  ASSERT_EQ(s.answers.size(), 2u);
+  EXPECT_EQ(s.answers[0].spread.n, 3);
+  EXPECT_EQ(s.answers[1].verdict, ablate::Verdict::kReversed);  // no accuracy is above 2
+  const std::string md = read_file(s.report_md);
+  EXPECT_NE(md.find("## Repeats and intervals"), std::string::npos) << md;
+  EXPECT_NE(md.find("Does Mamba beat the gated hybrid?"), std::string::npos);
+  EXPECT_EQ(test::count_lines(read_file((dir_ / "rep" / "results.csv").string())), 7);
+  if (s.plots_written) {
+    // epoch, then mean / min / max of accuracy and of loss
+    const std::string dat = read_file((dir_ / "rep" / "plots" / "epochs.dat").string());
+    std::istringstream line(dat.substr(dat.find('\n') + 1));
+    double v[7];
+    for (double& x : v) ASSERT_TRUE(line >> x);
+    EXPECT_LE(v[2], v[1]);
+    EXPECT_GE(v[3], v[1]);
+  }
+  // The first repeat's seed derivation does not depend on N: a rerun with N = 3 trains nothing.
+  EXPECT_EQ(run_synth_suite(suite, opt).trained, 0);
+  // A question on a metric synth does not have is refused before anything trains.
+  j["questions"][0]["metric"] = "best_val_loss";
+  EXPECT_THROW(run_synth_suite(load_synth_suite(write_suite(j)), opt), Error);
 }
 
 TEST_F(SynthSuiteTest, BadSuiteFilesNameTheKey) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -99,6 +100,24 @@ bool is_best(const Column& col, const std::optional<double>& best, const RowResu
   return v && *v == *best;
 }
 
+const RowSpread* find_spread(const std::vector<RowSpread>& spreads, const std::string& id) {
+  for (const RowSpread& s : spreads)
+    if (s.id == id) return &s;
+  return nullptr;
+}
+
+// " (N repeats: mean, min-max band / 95 % interval)" for chart titles; "" with one run per row.
+std::string repeats_label(const std::vector<RowSpread>& spreads) {
+  size_t most = 0, least = SIZE_MAX;
+  for (const RowSpread& s : spreads) {
+    most = std::max(most, s.repeats.size());
+    least = std::min(least, s.repeats.size());
+  }
+  if (most < 2) return "";
+  const std::string n = least == most ? std::to_string(most) : std::to_string(least) + "-" + std::to_string(most);
+  return " (" + n + " repeats)";
+}
+
 // Labels of a scatter whose data file has x, y, name, slot: slot k is printed
 // above (even k) or below (odd k) its point, one line further per pair.
 std::string slotted_labels(const std::vector<int>& slots) {
@@ -130,11 +149,21 @@ bool write_plots(const ReportInfo& info, const std::vector<RowResult>& rows, std
   const std::vector<int> params_slots = label_slots(sizes, ppls), speed_slots = label_slots(caches, speeds);
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowResult& r = rows[i];
+    // step, mean, min, max over the repeats (one run: the value three times)
+    const RowSpread* spread = find_spread(info.spreads, r.id);
     curves << "# " << r.id << "\n";
-    for (const CurvePoint& p : r.curve) curves << p.step << " " << p.val_loss << "\n";
-    if (r.curve.empty()) curves << "0 NaN\n";
+    if (spread && !spread->val_loss_band.empty()) {
+      for (const CurveBand& b : spread->val_loss_band)
+        curves << b.step << " " << b.mean << " " << b.min << " " << b.max << "\n";
+    } else {
+      for (const CurvePoint& p : r.curve) curves << p.step << " " << p.val_loss << " " << p.val_loss << " " << p.val_loss << "\n";
+    }
+    if (r.curve.empty() && (!spread || spread->val_loss_band.empty())) curves << "0 NaN NaN NaN\n";
     curves << "\n\n";
-    bars << i << " " << gp_data_str(r.name) << " " << r.best_val_ppl << "\n";
+    // index, name, mean best PPL, 95 % interval (the mean alone without repeats)
+    const Spread ppl = spread ? spread->best_val_ppl : Spread{};
+    const double low = ppl.has_interval() ? ppl.low() : r.best_val_ppl, high = ppl.has_interval() ? ppl.high() : r.best_val_ppl;
+    bars << i << " " << gp_data_str(r.name) << " " << r.best_val_ppl << " " << low << " " << high << "\n";
     params << sizes[i] << " " << ppls[i] << " " << gp_data_str(r.name) << " " << params_slots[i] << "\n";
     speed << caches[i] << " " << speeds[i] << " " << gp_data_str(r.name) << " " << speed_slots[i] << "\n";
   }
@@ -145,20 +174,27 @@ bool write_plots(const ReportInfo& info, const std::vector<RowResult>& rows, std
 
   const std::string ctx = std::to_string(rows.empty() ? 0 : rows.front().cache_context);
   std::vector<std::string> charts;  // one per entry of plot_names(), in order
+  const std::string repeats = repeats_label(info.spreads);
   {
+    // Mean curves; with repeats, each in its min-max band over them.
     std::ostringstream c;
-    c << "set title " << gp_str("Validation loss — " + info.title) << "\nset xlabel 'step'\nset ylabel 'validation loss'\n"
-      << "set key outside right\nset grid\nplot ";
-    for (size_t i = 0; i < rows.size(); ++i)
-      c << (i ? ", " : "") << "'curves.dat' index " << i << " using 1:2 with linespoints lw 2 pt 7 ps 0.6 title "
+    c << "set title " << gp_str("Validation loss — " + info.title + repeats) << "\nset xlabel 'step'\nset ylabel 'validation loss'\n"
+      << "set key outside right\nset grid\nset style fill transparent solid 0.2 noborder\nplot ";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const std::string lc = " lc " + std::to_string(i + 1);
+      c << (i ? ", " : "") << "'curves.dat' index " << i << " using 1:3:4 with filledcurves" << lc << " notitle, "
+        << "'curves.dat' index " << i << " using 1:2 with linespoints lw 2 pt 7 ps 0.6" << lc << " title "
         << gp_str(rows[i].name);
+    }
     charts.push_back(c.str() + "\n");
   }
   charts.push_back(
-      "set title 'Best validation perplexity (lower is better)'\nset ylabel 'best val PPL'\nset xlabel ''\n"
+      "set title " + gp_str("Best validation perplexity (lower is better)" + repeats) +
+      "\nset ylabel 'best val PPL'\nset xlabel ''\n"
       "set style fill solid 0.7 border -1\nset boxwidth 0.7\nset xtics rotate by -30 left\nset key off\nset grid ytics\n"
       "set yrange [0:*]\nset offsets 0, 0, graph 0.08, 0\nplot 'ppl_bars.dat' using 1:3:xtic(2) with boxes lc rgb '#4e79a7', "
-      "'' using 1:3:(sprintf('%.1f', $3)) with labels offset 0,0.8 notitle\n");
+      "'' using 1:3:4:5 with yerrorbars lc rgb 'black' pt 0 lw 1.5, "
+      "'' using 1:5:(sprintf('%.1f', $3)) with labels offset 0,0.8 notitle\n");
   charts.push_back(
       "set title 'Parameters vs best validation perplexity'\nset xlabel 'parameters (M)'\nset ylabel 'best val PPL'\n"
       "set key off\nset grid\nset offsets 0, graph 0.1, graph 0.15, graph 0.15\nset xrange [0:*]\n"
@@ -191,6 +227,20 @@ std::vector<std::string> report_plot_names(const ReportInfo& info, const std::ve
 std::string seed_markdown(const ReportInfo& info, const std::vector<RowResult>& rows) {
   if (info.seed == kLongSeed) return long_seq_section(rows, info.skipped, info.settings, info.scale);
   return seed_section(info.seed, rows, info.settings, info.scale);
+}
+
+// The rows over their repeats and the suite's questions ("" when neither applies).
+std::string repeats_markdown(const ReportInfo& info) {
+  std::ostringstream md;
+  const bool repeated = !repeats_label(info.spreads).empty();
+  if (repeated)
+    md << "## Repeats and intervals\n\nThe table above gives each row's mean over its repeats (seeds: the suite's "
+       << "seed + 0, 1, ...; every run is in results.json / results.csv). Plots: mean curves in their min-max band, "
+       << "bars with the 95 % interval of the mean.\n\n" << spread_markdown(info.spreads) << "\n";
+  if (!info.answers.empty())
+    md << "## Questions\n\nThe seed's conclusions as paired comparisons over the repeats (intervals.json holds "
+       << "every difference).\n\n" << answers_markdown(info.answers) << "\n";
+  return md.str();
 }
 
 std::string sampling_line(const ReportInfo& info) {
@@ -266,7 +316,7 @@ ReportFiles write_report(const ReportInfo& info, const std::vector<RowResult>& r
      << "every layer caches all 512 tokens, KV sharing pairs all layers. Attn:Mamba and share (params) count "
      << "parameters; (dims) use the configured branch widths (seed 002's ParamRatio). s / 100 tok = 100 / decode "
      << "tok/s (seed 000's time per 100 tokens). " << sampling_line(info) << ".\n\n"
-     << markdown_table(rows) << "\n" << seed_markdown(info, rows);
+     << markdown_table(rows) << "\n" << repeats_markdown(info) << seed_markdown(info, rows);
   const std::vector<std::string> names = report_plot_names(info, rows);
   if (files.plots_written) {
     md << "## Plots\n\n";
@@ -293,6 +343,7 @@ ReportFiles write_report(const ReportInfo& info, const std::vector<RowResult>& r
     << "<h1>" << html_escape(info.title) << "</h1>\n<p>" << html_inline(settings_line(info)) << ".</p>\n<p>Rows "
     << order << "; highlighted = best in its column. Cache figures per sequence at " << context
     << " tokens in fp16. " << html_inline(sampling_line(info)) << ".</p>\n" << html_table(result_table(rows));
+  if (const std::string rm = repeats_markdown(info); !rm.empty()) h << markdown_to_html(rm);
   // The seed's own section (its table, conclusions, differences), rendered from the markdown report's.
   if (!info.seed.empty()) h << markdown_to_html(seed_markdown(info, rows));
   if (files.plots_written) {

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ablate/repeats.h"
 #include "ablate/results.h"
 
 namespace hymba::ablate {
@@ -21,6 +22,10 @@ struct ReportInfo {
   nlohmann::json settings;
   std::string gnuplot = "gnuplot";  // "" skips the plots
   std::vector<SkippedRow> skipped;  // rows not run, listed with their reason
+  // Each row over its repeats (by id; empty: one run per row, no spread) and
+  // the suite's questions answered from the repeats.
+  std::vector<RowSpread> spreads;
+  std::vector<Answer> answers;
 };
 
 struct ReportFiles {

@@ -58,6 +58,8 @@ json RowResult::to_json() const {
   return {{"id", id},
           {"name", name},
           {"source", source},
+          {"repeat", repeat},
+          {"seed", seed},
           {"implementation", implementation},
           {"config", config},
           {"params", params},
@@ -118,10 +120,14 @@ T get(const json& j, const char* key) {
 
 }  // namespace
 
-RowResult RowResult::from_json(const json& j) {
+RowResult RowResult::from_json(const json& j, uint64_t default_seed) {
   HYMBA_CHECK(j.is_object(), "not a JSON object");
   RowResult r;
   r.id = get<std::string>(j, "id");
+  r.repeat = j.contains("repeat") ? get<int64_t>(j, "repeat") : 0;
+  HYMBA_CHECK(r.repeat >= 0, "field 'repeat' is negative");
+  HYMBA_CHECK(!j.contains("seed") || j["seed"].is_number_unsigned(), "field 'seed' is not a non-negative integer");
+  r.seed = j.contains("seed") ? j["seed"].get<uint64_t>() : default_seed;
   r.name = get<std::string>(j, "name");
   r.source = get<std::string>(j, "source");
   HYMBA_CHECK(j.contains("config") && j["config"].is_object(), "field 'config' is missing or not an object");
@@ -205,7 +211,7 @@ const std::vector<std::string>& result_columns() {
       "train_tok_s",  "train_time_s",  "decode_tok_s",    "kv_cache_mb",      "mamba_state_mb",
       "cache_context", "kv_reduction", "kv_reduction_seed000", "seed002_cache_mb", "seed002_cache_context",
       "s_per_100_tokens", "steps_per_s", "attention_mixing", "steps", "group", "seq_len", "batch",
-      "peak_rss_mb", "activation_peak_mb", "est_train_memory_mb"};
+      "peak_rss_mb", "activation_peak_mb", "est_train_memory_mb", "repeat", "seed"};
   return cols;
 }
 
@@ -261,7 +267,9 @@ json result_record(const RowResult& r) {
           {"batch", r.batch},
           {"peak_rss_mb", r.peak_rss_mb},
           {"activation_peak_mb", r.activation_peak_mb},
-          {"est_train_memory_mb", r.est_train_memory_mb}};
+          {"est_train_memory_mb", r.est_train_memory_mb},
+          {"repeat", r.repeat},
+          {"seed", r.seed}};
 }
 
 void write_results_csv(const std::string& path, const std::vector<RowResult>& rows) {
@@ -303,12 +311,27 @@ void write_results_csv(const std::string& path, const std::vector<RowResult>& ro
                                         std::to_string(r.batch),
                                         num(r.peak_rss_mb, 1),
                                         num(r.activation_peak_mb, 2),
-                                        num(r.est_train_memory_mb, 1)};
+                                        num(r.est_train_memory_mb, 1),
+                                        std::to_string(r.repeat),
+                                        std::to_string(r.seed)};
     for (size_t i = 0; i < f.size(); ++i) out << (i ? "," : "") << f[i];
     out << "\n";
   }
   write_text_atomic(path, out.str());
 }
+
+namespace {
+
+const json* find_path(const json& j, std::initializer_list<const char*> keys) {
+  const json* at = &j;
+  for (const char* k : keys) {
+    if (!at->is_object() || !at->contains(k)) return nullptr;
+    at = &(*at)[k];
+  }
+  return at;
+}
+
+}  // namespace
 
 StoredResults read_results_json(const std::string& path) {
   json j;
@@ -322,10 +345,14 @@ StoredResults read_results_json(const std::string& path) {
   StoredResults out;
   out.header = j;
   out.header.erase("rows");
+  // Records from before repeats trained with the suite's one seed.
+  uint64_t suite_seed = 0;
+  if (const json* seed = find_path(j, {"settings", "train", "seed"}); seed && seed->is_number_unsigned())
+    suite_seed = seed->get<uint64_t>();
   for (size_t i = 0; i < j["rows"].size(); ++i) {
     const json& row = j["rows"][i];
     try {
-      out.rows.push_back(RowResult::from_json(row));
+      out.rows.push_back(RowResult::from_json(row, suite_seed));
     } catch (const Error& e) {
       std::string label = "rows[" + std::to_string(i) + "]";
       if (row.is_object() && row.contains("id") && row["id"].is_string()) label += " ('" + row["id"].get<std::string>() + "')";

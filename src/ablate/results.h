@@ -32,6 +32,10 @@ struct SkippedRow {
 
 struct RowResult {
   std::string id, name, source;
+  // Which training of the row this is (0 = the first; --repeats N trains
+  // repeats 0 .. N-1) and the seed it trained with (ablate/repeats.h).
+  int64_t repeat = 0;
+  uint64_t seed = 0;
   std::string group;  // its line in plots against T ("" = none)
   std::string implementation;  // seed 001's "Mine" / "Official"; "" when the suite does not say
   nlohmann::json config;  // the row's model config as trained (unresolved JSON)
@@ -79,8 +83,9 @@ struct RowResult {
   nlohmann::json to_json() const;
   // Throws hymba::Error naming the missing or mistyped field.
   // Figures added after the first results format (seed definitions, layers)
-  // are recomputed from `config` when a stored record lacks them.
-  static RowResult from_json(const nlohmann::json& j);
+  // are recomputed from `config` when a stored record lacks them; a record
+  // from before repeats is repeat 0 with `default_seed` (the suite's seed).
+  static RowResult from_json(const nlohmann::json& j, uint64_t default_seed = 0);
 };
 
 // Fills the config-derived seed figures (layers, dims ratio and share, seed

@@ -8,10 +8,13 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "ablate/long_suite.h"
 #include "ablate/report.h"
+#include "ablate/repeats.h"
+#include "ablate/seed_questions.h"
 #include "ablate/seed_metrics.h"
 #include "ablate/suite.h"
 #include "core/error.h"
@@ -294,12 +297,12 @@ SkippedRow skipped_row_from_json(const json& j) {
 // Under mpirun: every group leader's measured and skipped rows go to rank 0,
 // which adds them to `done` and `summary` (in suite order). False on the
 // other ranks, which have nothing more to write.
-bool gather_rows(const dist::Communicator& world, bool leader, const std::vector<size_t>& rows_here, const Suite& suite,
-                 std::map<std::string, RowResult>& done, AblateSummary& summary) {
+bool gather_rows(const dist::Communicator& world, bool leader, const std::vector<std::string>& runs_here,
+                 const Suite& suite, std::map<std::string, RowResult>& done, AblateSummary& summary) {
   json mine = {{"trained", leader ? summary.trained : 0}, {"rows", json::array()}, {"skipped", json::array()}};
   if (leader) {
-    for (size_t i : rows_here) {
-      const auto it = done.find(suite.rows[i].id);
+    for (const std::string& key : runs_here) {
+      const auto it = done.find(key);
       if (it != done.end()) mine["rows"].push_back(it->second.to_json());
     }
     for (const SkippedRow& s : summary.skipped_rows) mine["skipped"].push_back(skipped_row_json(s));
@@ -313,7 +316,7 @@ bool gather_rows(const dist::Communicator& world, bool leader, const std::vector
     summary.trained += part.at("trained").get<int64_t>();
     for (const json& r : part.at("rows")) {
       RowResult row = RowResult::from_json(r);
-      done.insert_or_assign(row.id, std::move(row));
+      done.insert_or_assign(run_key(row.id, row.repeat), std::move(row));
     }
     for (const json& s : part.at("skipped")) {
       SkippedRow row = skipped_row_from_json(s);
@@ -326,12 +329,48 @@ bool gather_rows(const dist::Communicator& world, bool leader, const std::vector
   return true;
 }
 
+// The trainer's summary figures of a run (DIR/runs/<run>/summary.json).
+void read_training_summary(RowResult& r, const json& trained, const std::string& where) {
+  const JsonFields f(trained, where);
+  r.best_val_loss = f.f64("best_val_loss");
+  r.best_val_ppl = f.f64("best_val_ppl");
+  r.best_step = f.i64("best_step");
+  r.final_val_loss = f.f64("final_val_loss");
+  r.final_val_ppl = f.f64("final_val_ppl");
+  r.final_val_accuracy = f.f64("final_val_accuracy");
+  r.steps = f.i64("steps");
+  r.train_tokens = f.i64("tokens");
+  r.train_tokens_per_s = f.f64("train_tokens_per_s");
+  r.train_seconds = f.f64("wall_s");
+  // Written by later trainers; a run resumed after its last step measured none.
+  if (f.has("peak_rss_mb")) r.peak_rss_mb = f.f64("peak_rss_mb");
+  if (f.has("activation_peak_mb")) r.activation_peak_mb = f.f64("activation_peak_mb");
+  r.peak_rss_scope = f.has("peak_rss_scope") ? f.str("peak_rss_scope") : "";
+}
+
+// Every measured run: the suite's rows in order, each in repeat order, then
+// runs of rows the suite no longer has.
+std::vector<RowResult> runs_in_order(const Suite& suite, const std::map<std::string, RowResult>& done,
+                                     const std::vector<RowResult>& extra_rows) {
+  std::vector<RowResult> out;
+  for (const SuiteRow& s : suite.rows) {
+    std::vector<const RowResult*> runs;
+    for (const auto& entry : done)
+      if (entry.second.id == s.id) runs.push_back(&entry.second);
+    std::sort(runs.begin(), runs.end(), [](const RowResult* a, const RowResult* b) { return a->repeat < b->repeat; });
+    for (const RowResult* r : runs) out.push_back(*r);
+  }
+  out.insert(out.end(), extra_rows.begin(), extra_rows.end());
+  return out;
+}
+
 }  // namespace
 
 AblateSummary run_ablation(const AblateOptions& opt) {
   HYMBA_CHECK(!opt.out_dir.empty(), "--out: an output directory is required");
   HYMBA_CHECK(opt.cache_context >= 1, "--cache-context must be >= 1");
   HYMBA_CHECK(opt.sample_tokens >= 1, "--sample-tokens must be >= 1");
+  HYMBA_CHECK(opt.repeats >= 1 && opt.repeats <= 1000, "--repeats ", opt.repeats, " must be in [1, 1000]");
   const dist::Communicator& world = dist::world();
   HYMBA_CHECK(opt.ranks_per_row >= 1 && world.size() % opt.ranks_per_row == 0, "--ranks-per-row ", opt.ranks_per_row,
               " must be >= 1 and divide the ", world.size(), " MPI rank(s) of the job");
@@ -415,7 +454,7 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     HYMBA_CHECK(diff.empty(), opt.out_dir, ": holds a suite run with other settings (", diff,
                 "); use another --out or the same flags");
     for (const std::string& msg : stored.corrupt) std::fprintf(stderr, "warning: %s; measuring that row again\n", msg.c_str());
-    for (RowResult& r : stored.rows) done.emplace(r.id, std::move(r));
+    for (RowResult& r : stored.rows) done.emplace(run_key(r.id, r.repeat), std::move(r));
   }
 
   // Rank 0 makes the suite's tokenizer first; the others then load it (or,
@@ -432,31 +471,32 @@ AblateSummary run_ablation(const AblateOptions& opt) {
   std::vector<double> row_params;
   for (const SuiteRow& row : suite.rows) {
     row_params.push_back(static_cast<double>(summarize(row_config(row, vocab), 1).total_params));
-    const auto it = done.find(row.id);
-    HYMBA_CHECK(it == done.end() || it->second.config == row.config, "row '", row.id,
-                "': its model config changed since ", opt.out_dir, " was run; use another --out");
+    for (const auto& entry : done)
+      HYMBA_CHECK(entry.second.id != row.id || entry.second.config == row.config, "row '", row.id,
+                  "': its model config changed since ", opt.out_dir, " was run; use another --out");
   }
   // Rows measured earlier for a suite file that has since lost them stay in
   // results.json (after the suite's rows) but not in the report.
   std::vector<RowResult> extra_rows;
-  for (const auto& [id, r] : done) {
-    // Captured by name: clang before 16 cannot capture a structured binding.
+  for (const auto& entry : done) {
+    const RowResult& r = entry.second;
     const bool in_suite =
-        std::any_of(suite.rows.begin(), suite.rows.end(), [&row_id = id](const SuiteRow& s) { return s.id == row_id; });
+        std::any_of(suite.rows.begin(), suite.rows.end(), [&r](const SuiteRow& s) { return s.id == r.id; });
     if (in_suite) continue;
-    std::fprintf(stderr, "note: %s has a row '%s' that is not in this suite; kept there, left out of the report\n",
-                 results_json.c_str(), id.c_str());
+    if (r.repeat == 0)
+      std::fprintf(stderr, "note: %s has a row '%s' that is not in this suite; kept there, left out of the report\n",
+                   results_json.c_str(), r.id.c_str());
     extra_rows.push_back(r);
   }
 
   // Rows over the memory available are skipped (with the reason) instead of stopping the suite.
-  auto memory_skip = [&](const SuiteRow& row, const MemoryEstimate& need) -> std::optional<std::string> {
-    if (!suite.skip_over_memory || fs::exists(dir / "runs" / row.id / kSummaryFile)) return std::nullopt;
+  auto memory_skip = [&](const fs::path& run_dir, const MemoryEstimate& need) -> std::optional<std::string> {
+    if (!suite.skip_over_memory || fs::exists(run_dir / kSummaryFile)) return std::nullopt;
     return memory_skip_reason(need, available_memory_bytes());
   };
   // The group's ranks must agree: the leader's view of the memory decides.
-  auto group_memory_skip = [&](const SuiteRow& row, const MemoryEstimate& need) -> std::optional<std::string> {
-    const std::optional<std::string> why = memory_skip(row, need);
+  auto group_memory_skip = [&](const fs::path& run_dir, const MemoryEstimate& need) -> std::optional<std::string> {
+    const std::optional<std::string> why = memory_skip(run_dir, need);
     if (group_comm.size() == 1) return why;
     std::string agreed = why ? "1" + *why : "0";
     group_comm.broadcast(agreed);
@@ -470,12 +510,18 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     std::vector<std::pair<const SuiteRow*, TrainOptions>> to_train;
     for (const SuiteRow& row : suite.rows) {
       TrainOptions t = row_train_options(base, row, opt.train_overrides);
-      if (!done.count(row.id) && !memory_skip(row, row_memory(t, row))) to_train.emplace_back(&row, t);
+      for (int64_t rep = 0; rep < opt.repeats; ++rep) {
+        if (done.count(run_key(row.id, rep)) || memory_skip(dir / "runs" / repeat_run_name(row.id, rep), row_memory(t, row)))
+          continue;
+        t.seed = repeat_seed(t.seed, rep);
+        to_train.emplace_back(&row, t);
+        break;
+      }
     }
     if (!to_train.empty()) check_validation_holds_longest_t(to_train, *tok);
   }
 
-  // ETA: seconds per parameter of the rows trained so far.
+  // ETA: seconds per parameter of the runs trained so far.
   double work_done = 0.0, seconds_done = 0.0;
 
   json header = {{"format", kResultsFormat},
@@ -485,42 +531,56 @@ AblateSummary run_ablation(const AblateOptions& opt) {
                  {"threads", num_threads()},
                  {"settings", settings}};
   AblateSummary summary;
-  std::vector<RowResult> results;
   const auto t_suite = std::chrono::steady_clock::now();
-  const size_t n = suite.rows.size();
-  std::vector<size_t> rows_here;  // indices this group trained or skipped
-  for (size_t i = 0; i < n; ++i) {
-    const SuiteRow& row = suite.rows[i];
-    const auto found = done.find(row.id);
-    if (found == done.end() && static_cast<int>(i % static_cast<size_t>(groups)) != group) continue;  // another group's
-    if (found != done.end() && !root) continue;
-    if (found != done.end()) {
-      std::fprintf(stderr, "[%zu/%zu] %s: measured earlier, skipped\n", i + 1, n, row.name.c_str());
-      results.push_back(found->second);
-      results.back().implementation = row.implementation;
-      ++summary.skipped;
+  // Every run: repeat-major, so that each finished pass over the rows adds
+  // one paired repeat. Job j belongs to group j % groups.
+  struct Job {
+    size_t row;
+    int64_t repeat;
+  };
+  std::vector<Job> jobs;
+  for (int64_t rep = 0; rep < opt.repeats; ++rep)
+    for (size_t i = 0; i < suite.rows.size(); ++i) jobs.push_back({i, rep});
+  const size_t n = jobs.size();
+  auto job_label = [&](size_t j) {
+    const SuiteRow& row = suite.rows[jobs[j].row];
+    std::string label = "[" + std::to_string(j + 1) + "/" + std::to_string(n) + "] " + row.name;
+    if (opt.repeats > 1) label += " (repeat " + std::to_string(jobs[j].repeat + 1) + "/" + std::to_string(opt.repeats) + ")";
+    return label;
+  };
+  std::vector<std::string> runs_here;  // keys of the runs this group trained
+  std::set<std::string> skipped_ids;
+  for (size_t j = 0; j < n; ++j) {
+    const SuiteRow& row = suite.rows[jobs[j].row];
+    const int64_t rep = jobs[j].repeat;
+    const std::string key = run_key(row.id, rep), label = job_label(j);
+    const bool measured = done.count(key) > 0;
+    if (measured) {
+      if (root && opt.repeats == 1) std::fprintf(stderr, "%s: measured earlier, skipped\n", label.c_str());
+      if (root) ++summary.skipped;
       continue;
     }
+    if (static_cast<int>(j % static_cast<size_t>(groups)) != group) continue;  // another group's
     double remaining = 0.0;
-    for (size_t k = i; k < n; ++k)
-      if (!done.count(suite.rows[k].id)) remaining += row_params[k];
+    for (size_t k = j; k < n; ++k)
+      if (!done.count(run_key(suite.rows[jobs[k].row].id, jobs[k].repeat))) remaining += row_params[jobs[k].row];
     const std::string eta = work_done > 0 ? "suite ETA " + format_duration(remaining * seconds_done / work_done)
                                           : "suite ETA after the first row";
-    if (leader)
-      std::fprintf(stderr, "[%zu/%zu] %s (%s): start; %s\n", i + 1, n, row.name.c_str(), row.source.c_str(),
-                   eta.c_str());
+    if (leader) std::fprintf(stderr, "%s (%s): start; %s\n", label.c_str(), row.source.c_str(), eta.c_str());
     const auto t_row = std::chrono::steady_clock::now();
 
-    const TrainOptions row_opt = row_train_options(base, row, opt.train_overrides);
+    TrainOptions row_opt = row_train_options(base, row, opt.train_overrides);
+    row_opt.seed = repeat_seed(row_opt.seed, rep);
     const MemoryEstimate need = row_memory(row_opt, row);
-    rows_here.push_back(i);
-    if (const auto why = group_memory_skip(row, need)) {
-      if (leader) std::fprintf(stderr, "[%zu/%zu] %s: skipped: %s\n", i + 1, n, row.name.c_str(), why->c_str());
-      summary.skipped_rows.push_back(
-          {row.id, row.name, row.group, row_opt.seq_len, row_opt.batch, need.total() / (1024.0 * 1024.0), *why});
+    const fs::path run_dir = dir / "runs" / repeat_run_name(row.id, rep);
+    runs_here.push_back(key);
+    if (const auto why = group_memory_skip(run_dir, need)) {
+      if (leader) std::fprintf(stderr, "%s: skipped: %s\n", label.c_str(), why->c_str());
+      if (skipped_ids.insert(row.id).second)
+        summary.skipped_rows.push_back(
+            {row.id, row.name, row.group, row_opt.seq_len, row_opt.batch, need.total() / (1024.0 * 1024.0), *why});
       continue;
     }
-    const fs::path run_dir = dir / "runs" / row.id;
     RowResult r;
     r.id = row.id;
     r.name = row.name;
@@ -530,6 +590,8 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     r.group = row.group;
     r.seq_len = row_opt.seq_len;
     r.batch = row_opt.batch;
+    r.repeat = rep;
+    r.seed = row_opt.seed;
     r.est_train_memory_mb = mib(static_cast<int64_t>(need.total()));
     const fs::path summary_path = run_dir / kSummaryFile;
     json trained;
@@ -543,27 +605,11 @@ AblateSummary run_ablation(const AblateOptions& opt) {
       t.comm = &group_comm;
       trained = train(row_config(row, vocab), t).to_json();
       ++summary.trained;
-      work_done += row_params[i];
+      work_done += row_params[jobs[j].row];
       seconds_done += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_row).count();
     }
     if (!leader) continue;  // the group's rank 0 measures the row
-    {
-      const JsonFields f(trained, summary_path.string());
-      r.best_val_loss = f.f64("best_val_loss");
-      r.best_val_ppl = f.f64("best_val_ppl");
-      r.best_step = f.i64("best_step");
-      r.final_val_loss = f.f64("final_val_loss");
-      r.final_val_ppl = f.f64("final_val_ppl");
-      r.final_val_accuracy = f.f64("final_val_accuracy");
-      r.steps = f.i64("steps");
-      r.train_tokens = f.i64("tokens");
-      r.train_tokens_per_s = f.f64("train_tokens_per_s");
-      r.train_seconds = f.f64("wall_s");
-      // Written by later trainers; a run resumed after its last step measured none.
-      if (f.has("peak_rss_mb")) r.peak_rss_mb = f.f64("peak_rss_mb");
-      if (f.has("activation_peak_mb")) r.activation_peak_mb = f.f64("activation_peak_mb");
-      r.peak_rss_scope = f.has("peak_rss_scope") ? f.str("peak_rss_scope") : "";
-    }
+    read_training_summary(r, trained, summary_path.string());
     fill_model_figures(r, row, vocab, opt.cache_context);
     r.curve = read_curve(run_dir / kMetricsFile);
     const fs::path best = run_dir / kBestDir;
@@ -572,41 +618,48 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     if (suite.sampling.untrained)
       r.untrained_samples = untrained_samples(row_config(row, vocab), *tok, prompts, suite.sampling,
                                               suite.sampling.tokens > 0 ? suite.sampling.tokens : opt.sample_tokens,
-                                              base.seed);
-    results.push_back(r);
-    done.emplace(r.id, r);
-
-    // Every finished row is on disk before the next starts.
-    std::vector<RowResult> so_far;
-    for (const SuiteRow& s : suite.rows)
-      if (done.count(s.id)) so_far.push_back(done.at(s.id));
-    so_far.insert(so_far.end(), extra_rows.begin(), extra_rows.end());
-    if (root) write_results_json(results_json, header, so_far);
+                                              row_opt.seed);
+    done.emplace(key, r);
+    // Every finished run is on disk before the next starts.
+    if (root) write_results_json(results_json, header, runs_in_order(suite, done, extra_rows));
     std::fprintf(stderr,
-                 "[%zu/%zu] %s: done in %s: %.2fM params, best val loss %.4f (ppl %.2f), acc %.3f, %.0f train tok/s, "
+                 "%s: done in %s: %.2fM params, best val loss %.4f (ppl %.2f), acc %.3f, %.0f train tok/s, "
                  "%.1f decode tok/s\n",
-                 i + 1, n, row.name.c_str(),
+                 label.c_str(),
                  format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_row).count()).c_str(),
                  r.params / 1e6, r.best_val_loss, r.best_val_ppl, r.final_val_accuracy, r.train_tokens_per_s,
                  r.decode_tokens_per_s);
   }
-  if (world.size() > 1) {
-    if (!gather_rows(world, leader, rows_here, suite, done, summary)) return summary;  // rank 0 writes the report
-    results.clear();
-    for (const SuiteRow& s : suite.rows)
-      if (done.count(s.id)) {
-        results.push_back(done.at(s.id));
-        results.back().implementation = s.implementation;
-      }
-  }
-  std::vector<RowResult> all_rows = results;
-  all_rows.insert(all_rows.end(), extra_rows.begin(), extra_rows.end());
-  write_results_json(results_json, header, all_rows);
+  if (root && opt.repeats > 1 && summary.skipped > 0)
+    std::fprintf(stderr, "%lld run(s) measured earlier, skipped\n", static_cast<long long>(summary.skipped));
+  if (world.size() > 1 && !gather_rows(world, leader, runs_here, suite, done, summary)) return summary;  // rank 0 writes
+  const std::vector<RowResult> all_runs = runs_in_order(suite, done, extra_rows);
+  write_results_json(results_json, header, all_runs);
 
+  // The report's rows: each row's mean over its repeats; the runs and spreads beside.
+  std::vector<RowResult> results;
+  for (const SuiteRow& s : suite.rows) {
+    std::vector<RowResult> runs = runs_of(all_runs, s.id);
+    if (runs.empty()) continue;
+    for (RowResult& r : runs) r.implementation = s.implementation;
+    summary.runs.insert(summary.runs.end(), runs.begin(), runs.end());
+    results.push_back(mean_row(runs));
+  }
   if (suite.sort == SortOrder::kBestPpl)
     std::stable_sort(results.begin(), results.end(),
                      [](const RowResult& a, const RowResult& b) { return a.best_val_ppl < b.best_val_ppl; });
-  write_results_csv((dir / "results.csv").string(), results);
+  // In the report's order from here on (the CSV, the spreads), each row's runs in repeat order.
+  std::vector<RowResult> ordered_runs;
+  for (const RowResult& r : results) {
+    std::vector<RowResult> runs = runs_of(summary.runs, r.id);
+    summary.spreads.push_back(row_spread(runs));
+    ordered_runs.insert(ordered_runs.end(), runs.begin(), runs.end());
+  }
+  summary.runs = std::move(ordered_runs);
+  summary.answers =
+      answer_questions(suite.questions.empty() ? seed_questions(suite) : suite.questions, summary.runs);
+  write_results_csv((dir / "results.csv").string(), summary.runs);
+  write_intervals_json((dir / "intervals.json").string(), summary.spreads, summary.answers);
   ReportInfo info;
   info.dir = dir.string();
   info.suite = suite.name;
@@ -617,12 +670,14 @@ AblateSummary run_ablation(const AblateOptions& opt) {
   info.scale = header["scale"].get<std::string>();
   info.gnuplot = opt.gnuplot;
   info.skipped = summary.skipped_rows;
+  info.spreads = summary.spreads;
+  info.answers = summary.answers;
   const ReportFiles files = write_report(info, results);
   summary.rows = results;
   summary.plots_written = files.plots_written;
   summary.report_md = files.markdown;
   summary.report_html = files.html;
-  std::fprintf(stderr, "suite %s: %lld trained, %lld measured earlier, %zu skipped over memory, %s\n",
+  std::fprintf(stderr, "suite %s: %lld run(s) trained, %lld measured earlier, %zu row(s) skipped over memory, %s\n",
                suite.name.c_str(), static_cast<long long>(summary.trained), static_cast<long long>(summary.skipped),
                summary.skipped_rows.size(),
                format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_suite).count()).c_str());

@@ -4,9 +4,12 @@
 // training was killed, and re-measures rows whose record is corrupt.
 //
 // DIR/tokenizer.model     the suite's one tokenizer (trained, or a copy of --tokenizer)
-// DIR/runs/<row id>/      each row's training run (checkpoints, metrics)
-// DIR/results.json        settings + one record per measured row
-// DIR/results.csv, report.md, report.html, plots/
+// DIR/runs/<row id>/      each row's training run (checkpoints, metrics);
+//                         repeat r > 0 in DIR/runs/<row id>.rep<r>/
+// DIR/results.json        settings + one record per measured run
+// DIR/results.csv         one line per run
+// DIR/intervals.json      each row over its repeats and the suite's questions answered
+// DIR/report.md, report.html, plots/
 #pragma once
 
 #include <cstdint>
@@ -15,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ablate/repeats.h"
 #include "ablate/results.h"
 
 namespace hymba::ablate {
@@ -39,12 +43,18 @@ struct AblateOptions {
   // ranks form N / K groups; group g trains rows g, g + N/K, ... and rank 0
   // writes the results and report once every row is in.
   int ranks_per_row = 1;
+  // Trainings per row, seeds --seed + 0 .. repeats - 1 (ablate/repeats.h).
+  // A rerun with more adds the missing repeats to rows already measured.
+  int64_t repeats = 1;
   bool quiet = false;           // no per-row progress bars
   bool plain_progress = false;  // periodic lines instead of bars
 };
 
 struct AblateSummary {
-  std::vector<RowResult> rows;  // in the suite's report order
+  std::vector<RowResult> rows;  // in the suite's report order, each the mean over its repeats
+  std::vector<RowResult> runs;  // every measured run, rows in the order of `rows`, each in repeat order
+  std::vector<RowSpread> spreads;  // each row over its repeats, in the order of `rows`
+  std::vector<Answer> answers;     // the suite's questions (ablate/seed_questions.h)
   std::vector<SkippedRow> skipped_rows;  // rows not run (over the memory available)
   int64_t trained = 0, skipped = 0;
   bool plots_written = false;

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "ablate/long_suite.h"
+#include "ablate/repeats.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_io.h"
@@ -255,14 +256,36 @@ void apply_sampling_settings(SampleSettings& s, const json& j, const std::string
 
 namespace {
 
+std::vector<Question> questions_from_json(const json& qs, const Suite& s, const std::string& path) {
+  HYMBA_CHECK(qs.is_array(), path, ": field 'questions' must be an array");
+  std::vector<Question> out;
+  std::set<std::string> ids;
+  for (size_t i = 0; i < qs.size(); ++i) {
+    const std::string where = path + ": questions[" + std::to_string(i) + "]";
+    Question q = question_from_json(qs[i], where, "best_val_loss");
+    for (const std::string& row : {q.row_a, q.row_b}) {
+      const bool known = row.empty() || std::any_of(s.rows.begin(), s.rows.end(), [&](const SuiteRow& r) { return r.id == row; });
+      HYMBA_CHECK(known, where, ": row '", row, "' is not a row id of the suite");
+    }
+    try {
+      (void)metric_lower_is_better(q.metric);
+    } catch (const Error& e) {
+      fail(where, ": field 'metric': ", e.what());
+    }
+    HYMBA_CHECK(ids.insert(q.id).second, where, ": id '", q.id, "' is used twice");
+    out.push_back(std::move(q));
+  }
+  return out;
+}
+
 Suite from_file(const std::string& path, const std::string& scale_flag) {
   const json j = read_json_file(path);
   HYMBA_CHECK(j.is_object(), path, ": a suite file is a JSON object with a 'rows' array");
   static const std::set<std::string> known = {"name",    "title",    "sort", "scale", "train",
-                                              "prompts", "sampling", "seed", "rows"};
+                                              "prompts", "sampling", "seed", "rows", "questions"};
   for (auto it = j.begin(); it != j.end(); ++it)
     HYMBA_CHECK(known.count(it.key()), path, ": unknown field '", it.key(),
-                "' (known: name, title, sort, scale, train, prompts, sampling, seed, rows)");
+                "' (known: name, title, sort, scale, train, prompts, sampling, seed, rows, questions)");
   Suite s;
   s.name = j.contains("name") ? field<std::string>(j, "name", path) : fs::path(path).stem().string();
   s.title = j.contains("title") ? field<std::string>(j, "title", path) : s.name;
@@ -320,6 +343,7 @@ Suite from_file(const std::string& path, const std::string& scale_flag) {
     (void)ModelConfig::from_json(row.config, where + " (" + row.name + ")");
     s.rows.push_back(std::move(row));
   }
+  if (j.contains("questions")) s.questions = questions_from_json(j["questions"], s, path);
   return s;
 }
 

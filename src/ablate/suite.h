@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ablate/questions.h"
 #include "model/presets.h"
 #include "train/trainer.h"
 
@@ -58,6 +59,9 @@ struct Suite {
   // Rows whose estimated training memory exceeds what is available are
   // skipped with the reason in the report, instead of stopping the suite.
   bool skip_over_memory = false;
+  // The questions a suite file asks (its "questions"); built-in suites ask
+  // their seed's (ablate/seed_questions.h).
+  std::vector<Question> questions;
 };
 
 // Choices a built-in suite takes besides its scale.

@@ -106,6 +106,10 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
                   "Under mpirun: MPI ranks that train each row data-parallel (must divide the ranks; "
                   "the default 1 gives every rank rows of its own)")
       ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("--repeats", a.repeats,
+                  "Trainings per row with seeds --seed + 0 .. N-1; the report gives means, 95 % intervals and the "
+                  "suite's questions (a rerun with a larger N adds the missing repeats)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}))->capture_default_str();
   cmd->add_flag("--plain-progress", a.plain_progress, "Periodic lines instead of live progress bars");
   cmd->add_flag("--quiet", a.quiet, "No per-row training progress (row start/end lines remain)");
   cmd->add_flag("--list", o->list, "List the built-in suites, their rows and recipes, and exit");
@@ -144,6 +148,7 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
     const ablate::AblateSummary s = ablate::run_ablation(run);
     if (!dist::world().is_root()) return;  // rank 0 wrote the suite's files and reports them
     std::printf("%s\n", ablate::markdown_table(s.rows).c_str());
+    if (!s.answers.empty()) std::printf("%s\n", ablate::answers_markdown(s.answers).c_str());
     std::printf("report: %s\n        %s%s\n", s.report_md.c_str(), s.report_html.c_str(),
                 s.plots_written ? " (plots in plots/)" : "");
   });

@@ -27,6 +27,7 @@ void print_build(const BuildInfo& b) {
   std::printf("hymba %s (%s build)\n", b.version.c_str(), b.build_type.c_str());
   std::printf("  compiler : %s\n", b.compiler.c_str());
   std::printf("  BLAS     : %s\n", b.blas.c_str());
+  std::printf("  kernels  : %s (%s)\n", b.blas_core.c_str(), b.blas_core_choice.c_str());
   std::printf("  threads  : %d of %d hardware threads, OpenMP wait policy %s\n", b.threads, b.hardware_threads,
               b.omp_wait_policy.empty() ? "default" : b.omp_wait_policy.c_str());
   std::printf("  CUDA     : %s\n", b.cuda_devices.c_str());

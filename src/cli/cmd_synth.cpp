@@ -33,6 +33,7 @@ struct Options {
   std::string suite, out, task, preset, gnuplot = "gnuplot";
   int64_t show = 0;
   int ranks_per_row = 1;
+  int64_t repeats = 1;
   bool list = false, no_plots = false, quiet = false;
   // Values of the override flags (read only when given).
   int64_t vocab_size = 0, seq_len = 0, num_tokens_to_copy = 0, noise_vocab_size = 0, max_key_len = 0,
@@ -143,6 +144,7 @@ void run(Options& o) {
   }
   if (single && o.out.empty()) {
     HYMBA_CHECK(o.ranks_per_row == 1, "--ranks-per-row: only for a suite or a run with --out");
+    HYMBA_CHECK(o.repeats == 1, "--repeats: only for a suite or a run with --out");
     const synth::TaskSpec task = synth::row_task(suite, suite.rows[0]);
     const synth::RunResult r = synth::train_on_task(task, suite.rows[0].arch, suite.train, [](const synth::EpochStats& e) {
       std::printf("epoch %3lld  train loss %.4f  eval loss %.4f  eval acc %.4f  macro %.4f  lr %.3g  (%.1fs)\n",
@@ -161,11 +163,13 @@ void run(Options& o) {
   ro.out_dir = o.out;
   ro.quiet = o.quiet;
   ro.ranks_per_row = o.ranks_per_row;
+  ro.repeats = o.repeats;
   if (!o.no_plots) ro.gnuplot = o.gnuplot;
   else ro.gnuplot.clear();
   const synth::SuiteRunSummary s = synth::run_synth_suite(suite, ro);
   if (!dist::world().is_root()) return;  // rank 0 wrote the suite's files and reports them
   std::printf("%s\n", synth::synth_markdown_table(s.rows).c_str());
+  if (!s.answers.empty()) std::printf("%s\n", ablate::answers_markdown(s.answers).c_str());
   std::printf("report: %s\n        %s%s\n", s.report_md.c_str(), s.report_html.c_str(),
               s.plots_written ? " (plots in plots/)" : "");
 }
@@ -199,6 +203,10 @@ void register_synth(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--gnuplot", x.gnuplot, "gnuplot program to render the plots")->capture_default_str();
   cmd->add_flag("--no-plots", x.no_plots, "Write the report without plots");
   cmd->add_flag("--quiet", x.quiet, "No per-epoch lines");
+  cmd->add_option("--repeats", x.repeats,
+                  "A suite: runs per row with seeds --seed + 0 .. N-1; the report gives means, 95 % intervals and "
+                  "the suite's questions (a rerun with a larger N adds the missing repeats)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}))->capture_default_str();
   cmd->add_option("--ranks-per-row", x.ranks_per_row,
                   "A suite under mpirun: MPI ranks that train each row data-parallel (must divide the ranks; "
                   "the default 1 gives every rank rows of its own)")

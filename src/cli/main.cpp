@@ -70,15 +70,18 @@ namespace {
 //   every kernel 5-10x slower as soon as the cores are shared (another job, a
 //   build, a second run). A user who owns the machine can export
 //   OMP_WAIT_POLICY=active.
-// - OPENBLAS_CORETYPE, only where OpenBLAS fell back to generic SSE kernels
-//   on a CPU it does not know although the CPU has AVX2 or AVX-512
-//   (core/build_info.h).
+// - OPENBLAS_CORETYPE, only where OpenBLAS runs kernels below what a CPU it
+//   does not know can run: generic SSE ones on AVX2 / AVX-512 CPUs, AVX2 ones
+//   on AVX-512 CPUs (core/build_info.h).
 void prepare_library_environment(char** argv) {
   bool changed = false;
   if (std::getenv("OMP_WAIT_POLICY") == nullptr && ::setenv("OMP_WAIT_POLICY", "passive", 1) == 0) changed = true;
   if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
     const std::string core = hymba::better_openblas_core_here();
-    if (!core.empty() && ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1) == 0) changed = true;
+    if (!core.empty() && ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1) == 0) {
+      ::setenv(hymba::kReplacedCoreVariable, hymba::openblas_core_here().c_str(), 1);
+      changed = true;
+    }
   }
   if (changed) ::execv("/proc/self/exe", argv);  // returns only on failure: carry on as we are
 }

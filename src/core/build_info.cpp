@@ -1,6 +1,8 @@
 #include "core/build_info.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <iterator>
 
 #include <cblas.h>
 
@@ -23,6 +25,7 @@ BuildInfo build_info() {
 #endif
   b.blas = openblas_get_config();
   if (const char* core = openblas_get_corename(); core != nullptr) b.blas_core = core;
+  b.blas_core_choice = openblas_core_choice();
   b.threads = num_threads();
   b.hardware_threads = max_hardware_threads();
   const char* wait = std::getenv("OMP_WAIT_POLICY");
@@ -43,6 +46,7 @@ nlohmann::json to_json(const BuildInfo& b) {
           {"compiler", b.compiler},
           {"blas", b.blas},
           {"blas_core", b.blas_core},
+          {"blas_core_choice", b.blas_core_choice},
           {"threads", b.threads},
           {"hardware_threads", b.hardware_threads},
           {"omp_wait_policy", b.omp_wait_policy},
@@ -59,12 +63,18 @@ std::string better_openblas_core(const std::string& chosen, const CpuVectorFeatu
   // ones it may settle on for them: none uses AVX2.
   static const char* const kGeneric[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem",
                                          "Atom",     "Barcelona", "Sandybridge"};
-  bool generic = false;
-  for (const char* g : kGeneric) generic = generic || chosen == g;
-  if (!generic) return "";  // a core OpenBLAS knows (Haswell, Zen, SkylakeX...) stands
-  if (cpu.avx512) return "SkylakeX";
-  if (cpu.avx2_fma) return "Haswell";
-  return "";
+  // AVX2 cores it picks for AVX-512 CPUs it does not know (Zen 4 and 5).
+  static const char* const kAvx2[] = {"Haswell", "Zen"};
+  auto among = [&](const auto& names) {
+    return std::any_of(std::begin(names), std::end(names), [&](const char* n) { return chosen == n; });
+  };
+  const bool generic = among(kGeneric), avx2 = among(kAvx2);
+  // The best a CPU with AVX-512 can run: SkylakeX's kernels, and Cooperlake's
+  // (the same plus sbgemm on AVX512-BF16) where it has BF16.
+  const std::string avx512_core = cpu.avx512_bf16 ? "Cooperlake" : "SkylakeX";
+  if (cpu.avx512 && (generic || avx2 || (chosen == "SkylakeX" && cpu.avx512_bf16))) return avx512_core;
+  if (generic && cpu.avx2_fma) return "Haswell";
+  return "";  // a core that uses what the CPU has (or an unknown name) stands
 }
 
 CpuVectorFeatures cpu_vector_features_here() {
@@ -73,12 +83,27 @@ CpuVectorFeatures cpu_vector_features_here() {
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                __builtin_cpu_supports("avx512cd");
   cpu.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  cpu.avx512_bf16 = cpu.avx512 && __builtin_cpu_supports("avx512bf16");
   return cpu;
 }
 
-std::string better_openblas_core_here() {
-  const char* chosen = openblas_get_corename();
-  return better_openblas_core(chosen != nullptr ? chosen : "", cpu_vector_features_here());
+std::string openblas_core_choice() {
+  if (const char* replaced = std::getenv(kReplacedCoreVariable); replaced != nullptr && *replaced != '\0')
+    return std::string("chosen by hymba from the CPU's flags, in place of OpenBLAS's ") + replaced;
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) {
+    // A setting kept from older OpenBLAS builds can hold this one below the CPU.
+    const std::string better = better_openblas_core_here();
+    if (better.empty()) return "OPENBLAS_CORETYPE";
+    return "OPENBLAS_CORETYPE; this CPU can run " + better + " (unset it to let hymba choose)";
+  }
+  return "OpenBLAS's own";
 }
+
+std::string openblas_core_here() {
+  const char* chosen = openblas_get_corename();
+  return chosen != nullptr ? chosen : "";
+}
+
+std::string better_openblas_core_here() { return better_openblas_core(openblas_core_here(), cpu_vector_features_here()); }
 
 }  // namespace hymba

@@ -5,7 +5,6 @@
 // not vectorise).
 #include "infer/step_kernels.h"
 
-#include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,6 +14,7 @@
 #include "core/parallel.h"
 #include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_bf16.h"
 #include "kernels/cpu/vec8.h"
 
 namespace hymba::infer {
@@ -188,21 +188,11 @@ void attend_run(const AttnStepArgs& a, const float* q, const KeyRun& run, float 
 void linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w, int64_t rows, int64_t C,
             int64_t OC) {
   if (rows == 1) {
-    // On a spinning team (a decode step on several threads) each thread runs
-    // sgemv on its own band of rows: OpenBLAS would hand its own threads the
-    // work (an OpenMP region: a wake). Bands start at multiples of kBand rows,
-    // so each row meets the kernel as it does in one call over all rows.
-    constexpr int64_t kBand = 16;
-    if (on_spin_team() && OC >= 2 * kBand && OC * C >= kParallelMin) {
-      parallel_for((OC + kBand - 1) / kBand, true, [&](int64_t first, int64_t last) {
-        const int64_t o0 = first * kBand, o1 = std::min(OC, last * kBand);
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(o1 - o0), static_cast<int>(C), 1.0f, w + o0 * C,
-                    static_cast<int>(C), in, 1, 0.0f, out + o0, 1);
-      });
-      return;
-    }
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(OC), static_cast<int>(C), 1.0f, w,
-                static_cast<int>(C), in, 1, 0.0f, out, 1);
+    // A decode step's product of one row: rows summed in one fixed order
+    // (kernels/cpu/matmul_bf16.h), so the bits depend neither on the threads
+    // nor on OpenBLAS, whose sgemv sums a row one way in a group of four
+    // and another way in the ragged rest of the band its threads give it.
+    cpu::matmul_f32_rows(out, ld_out, in, ld_in, w, nullptr, 1, C, OC);
     return;
   }
   cpu::matmul_forward(out, ld_out, in, ld_in, w, nullptr, rows, C, OC);

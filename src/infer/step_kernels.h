@@ -9,9 +9,11 @@
 namespace hymba::infer {
 
 // out[rows, OC] = in[rows, C] @ w[OC, C]^T (row strides ld_out, ld_in), the
-// model graph's LinearFn. One row goes through a matrix-vector product:
-// OpenBLAS's sgemm with one row packs the whole weight on every call and runs
-// about 4-5x slower than sgemv; more rows use the graph's matmul kernel.
+// model graph's LinearFn. One row goes through the row-dot kernel of bf16
+// weights on float32 (kernels/cpu/matmul_bf16.h: a fixed summation order, so
+// the same bits on any team or thread count; OpenBLAS's sgemm with one row
+// packs the whole weight on every call and runs 4-5x slower); more rows use
+// the graph's matmul kernel.
 void linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w, int64_t rows, int64_t C,
             int64_t OC);
 

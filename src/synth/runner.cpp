@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <sstream>
 
 #include "ablate/report_kit.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/stats.h"
 #include "dist/communicator.h"
+#include "synth/repeats.h"
 #include "train/progress.h"
 
 namespace hymba::synth {
@@ -77,31 +80,58 @@ const std::vector<std::string>& chart_names() {
   return names;
 }
 
+// Per epoch over a row's runs: epoch, then mean, min and max of the eval
+// accuracy and of the eval loss (one run: the value three times).
+std::string epoch_bands(const std::vector<RowRecord>& runs, const std::string& id) {
+  std::map<int64_t, std::pair<std::vector<double>, std::vector<double>>> by_epoch;
+  for (const RowRecord& r : runs)
+    if (r.id == id)
+      for (const EpochStats& e : r.result.epochs) {
+        by_epoch[e.epoch].first.push_back(e.eval_acc);
+        by_epoch[e.epoch].second.push_back(e.eval_loss);
+      }
+  std::ostringstream out;
+  for (const auto& [epoch, values] : by_epoch) {
+    out << epoch;
+    for (const std::vector<double>* xs : {&values.first, &values.second}) {
+      const Spread s = spread_of(*xs);
+      out << " " << s.mean << " " << s.min << " " << s.max;
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
 bool write_plots(const std::string& dir_name, const std::string& title, const std::string& gnuplot_name,
-                 const std::vector<RowRecord>& rows, std::string& why) {
+                 const std::vector<RowRecord>& rows, const std::vector<RowRecord>& runs, std::string& why) {
   const auto gnuplot = ablate::find_gnuplot(gnuplot_name, why);
   if (!gnuplot) return false;
   const fs::path dir = fs::path(dir_name) / "plots";
   fs::create_directories(dir);
   std::ostringstream data;
+  size_t most = 0;
   for (const RowRecord& r : rows) {
-    data << "# " << r.id << "\n";
-    for (const EpochStats& e : r.result.epochs) data << e.epoch << " " << e.eval_acc << " " << e.eval_loss << "\n";
-    data << "\n\n";
+    most = std::max<size_t>(most, std::count_if(runs.begin(), runs.end(), [&](const RowRecord& x) { return x.id == r.id; }));
+    data << "# " << r.id << "\n" << epoch_bands(runs, r.id) << "\n\n";
   }
   write_text_atomic((dir / "epochs.dat").string(), data.str());
+  const std::string repeats = most > 1 ? " (" + std::to_string(most) + " repeats: mean in its min-max band)" : "";
   auto chart = [&](const std::string& what, const std::string& ylabel, int column, const std::string& extra) {
     std::ostringstream c;
-    c << "set title " << ablate::gp_str(what + " — " + title) << "\nset xlabel 'epoch'\nset ylabel "
-      << ablate::gp_str(ylabel) << "\nset key outside right\nset grid\n" << extra << "plot ";
-    for (size_t i = 0; i < rows.size(); ++i)
-      c << (i ? ", " : "") << "'epochs.dat' index " << i << " using 1:" << column
-        << " with linespoints lw 2 pt 7 ps 0.6 title " << ablate::gp_str(rows[i].name);
+    c << "set title " << ablate::gp_str(what + " — " + title + repeats) << "\nset xlabel 'epoch'\nset ylabel "
+      << ablate::gp_str(ylabel) << "\nset key outside right\nset grid\nset style fill transparent solid 0.2 noborder\n"
+      << extra << "plot ";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const std::string lc = " lc " + std::to_string(i + 1);
+      c << (i ? ", " : "") << "'epochs.dat' index " << i << " using 1:" << column + 1 << ":" << column + 2
+        << " with filledcurves" << lc << " notitle, 'epochs.dat' index " << i << " using 1:" << column
+        << " with linespoints lw 2 pt 7 ps 0.6" << lc << " title " << ablate::gp_str(rows[i].name);
+    }
     return c.str() + "\n";
   };
   const std::vector<std::pair<std::string, std::string>> charts = {
       {chart_names()[0], chart("Eval accuracy over scored positions", "eval accuracy", 2, "set yrange [0:1.02]\n")},
-      {chart_names()[1], chart("Eval loss", "eval loss (log scale)", 3, "set logscale y\n")}};
+      {chart_names()[1], chart("Eval loss", "eval loss (log scale)", 5, "set logscale y\n")}};
   return ablate::render_charts(*gnuplot, dir.string(), charts, why);
 }
 
@@ -126,7 +156,7 @@ json RowRecord::to_json() const {
     epochs.push_back({{"epoch", e.epoch}, {"train_loss", e.train_loss}, {"eval_loss", e.eval_loss},
                       {"eval_acc", e.eval_acc}, {"eval_macro_acc", e.eval_macro_acc}, {"lr", e.lr},
                       {"seconds", e.seconds}});
-  json j = {{"id", id},           {"name", name},       {"task", task},
+  json j = {{"id", id},           {"name", name},       {"repeat", repeat},     {"seed", seed},  {"task", task},
             {"model", arch},      {"train", train},     {"params", result.params},
             {"epochs", epochs},   {"stopped_early", result.stopped_early}, {"seconds", result.seconds}};
   const EpochStats& e = result.last();
@@ -148,6 +178,11 @@ RowRecord RowRecord::from_json(const json& j) {
   r.task = j["task"];
   r.arch = j["model"];
   r.train = j["train"];
+  // Records from before repeats are repeat 0 with the seed they trained with.
+  r.repeat = j.contains("repeat") ? static_cast<int64_t>(number(j, "repeat")) : 0;
+  HYMBA_CHECK(r.repeat >= 0, "field 'repeat' is negative");
+  r.seed = j.contains("seed") ? static_cast<uint64_t>(number(j, "seed"))
+                              : (r.train.contains("seed") ? r.train["seed"].get<uint64_t>() : 0);
   r.result.params = static_cast<int64_t>(number(j, "params"));
   r.result.seconds = number(j, "seconds");
   HYMBA_CHECK(j.contains("stopped_early") && j["stopped_early"].is_boolean(), "field 'stopped_early' is missing");
@@ -186,6 +221,14 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
     make_model_config(r.arch, tasks.back().vocab_size);
   }
   suite.train.validate();
+  HYMBA_CHECK(opt.repeats >= 1 && opt.repeats <= 1000, "--repeats ", opt.repeats, " must be in [1, 1000]");
+  for (const ablate::Question& q : synth_questions(suite)) {
+    try {
+      (void)synth_metric_lower_is_better(q.metric);
+    } catch (const Error& e) {
+      fail("suite '", suite.name, "': question '", q.text, "': ", e.what());
+    }
+  }
   std::error_code ec;
   fs::create_directories(opt.out_dir, ec);
   HYMBA_CHECK(!ec && fs::is_directory(opt.out_dir), "--out: cannot create directory ", opt.out_dir,
@@ -221,29 +264,39 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
   const int group = world.rank() / opt.ranks_per_row;
   const dist::Communicator group_comm = world.split(group);
   const bool leader = group_comm.is_root();  // reports its group's rows
-  auto group_of = [groups](size_t row) { return static_cast<int>(row % static_cast<size_t>(groups)); };
+  auto group_of = [groups](size_t run) { return static_cast<int>(run % static_cast<size_t>(groups)); };
   SuiteRunSummary summary;
   auto save_results = [&] {
     // Rows of ids the suite no longer has stay in the file, out of the report.
     json all = header;
     all["rows"] = json::array();
-    for (const RowRecord& r : summary.rows) all["rows"].push_back(r.to_json());
+    for (const RowRecord& r : summary.runs) all["rows"].push_back(r.to_json());
     for (const RowRecord& r : stored) {
       const bool in_suite = std::any_of(suite.rows.begin(), suite.rows.end(), [&](const SynthRow& x) { return x.id == r.id; });
       if (!in_suite) all["rows"].push_back(r.to_json());
     }
     write_text_atomic(results_path, all.dump(2) + "\n");
   };
-  std::vector<std::optional<RowRecord>> records(suite.rows.size());
-  for (size_t i = 0; i < suite.rows.size(); ++i) {
+  // Runs go repeat-major (every row once, then again); run j belongs to group j % groups.
+  const size_t rows_n = suite.rows.size(), runs_n = rows_n * static_cast<size_t>(opt.repeats);
+  std::vector<std::optional<RowRecord>> records(runs_n);
+  for (size_t j = 0; j < runs_n; ++j) {
+    const size_t i = j % rows_n;
+    const int64_t rep = static_cast<int64_t>(j / rows_n);
     const SynthRow& row = suite.rows[i];
+    TrainSettings train = suite.train;
+    train.seed = suite.train.seed + static_cast<uint64_t>(rep);
     RowRecord rec;
     rec.id = row.id;
     rec.name = row.name;
+    rec.repeat = rep;
+    rec.seed = train.seed;
     rec.task = tasks[i].to_json();
     rec.arch = row.arch.to_json();
-    rec.train = suite.train.to_json();
+    rec.train = train.to_json();
     rec.reference = row.reference;
+    std::string label = "[" + std::to_string(j + 1) + "/" + std::to_string(runs_n) + "] " + row.name;
+    if (opt.repeats > 1) label += " (repeat " + std::to_string(rep + 1) + "/" + std::to_string(opt.repeats) + ")";
     auto same = [&](const RowRecord& r) {
       return r.id == rec.id && r.task == rec.task && r.arch == rec.arch && r.train == rec.train;
     };
@@ -251,13 +304,12 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
     if (found != stored.end()) {
       rec.result = found->result;
       ++summary.skipped;
-      if (!opt.quiet && root)
-        std::fprintf(opt.log, "[%zu/%zu] %s: measured before, kept\n", i + 1, suite.rows.size(), row.name.c_str());
-    } else if (group_of(i) != group) {
-      continue;  // another group's row
+      if (!opt.quiet && root) std::fprintf(opt.log, "%s: measured before, kept\n", label.c_str());
+    } else if (group_of(j) != group) {
+      continue;  // another group's run
     } else {
-      if (!opt.quiet && leader) std::fprintf(opt.log, "[%zu/%zu] %s\n", i + 1, suite.rows.size(), row.name.c_str());
-      rec.result = train_on_task(tasks[i], row.arch, suite.train, [&](const EpochStats& e) {
+      if (!opt.quiet && leader) std::fprintf(opt.log, "%s\n", label.c_str());
+      rec.result = train_on_task(tasks[i], row.arch, train, [&](const EpochStats& e) {
         if (opt.quiet || !leader) return;
         std::fprintf(opt.log, "  epoch %3lld  train loss %.4f  eval loss %.4f  eval acc %.4f  macro %.4f  (%.1fs)\n",
                      static_cast<long long>(e.epoch), e.train_loss, e.eval_loss, e.eval_acc, e.eval_macro_acc,
@@ -266,17 +318,17 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
       }, &group_comm);
       ++summary.trained;
     }
-    summary.rows.push_back(rec);
-    records[i] = rec;
-    // Saved after every row, so a killed suite keeps what it measured (rank
-    // 0's rows so far, under mpirun).
+    summary.runs.push_back(rec);
+    records[j] = rec;
+    // Saved after every run, so a killed suite keeps what it measured (rank
+    // 0's runs so far, under mpirun).
     if (root) save_results();
   }
   if (world.size() > 1) {
     json trained_here = json::array();
-    for (size_t i = 0; i < records.size(); ++i)
-      if (records[i] && leader && group_of(i) == group)
-        trained_here.push_back({{"index", i}, {"record", records[i]->to_json()}});
+    for (size_t j = 0; j < records.size(); ++j)
+      if (records[j] && leader && group_of(j) == group)
+        trained_here.push_back({{"index", j}, {"record", records[j]->to_json()}});
     const std::vector<std::string> parts =
         world.gather(json{{"trained", summary.trained}, {"rows", trained_here}}.dump());
     if (!root) return summary;  // rank 0 writes the suite's files
@@ -286,16 +338,19 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
       summary.trained += part.at("trained").get<int64_t>();
       for (const json& r : part.at("rows")) records.at(r.at("index").get<size_t>()) = RowRecord::from_json(r.at("record"));
     }
-    summary.rows.clear();
-    for (const std::optional<RowRecord>& r : records) summary.rows.push_back(*r);
+    summary.runs.clear();
+    for (const std::optional<RowRecord>& r : records) summary.runs.push_back(*r);
     save_results();
   }
+  for (const RowRecord& r : summary.runs)
+    if (r.repeat == 0) summary.rows.push_back(r);
+  summary.answers = answer_synth_questions(synth_questions(suite), summary.runs);
 
   std::ostringstream csv;
   csv << "id,model,params,epoch,stopped_early,train_loss,eval_loss,eval_acc,eval_macro_acc,best_acc,seconds,ref_epoch,"
          "ref_train_loss,"
-         "ref_eval_loss,ref_eval_acc\n";
-  for (const RowRecord& r : summary.rows) {
+         "ref_eval_loss,ref_eval_acc,repeat,seed\n";
+  for (const RowRecord& r : summary.runs) {
     const EpochStats& e = r.result.last();
     csv << ablate::csv_field(r.id) << "," << ablate::csv_field(r.name) << "," << r.result.params << "," << e.epoch
         << "," << (r.result.stopped_early ? "true" : "false") << "," << fmt("%.4f", e.train_loss) << ","
@@ -304,14 +359,15 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
         << fmt("%.1f", r.result.seconds);
     if (r.reference)
       csv << "," << r.reference->epoch << "," << r.reference->train_loss << "," << r.reference->eval_loss << ","
-          << r.reference->eval_acc << "\n";
+          << r.reference->eval_acc;
     else
-      csv << ",,,,\n";
+      csv << ",,,,";
+    csv << "," << r.repeat << "," << r.seed << "\n";
   }
   write_text_atomic((fs::path(opt.out_dir) / "results.csv").string(), csv.str());
 
   std::string why;
-  summary.plots_written = write_plots(opt.out_dir, suite.title, opt.gnuplot, summary.rows, why);
+  summary.plots_written = write_plots(opt.out_dir, suite.title, opt.gnuplot, summary.rows, summary.runs, why);
   if (!summary.plots_written) std::fprintf(stderr, "%s\n", why.c_str());
   const ablate::TextTable t = table(summary.rows);
   const std::string ref_note =
@@ -322,8 +378,9 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
       "token accuracy; macro acc: MAD's, the per-class mean per test batch of batch-size examples, averaged over the "
       "batches); best acc = best token accuracy over all epochs; **bold** = best eval acc." + ref_note;
   std::ostringstream md;
+  const std::string repeats_md = synth_repeats_markdown(suite, summary.runs, summary.answers);
   md << "# " << suite.title << "\n\n" << settings_line(suite) << ".\n\n" << legend << "\n\n"
-     << ablate::markdown_table(t) << "\n";
+     << ablate::markdown_table(t) << "\n" << repeats_md;
   if (summary.plots_written)
     for (const std::string& n : chart_names()) md << "![" << n << "](plots/" << n << ".png)\n\n";
   else
@@ -335,7 +392,7 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
   h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << ablate::html_escape(suite.title)
     << "</title>\n" << ablate::html_style() << "</head><body>\n<h1>" << ablate::html_escape(suite.title)
     << "</h1>\n<p>" << ablate::html_escape(settings_line(suite)) << ".</p>\n<p>" << ablate::html_escape(legend)
-    << "</p>\n" << ablate::html_table(t);
+    << "</p>\n" << ablate::html_table(t) << ablate::markdown_to_html(repeats_md);
   if (summary.plots_written)
     for (const std::string& n : chart_names()) h << "<img src=\"plots/" << n << ".svg\" alt=\"" << n << "\">\n";
   else

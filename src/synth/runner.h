@@ -1,7 +1,8 @@
-// Runs a `hymba synth` suite: trains every row, and writes DIR/results.json
-// (settings and per-epoch figures of every row; a rerun skips rows measured
-// under the same settings), results.csv, report.md, report.html and the
-// accuracy and loss charts in DIR/plots (PNG and SVG, through gnuplot).
+// Runs a `hymba synth` suite: trains every row (--repeats times), and writes
+// DIR/results.json (settings and per-epoch figures of every run; a rerun
+// skips runs measured under the same settings), results.csv (a line per
+// run), report.md, report.html and the accuracy and loss charts in
+// DIR/plots (PNG and SVG, through gnuplot).
 #pragma once
 
 #include <cstdio>
@@ -10,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ablate/questions.h"
 #include "synth/suite.h"
 
 namespace hymba::synth {
@@ -21,11 +23,17 @@ struct SuiteRunOptions {
   // Under mpirun: ranks that train each row data-parallel (must divide the
   // ranks); 1: every rank trains rows of its own.
   int ranks_per_row = 1;
+  // Runs per row with seeds seed + 0 .. repeats - 1 (the report adds means,
+  // 95 % intervals and the suite's questions); a rerun with more adds the
+  // missing repeats.
+  int64_t repeats = 1;
   std::FILE* log = stdout;
 };
 
 struct RowRecord {
   std::string id, name;
+  int64_t repeat = 0;  // which run of the row (0 = the first)
+  uint64_t seed = 0;   // its training seed (train.seed)
   nlohmann::json task, arch, train;  // the settings it ran under
   std::optional<ReferenceFigures> reference;
   RunResult result;
@@ -34,7 +42,9 @@ struct RowRecord {
 };
 
 struct SuiteRunSummary {
-  std::vector<RowRecord> rows;
+  std::vector<RowRecord> rows;  // repeat 0 of each row, in the suite's order
+  std::vector<RowRecord> runs;  // every run, repeat-major
+  std::vector<ablate::Answer> answers;
   int64_t trained = 0, skipped = 0;
   bool plots_written = false;
   std::string report_md, report_html;

@@ -1,5 +1,6 @@
 #include "synth/suite.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -109,6 +110,20 @@ std::optional<ReferenceFigures> reference_from_json(const json& j, const std::st
   return f;
 }
 
+std::vector<ablate::Question> questions_from_json(const json& qs, const SynthSuite& s, const std::string& path) {
+  HYMBA_CHECK(qs.is_array(), path, ": 'questions' must be a list");
+  std::vector<ablate::Question> out;
+  for (size_t i = 0; i < qs.size(); ++i) {
+    const std::string where = path + ": questions[" + std::to_string(i) + "]";
+    ablate::Question q = ablate::question_from_json(qs[i], where, "best_acc");
+    for (const std::string& id : {q.row_a, q.row_b})
+      HYMBA_CHECK(id.empty() || std::any_of(s.rows.begin(), s.rows.end(), [&](const SynthRow& r) { return r.id == id; }),
+                  where, ": row '", id, "' is not a row id of the suite");
+    out.push_back(std::move(q));  // the runner checks the metric before anything trains
+  }
+  return out;
+}
+
 SynthSuite suite_from_file(const std::string& path) {
   const json j = read_json_file(path);
   HYMBA_CHECK(j.is_object(), path, ": a suite must be a JSON object");
@@ -133,7 +148,7 @@ SynthSuite suite_from_file(const std::string& path) {
       train = v;
     } else if (k == "model") {
       model_defaults = ArchSpec::from_json(v, model_defaults, path + ": 'model'");
-    } else if (k != "rows") {
+    } else if (k != "rows" && k != "questions") {
       fail(path, ": unknown key '", k, "'");
     }
   }
@@ -175,6 +190,7 @@ SynthSuite suite_from_file(const std::string& path) {
     HYMBA_CHECK(ids.insert(row.id).second, where, ": id '", row.id, "' appears twice");
     s.rows.push_back(std::move(row));
   }
+  if (j.contains("questions")) s.questions = questions_from_json(j["questions"], s, path);
   return s;
 }
 

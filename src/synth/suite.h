@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ablate/questions.h"
 #include "synth/tasks.h"
 #include "synth/trainer.h"
 
@@ -35,6 +36,8 @@ struct SynthSuite {
   TrainSettings train;
   std::string reference_source;  // who reported the reference figures ("" = none)
   std::vector<SynthRow> rows;
+  // A suite file's questions (synth/repeats.h; metric default best_acc).
+  std::vector<ablate::Question> questions;
 };
 
 struct SynthSuiteInfo {
