@@ -166,6 +166,29 @@ TEST_F(ClassifySuite, RandomPresetBackbonesGiveTheThreeRowsAndTheSeedsTable) {
 
 // Backbones given by directory (Hugging Face GPT-Neo and Mamba layouts, each
 // with its own tokenizer), with the seed's size caps.
+// --repeats on a measured suite: repeat 0 kept, repeats 1 and 2 trained
+// with seeds --seed + r in rows/<id>.rep<r>, every run in results.json/csv,
+// the spread and seed 004's questions in the report.
+TEST_F(ClassifySuite, RepeatsAddRunsAndAnswerTheSeedsQuestions) {
+  const std::string flags = "--scale tiny --tokenizer-type byte --max-len 16 --eval-interval 0 --seed 9";
+  ASSERT_EQ(run_cli(command("rep", flags)).exit_code, 0);
+  const auto stamp = fs::last_write_time(dir_ / "rep/rows/mamba/summary.json");
+  const auto res = run_cli(command("rep", flags + " --repeats 3"));
+  ASSERT_EQ(res.exit_code, 0) << res.output;
+  EXPECT_EQ(count(res.output, "measured earlier, kept"), 3) << res.output;
+  EXPECT_EQ(fs::last_write_time(dir_ / "rep/rows/mamba/summary.json"), stamp);
+  EXPECT_TRUE(fs::exists(dir_ / "rep/rows/mamba.rep2/summary.json"));
+  const json r = results("rep");
+  ASSERT_EQ(r["rows"].size(), 9u);
+  for (const json& row : r["rows"]) EXPECT_EQ(row["run_seed"], 9 + row["repeat"].get<int64_t>());
+  ASSERT_EQ(r["questions"].size(), 3u);
+  EXPECT_EQ(r["questions"][0]["n"], 3);
+  const std::string md = slurp(dir_ / "rep/report.md");
+  EXPECT_NE(md.find("## Repeats and intervals"), std::string::npos) << md;
+  EXPECT_NE(md.find("Does the frozen GPT-Neo head beat the frozen Mamba head?"), std::string::npos);
+  EXPECT_EQ(count(slurp(dir_ / "rep/results.csv"), "\n"), 10);  // header + 9 runs
+}
+
 TEST_F(ClassifySuite, GivenBackbonesAndSizeCaps) {
   const auto res = run_cli(command("given", "--gpt-neo " + kImport + "/hf_gpt_neo --mamba " + kImport +
                                                 "/hf_mamba --max-len 8 --train-size 10 --eval-size 6"));

@@ -57,6 +57,7 @@ void validate(const ClassifySuiteOptions& o) {
                 r.preset, " directory, or leave the flag out for a randomly initialised preset)");
   }
   (void)parse_scale(o.scale);
+  HYMBA_CHECK(o.repeats >= 1 && o.repeats <= 1000, "--repeats ", o.repeats, " must be in [1, 1000]");
   HYMBA_CHECK(o.tokenizer.empty() || fs::is_regular_file(o.tokenizer), "--tokenizer: ", o.tokenizer,
               " is not a file");
   HYMBA_CHECK(!o.seed_sizes || (o.train_size == 0 && o.eval_size == 0),
@@ -249,10 +250,14 @@ ClassifySuiteSummary run_classify_suite(const ClassifySuiteOptions& opt) {
                  {"backbones", backbones},
                  {"rows", json::array()}};
   ClassifySuiteSummary summary;
-  const size_t n = suite.rows.size();
-  for (size_t i = 0; i < n; ++i) {
-    const SeedClassifyRow& row = suite.rows[i];
-    const fs::path row_dir = out / "rows" / row.id;
+  // Runs go repeat-major: every row once, then again with the next seed.
+  const size_t n = suite.rows.size() * static_cast<size_t>(opt.repeats);
+  for (size_t j = 0; j < n; ++j) {
+    const SeedClassifyRow& row = suite.rows[j % suite.rows.size()];
+    const int64_t rep = static_cast<int64_t>(j / suite.rows.size());
+    const fs::path row_dir = out / "rows" / (rep == 0 ? row.id : row.id + ".rep" + std::to_string(rep));
+    std::string label = "[" + std::to_string(j + 1) + "/" + std::to_string(n) + "] " + row.name;
+    if (opt.repeats > 1) label += " (repeat " + std::to_string(rep + 1) + "/" + std::to_string(opt.repeats) + ")";
     ClassifyTrainOptions t;
     for (const std::string& role : row.backbones) t.backbones.push_back(backbones[role]["dir"].get<std::string>());
     t.train_path = opt.data;
@@ -270,7 +275,7 @@ ClassifySuiteSummary run_classify_suite(const ClassifySuiteOptions& opt) {
     t.train_size = opt.seed_sizes ? row.train_size : opt.train_size;
     t.eval_size = opt.seed_sizes ? row.eval_size : opt.eval_size;
     t.eval_interval = opt.eval_interval;
-    t.seed = opt.seed;
+    t.seed = opt.seed + static_cast<uint64_t>(rep);
     t.quiet = opt.quiet;
     t.plain_progress = opt.plain_progress;
 
@@ -278,12 +283,12 @@ ClassifySuiteSummary run_classify_suite(const ClassifySuiteOptions& opt) {
     const fs::path summary_path = row_dir / "summary.json";
     const auto t_row = Clock::now();
     if (fs::exists(summary_path) && fs::exists(row_dir / "classifier.json")) {
-      std::fprintf(log, "[%zu/%zu] %s: measured earlier, kept\n", i + 1, n, row.name.c_str());
+      std::fprintf(log, "%s: measured earlier, kept\n", label.c_str());
       trained = read_json_file(summary_path.string());
       ++summary.reused;
     } else {
       fs::remove_all(row_dir, ec);  // an interrupted row starts again
-      std::fprintf(log, "[%zu/%zu] %s: start (%s)\n", i + 1, n, row.name.c_str(),
+      std::fprintf(log, "%s: start (%s)\n", label.c_str(),
                    t.backbones.size() == 2 ? (t.backbones[0] + " + " + t.backbones[1]).c_str() : t.backbones[0].c_str());
       // Each row's peak RSS from its own start (where the kernel allows the reset).
       const bool rss_from_here = reset_peak_rss();
@@ -293,14 +298,19 @@ ClassifySuiteSummary run_classify_suite(const ClassifySuiteOptions& opt) {
       ++summary.trained;
     }
     json rec = suite_row_record(row, trained, backbones, opt);
+    rec["repeat"] = rep;
+    rec["run_seed"] = t.seed;
     header["rows"].push_back(rec);
     write_text_atomic(results_path.string(), header.dump(2) + "\n");
-    std::fprintf(log, "[%zu/%zu] %s: done in %s: val acc %.4f, macro-F1 %.4f, peak RSS %.0f MB, %.0f backbone tok/s\n",
-                 i + 1, n, row.name.c_str(), format_duration(row_seconds(t_row)).c_str(),
+    std::fprintf(log, "%s: done in %s: val acc %.4f, macro-F1 %.4f, peak RSS %.0f MB, %.0f backbone tok/s\n",
+                 label.c_str(), format_duration(row_seconds(t_row)).c_str(),
                  rec["engine"]["val_acc"].get<double>(), rec["engine"]["macro_f1"].get<double>(),
                  rec["engine"]["peak_rss_mb"].get<double>(), rec["engine"]["tokens_per_s"].get<double>());
   }
   const SuiteReportFiles files = write_suite_report(opt.out_dir, header);
+  header["questions"] = json::array();
+  for (const ablate::Answer& a : files.answers) header["questions"].push_back(a.to_json());
+  write_text_atomic(results_path.string(), header.dump(2) + "\n");
   summary.results = header;
   summary.report_md = files.markdown;
   summary.report_html = files.html;

@@ -6,8 +6,9 @@
 //
 // OUT/backbones/<preset>-<scale>/  a randomly initialised preset backbone
 //                                  (only for a backbone not given by flag)
-// OUT/rows/<row id>/               each row's classifier (`classify train`'s directory)
-// OUT/results.json, results.csv    settings + one record per row
+// OUT/rows/<row id>/               each row's classifier (`classify train`'s directory);
+//                                  repeat r > 0 in OUT/rows/<row id>.rep<r>/
+// OUT/results.json, results.csv    settings + one record per run (repeat, run_seed)
 // OUT/report.md, report.html       the seed's table beside ours, differences
 //
 // A rerun with the same flags keeps the rows already measured.
@@ -46,6 +47,10 @@ struct ClassifySuiteOptions {
   double val_fraction = 0.2;
   int64_t eval_interval = 1000;  // the seed reports dev accuracy every 1,000 steps
   uint64_t seed = 1234;
+  // Trainings per row with seeds seed + 0 .. repeats - 1 (OUT/rows/<id>.rep<r>
+  // for r > 0); the report adds means, 95 % intervals and the seed's
+  // questions. A rerun with more adds the missing repeats.
+  int64_t repeats = 1;
   bool quiet = false, plain_progress = false;
 };
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "classify/repeats.h"
 #include "core/atomic_file.h"
 
 namespace hymba::classify {
@@ -244,7 +245,7 @@ std::string settings_line(const json& results) {
 std::string csv(const json& rows) {
   std::ostringstream o;
   o << "id,name,seed_dev_acc,seed_memory_mb,val_acc,macro_f1,val_loss,peak_rss_mb,peak_rss_scope,activation_peak_mb,"
-       "backbone_tokens_per_s,train_seconds,steps,train_examples,val_examples,params,backbones\n";
+       "backbone_tokens_per_s,train_seconds,steps,train_examples,val_examples,params,backbones,repeat,run_seed\n";
   for (const json& r : rows) {
     const json& e = r.at("engine");
     const json& s = r.at("seed");
@@ -259,7 +260,8 @@ std::string csv(const json& rows) {
       << ',' << fmt("%.1f", e.at("tokens_per_s").get<double>()) << ','
       << fmt("%.3f", e.at("train_seconds").get<double>()) << ',' << e.at("steps").get<int64_t>() << ','
       << e.at("train_examples").get<int64_t>() << ',' << e.at("val_examples").get<int64_t>() << ','
-      << e.at("params").get<int64_t>() << ',' << ablate::csv_field(bbs) << '\n';
+      << e.at("params").get<int64_t>() << ',' << ablate::csv_field(bbs) << ',' << r.value("repeat", int64_t{0}) << ','
+      << r.value("run_seed", uint64_t{0}) << '\n';
   }
   return o.str();
 }
@@ -272,13 +274,18 @@ constexpr const char* kLossNote =
 }  // namespace
 
 SuiteReportFiles write_suite_report(const std::string& dir, const json& results) {
-  const json& rows = results.at("rows");
+  const json& runs = results.at("rows");
+  json rows = json::array();  // each row's first repeat
+  for (const json& r : runs)
+    if (r.value("repeat", int64_t{0}) == 0) rows.push_back(r);
   const ablate::TextTable main = suite_table(rows), steps = progress_table(rows);
   const std::string title = results.at("title").get<std::string>();
   const std::string settings = settings_line(results);
   SuiteReportFiles files{(fs::path(dir) / "report.md").string(), (fs::path(dir) / "report.html").string(),
-                         (fs::path(dir) / "results.csv").string()};
-  write_text_atomic(files.csv, csv(rows));
+                         (fs::path(dir) / "results.csv").string(), {}};
+  write_text_atomic(files.csv, csv(runs));
+  files.answers = answer_classify_questions(classify_questions(results.at("suite").get<std::string>()), runs);
+  const std::string repeats_md = classify_repeats_markdown(runs, files.answers);
 
   std::ostringstream md;
   md << "# " << title << "\n\n" << settings << ".\n\n## Seed 004's table beside ours\n\n"
@@ -286,7 +293,7 @@ SuiteReportFiles write_suite_report(const std::string& dir, const json& results)
         "macro-F1 on the validation set, peak RSS and activation peak in MB, backbone tokens/s of the frozen "
         "feature pass, training seconds.\n\n"
      << ablate::markdown_table(main) << "\n## GPT-Neo during its epoch\n\n" << ablate::markdown_table(steps) << "\n"
-     << kLossNote << "\n\n## Differences from seed 004, per row\n\n";
+     << kLossNote << "\n\n" << repeats_md << "## Differences from seed 004, per row\n\n";
   for (const json& r : rows) {
     md << "**" << r.at("name").get<std::string>() << "**\n\n";
     for (const json& d : r.at("differences")) md << "- " << d.get<std::string>() << "\n";
@@ -299,7 +306,7 @@ SuiteReportFiles write_suite_report(const std::string& dir, const json& results)
     << "</title>\n" << ablate::html_style() << "</head><body>\n<h1>" << ablate::html_escape(title) << "</h1>\n<p>"
     << ablate::html_inline(settings) << ".</p>\n<h2>Seed 004's table beside ours</h2>\n" << ablate::html_table(main)
     << "<h2>GPT-Neo during its epoch</h2>\n" << ablate::html_table(steps) << "<p>" << ablate::html_escape(kLossNote)
-    << "</p>\n<h2>Differences from seed 004, per row</h2>\n";
+    << "</p>\n" << ablate::markdown_to_html(repeats_md) << "<h2>Differences from seed 004, per row</h2>\n";
   for (const json& r : rows) {
     h << "<h3>" << ablate::html_escape(r.at("name").get<std::string>()) << "</h3>\n<ul>\n";
     for (const json& d : r.at("differences")) h << "<li>" << ablate::html_escape(d.get<std::string>()) << "</li>\n";

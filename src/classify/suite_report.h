@@ -4,9 +4,11 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "ablate/questions.h"
 #include "ablate/report_kit.h"
 #include "classify/suite.h"
 
@@ -22,9 +24,11 @@ ablate::TextTable suite_table(const nlohmann::json& rows);
 
 struct SuiteReportFiles {
   std::string markdown, html, csv;
+  std::vector<ablate::Answer> answers;  // the suite's questions over the repeats (classify/repeats.h)
 };
-// Writes results.csv, report.md and report.html into dir (atomically) from
-// results.json's contents.
+// Writes results.csv (a line per run), report.md and report.html into dir
+// (atomically) from results.json's contents; the tables hold each row's
+// first repeat, a further section every row over its repeats.
 SuiteReportFiles write_suite_report(const std::string& dir, const nlohmann::json& results);
 
 }  // namespace hymba::classify

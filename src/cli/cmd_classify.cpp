@@ -83,6 +83,10 @@ void register_classify_suite(CLI::App* group, const GlobalOptions& global) {
   cmd->add_option("--eval-interval", o.eval_interval, "Steps between validations (the seed: 1,000)")
       ->check(CLI::Range(0, 1 << 30))->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed for random backbones, heads, splits and order")->capture_default_str();
+  cmd->add_option("--repeats", o.repeats,
+                  "Trainings per row with seeds --seed + 0 .. N-1 (split, head, order; the backbones stay); the report "
+                  "gives means, 95 % intervals and the seed's questions")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}))->capture_default_str();
   cmd->add_flag("--plain-progress", o.plain_progress, "Periodic lines instead of a live bar");
   cmd->add_flag("--quiet", o.quiet, "No per-row training progress (row start/end lines remain)");
   cmd->add_flag("--list", so->list, "List the suites and their rows as the seed reports them, and exit");
