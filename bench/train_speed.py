@@ -4,9 +4,12 @@
 For each tiny config in bench/configs (transformer, mamba, hybrid) this
 trains the same architecture twice on the same number of threads:
 
-  * PyTorch (float32, eager, no autocast): a model written here to match
-    hymba's layers tensor for tensor, AdamW (lr 3e-4, betas 0.9/0.95, wd 0.1
-    on matrices) + cross-entropy + grad clip 1.0 on random token batches;
+  * PyTorch (float32, eager): a model written here to match hymba's layers
+    tensor for tensor, AdamW (lr 3e-4, betas 0.9/0.95, wd 0.1 on matrices) +
+    cross-entropy + grad clip 1.0 on random token batches; with
+    --precision bf16 or both, also the same under
+    torch.autocast("cpu", dtype=torch.bfloat16) (the CPU form of the seeds'
+    AMP: matrix products in bf16, float32 master weights);
   * hymba: `hymba --threads N train --config ... --json` on a text corpus.
 
 Both count B*T tokens per optimizer step and exclude warm-up steps: the
@@ -570,7 +573,8 @@ def tune_malloc():
         pass
 
 
-def torch_train(c, args):
+def torch_train(c, args, bf16=False):
+    """bf16: the forward pass under CPU autocast (matrix products in bf16)."""
     torch.manual_seed(1234)
     model = LM(c, args.chunk)
     params = sum(p.numel() for p in model.parameters())
@@ -587,7 +591,8 @@ def torch_train(c, args):
     def step(i):
         ids, tgt = batches[i % len(batches)]
         opt.zero_grad(set_to_none=True)
-        loss = model(ids, tgt)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(ids, tgt)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -650,6 +655,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
     ap.add_argument("--repeats", type=int, default=1, help="runs per side, interleaved; the fastest is reported")
     ap.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated subset of " + ",".join(CONFIGS))
+    ap.add_argument("--precision", choices=("f32", "bf16", "both"), default="f32",
+                    help="the PyTorch peer's precision: float32, bf16 autocast, or both timed in turn (default f32)")
     ap.add_argument("--hymba", default=os.path.join(REPO, "build", "release", "hymba"), help="hymba binary")
     shakespeare = os.path.normpath(os.path.join(REPO, "..", "shared", "data", "tinyshakespeare.txt"))
     ap.add_argument("--data", default=shakespeare if os.path.exists(shakespeare) else "default",
@@ -683,17 +690,26 @@ def main():
     for name in names:
         c = load_config(os.path.join(REPO, "bench", "configs", name + ".json"))
         eq = None if args.skip_hymba or args.no_check else check_equivalence(name, c, args)
-        pt_runs, hy_runs = [], []
+        pt_runs, pt_bf16_runs, hy_runs = [], [], []
         for _ in range(args.repeats):
-            pt_runs.append(torch_train(c, args))
+            if args.precision != "bf16":
+                pt_runs.append(torch_train(c, args))
+            if args.precision != "f32":
+                pt_bf16_runs.append(torch_train(c, args, bf16=True))
             if not args.skip_hymba:
                 hy_runs.append(hymba_train(name, args))
-        row = {"config": name, "torch": best(pt_runs)}
+        row = {"config": name}
+        if pt_runs:
+            row["torch"] = best(pt_runs)
+        if pt_bf16_runs:
+            row["torch_bf16"] = best(pt_bf16_runs)
         if eq:
             row["equivalence"] = eq
         if hy_runs:
             row["hymba"] = best(hy_runs)
-            row["ratio"] = row["hymba"]["tokens_per_s"] / row["torch"]["tokens_per_s"]
+            for side, key in (("torch", "ratio"), ("torch_bf16", "ratio_bf16")):
+                if side in row:
+                    row[key] = row["hymba"]["tokens_per_s"] / row[side]["tokens_per_s"]
         results.append(row)
         if not args.json:
             print(f"  {name}: done", file=sys.stderr)
@@ -703,7 +719,7 @@ def main():
     except OSError:
         load = None
     meta = {"threads": args.threads, "omp_wait_policy": os.environ["OMP_WAIT_POLICY"], "seq_len": args.seq_len,
-            "batch": args.batch, "steps": args.steps,
+            "batch": args.batch, "steps": args.steps, "precision": args.precision,
             "warmup": args.warmup, "repeats": args.repeats, "scan_chunk": args.chunk, "torch": torch.__version__,
             "hymba": None if args.skip_hymba else args.hymba, "data": args.data,
             "loadavg_start": list(load_start) if load_start else None, "loadavg_end": list(load) if load else None}
@@ -711,16 +727,22 @@ def main():
         print(json.dumps({"meta": meta, "results": results}, indent=2))
         return
     print(f"training throughput, {args.threads} threads, T={args.seq_len}, batch {args.batch}, "
-          f"{args.steps} timed steps after {args.warmup} warm-up (best of {args.repeats}), float32 CPU; "
-          f"torch {torch.__version__}; OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}")
-    hdr = f"{'config':<12} {'params torch':>12} {'params hymba':>12} {'torch tok/s':>12} {'hymba tok/s':>12} {'hymba/torch':>11}"
+          f"{args.steps} timed steps after {args.warmup} warm-up (best of {args.repeats}), CPU, hymba float32, "
+          f"torch {args.precision}; torch {torch.__version__}; OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}")
+    hdr = (f"{'config':<12} {'params torch':>12} {'params hymba':>12} {'torch tok/s':>12} {'torch bf16':>11} "
+           f"{'hymba tok/s':>12} {'hymba/torch':>11} {'hymba/bf16':>10}")
     print(hdr)
     print("-" * len(hdr))
     for r in results:
         h = r.get("hymba")
-        hp, ht, ratio = (f"{h['params']:,}", f"{h['tokens_per_s']:,.0f}", f"{r['ratio']:.2f}x") if h else ("-",) * 3
-        print(f"{r['config']:<12} {r['torch']['params']:>12,} {hp:>12} {r['torch']['tokens_per_s']:>12,.0f} "
-              f"{ht:>12} {ratio:>11}")
+        pt = r.get("torch") or r["torch_bf16"]
+        f32 = f"{r['torch']['tokens_per_s']:,.0f}" if "torch" in r else "-"
+        b16 = f"{r['torch_bf16']['tokens_per_s']:,.0f}" if "torch_bf16" in r else "-"
+        hp, ht = (f"{h['params']:,}", f"{h['tokens_per_s']:,.0f}") if h else ("-",) * 2
+        ratio = f"{r['ratio']:.2f}x" if "ratio" in r else "-"
+        ratio_bf16 = f"{r['ratio_bf16']:.2f}x" if "ratio_bf16" in r else "-"
+        print(f"{r['config']:<12} {pt['params']:>12,} {hp:>12} {f32:>12} {b16:>11} {ht:>12} {ratio:>11} "
+              f"{ratio_bf16:>10}")
     eqs = [f"{r['config']} |dloss| {r['equivalence']['loss_abs']:.1e}, max grad rel diff "
            f"{r['equivalence']['grad_rel_max']:.1e}" for r in results if "equivalence" in r]
     if eqs:

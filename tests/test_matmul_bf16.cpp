@@ -1,4 +1,4 @@
-// bf16 weights (kernels/cpu/matmul_bf16.h): the rounding, the product against
+// bf16 and float32 row products (kernels/cpu/matmul_bf16.h): the rounding, the product against
 // the plain reference on awkward shapes (ragged runs of 8 and 16), every
 // instruction set this CPU has against the portable path (bit for bit), the
 // lane order itself on a hand-made row, and thread-count independence.
@@ -98,6 +98,59 @@ TEST(MatmulBf16, ResultsDoNotDependOnTheThreadCount) {
   cpu::matmul_bf16(one.data(), OC, x.data(), C, wb.data(), nullptr, R, C, OC);
   omp_set_num_threads(2);
   cpu::matmul_bf16(two.data(), OC, x.data(), C, wb.data(), nullptr, R, C, OC);
+  omp_set_num_threads(before);
+  EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
+}
+
+// The float32 form (a decode step's one-row products, infer::linear): the
+// same order on float32 weights, against a double reference, bit for bit
+// across instruction sets, thread counts and the four-row / one-row paths.
+TEST(MatmulF32Rows, MatchesReferenceOnEveryIsaBitForBit) {
+  for (const int64_t R : {1, 2})
+    for (const int64_t C : {1, 7, 8, 9, 16, 17, 136, 257})
+      for (const int64_t OC : {1, 5, 300}) {
+        SCOPED_TRACE(testing::Message() << "R=" << R << " C=" << C << " OC=" << OC);
+        const auto w = random_normal(static_cast<size_t>(OC * C), 7 * C + OC, 0.2f);
+        const auto x = random_normal(static_cast<size_t>(R * C), 3 * C + R);
+        const auto bias = random_normal(static_cast<size_t>(OC), 9);
+        std::vector<double> expected(static_cast<size_t>(R * OC));
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t o = 0; o < OC; ++o) {
+            double sum = bias[o];
+            for (int64_t c = 0; c < C; ++c) sum += double{x[r * C + c]} * w[o * C + c];
+            expected[r * OC + o] = sum;
+          }
+        std::vector<float> portable;
+        for (const cpu::Q8Isa isa : cpu::q8_isas_here()) {
+          std::vector<float> out(static_cast<size_t>(R * OC), NAN);
+          cpu::matmul_f32_rows(out.data(), OC, x.data(), C, w.data(), bias.data(), R, C, OC, isa);
+          for (size_t i = 0; i < out.size(); ++i)
+            EXPECT_NEAR(out[i], expected[i], 1e-5 * (1.0 + std::fabs(expected[i]))) << to_string(isa) << " i=" << i;
+          if (isa == cpu::Q8Isa::kPortable) portable = out;
+          else EXPECT_EQ(std::memcmp(out.data(), portable.data(), out.size() * sizeof(float)), 0) << to_string(isa);
+        }
+      }
+}
+
+TEST(MatmulF32Rows, SumsInTheDocumentedLaneOrderOnAnyThreadCount) {
+  // As SumsInTheDocumentedLaneOrder, on float32 weights: 2^24 + 22 on every row.
+  const int64_t C = 24, OC = 5;
+  std::vector<float> x(C, 1.0f), w(OC * C, 1.0f);
+  x[0] = 0x1p24f;
+  for (const cpu::Q8Isa isa : cpu::q8_isas_here()) {
+    std::vector<float> out(OC);
+    cpu::matmul_f32_rows(out.data(), OC, x.data(), C, w.data(), nullptr, 1, C, OC, isa);
+    for (int64_t o = 0; o < OC; ++o) EXPECT_EQ(out[o], 0x1p24f + 22.0f) << to_string(isa) << " row " << o;
+  }
+  // A product large enough to split over threads: each row's bits do not move.
+  const int64_t big_c = 200, big_oc = 301;
+  const auto bw = random_normal(static_cast<size_t>(big_oc * big_c), 21), bx = random_normal(big_c, 22);
+  std::vector<float> one(big_oc), two(big_oc);
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(1);
+  cpu::matmul_f32_rows(one.data(), big_oc, bx.data(), big_c, bw.data(), nullptr, 1, big_c, big_oc);
+  omp_set_num_threads(2);
+  cpu::matmul_f32_rows(two.data(), big_oc, bx.data(), big_c, bw.data(), nullptr, 1, big_c, big_oc);
   omp_set_num_threads(before);
   EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
 }
