@@ -7,6 +7,7 @@
 
 #include "ablate/questions.h"
 #include "ablate/repeats.h"
+#include "ablate/study_budget.h"
 #include "core/error.h"
 #include "core/stats.h"
 
@@ -212,6 +213,20 @@ TEST(Repeats, QuestionsAreAnsweredFromEveryRunOfTheSuite) {
   EXPECT_FALSE(answers[1].lower_is_better);
   EXPECT_EQ(answers[1].verdict, Verdict::kInconclusive);
   EXPECT_THROW((void)ablate::run_metric(runs[0], "val_lossy"), Error);
+}
+
+TEST(StudyBudget, SeedSuitesTrainTinyRowsFor300StepsThreeTimes) {
+  for (const char* suite : {"seed-000", "seed-ablation", "hymba-roadmap", "seed-003"}) {
+    const ablate::StudyBudget b = ablate::study_budget(suite);
+    EXPECT_EQ(b.scale, "tiny") << suite;
+    EXPECT_EQ(b.repeats, 3) << suite;
+    EXPECT_EQ(b.train["steps"], 300) << suite;
+    EXPECT_EQ(b.train["batch"], 8) << suite;
+    EXPECT_EQ(b.train["seq_len"], 256) << suite;
+  }
+  EXPECT_FALSE(ablate::study_budget("seed-003-long").train.contains("seq_len"));  // T per row
+  EXPECT_TRUE(ablate::study_budget("demo").train.empty());                        // its own recipe
+  EXPECT_THROW(ablate::study_budget("my-suite.json"), Error);
 }
 
 }  // namespace

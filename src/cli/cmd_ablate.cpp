@@ -5,6 +5,7 @@
 
 #include "ablate/report.h"
 #include "ablate/runner.h"
+#include "ablate/study_budget.h"
 #include "ablate/suite.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
@@ -35,7 +36,7 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
     int64_t steps = 0, batch = 0, seq_len = 0, warmup = 0, eval_interval = 0, eval_windows = 0, seed = 0;
     int32_t tokenizer_vocab = 0;
     double epochs = 0, lr = 0;
-    std::string tokenizer_type, init_scheme;
+    std::string tokenizer_type, init_scheme, budget;
     bool no_plots = false, list = false;
   };
   auto o = std::make_shared<Options>();
@@ -48,8 +49,13 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
       "Each suite trains with its notebook's recipe; the flags above override it. Rerunning with the same --out\n"
       "skips the rows already measured and resumes a row whose training was interrupted.");
   cmd->add_option("--suite", a.suite, "Built-in suite name or a suite .json file");
-  cmd->add_option("--scale", a.scale, "Scale of preset rows: tiny, small or seed (default: the suite file's, else seed)")
-      ->check(CLI::IsMember({"tiny", "small", "seed"}));
+  auto* scale = cmd->add_option("--scale", a.scale,
+                                "Scale of preset rows: tiny, small or seed (default: the suite file's, else seed)")
+                    ->check(CLI::IsMember({"tiny", "small", "seed"}));
+  cmd->add_option("--budget", o->budget,
+                  "study: the scale, recipe and repeats of the project's study (docs/results.md); flags given "
+                  "beside it win")
+      ->check(CLI::IsMember({"study"}));
   cmd->add_option("--transformer", a.transformer,
                   "seed-003 suites' Transformer row: gpt (GPT-style, the seed's; default) or rope (RoPE/SwiGLU)")
       ->check(CLI::IsMember({"gpt", "rope"}));
@@ -106,14 +112,14 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
                   "Under mpirun: MPI ranks that train each row data-parallel (must divide the ranks; "
                   "the default 1 gives every rank rows of its own)")
       ->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  cmd->add_option("--repeats", a.repeats,
+  auto* repeats = cmd->add_option("--repeats", a.repeats,
                   "Trainings per row with seeds --seed + 0 .. N-1; the report gives means, 95 % intervals and the "
                   "suite's questions (a rerun with a larger N adds the missing repeats)")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}))->capture_default_str();
   cmd->add_flag("--plain-progress", a.plain_progress, "Periodic lines instead of live progress bars");
   cmd->add_flag("--quiet", a.quiet, "No per-row training progress (row start/end lines remain)");
   cmd->add_flag("--list", o->list, "List the built-in suites, their rows and recipes, and exit");
-  cmd->callback([o, &global, stop_epochs, temperature, top_k, top_p, sample_length, steps, epochs, batch, seq_len, lr, warmup, eval_interval, eval_windows, seed, tok_type,
+  cmd->callback([o, &global, scale, repeats, stop_epochs, temperature, top_k, top_p, sample_length, steps, epochs, batch, seq_len, lr, warmup, eval_interval, eval_windows, seed, tok_type,
                  tok_vocab, init_scheme] {
     apply_global_options(global);
     ablate::AblateOptions& run = o->ablate;
@@ -144,6 +150,13 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
     if (init_scheme->count())
       run.model_overrides["init_scheme"] = to_string(parse_init_scheme_flag(o->init_scheme));
     if (o->no_plots) run.gnuplot.clear();
+    if (!o->budget.empty()) {
+      const ablate::StudyBudget b = ablate::study_budget(run.suite);
+      if (!scale->count()) run.scale = b.scale;
+      if (!repeats->count()) run.repeats = b.repeats;
+      for (auto it = b.train.begin(); it != b.train.end(); ++it)
+        if (!t.contains(it.key()) && !(it.key() == "steps" && t.contains("epochs"))) t[it.key()] = it.value();
+    }
     run.threads = command_threads(global);
     const ablate::AblateSummary s = ablate::run_ablation(run);
     if (!dist::world().is_root()) return;  // rank 0 wrote the suite's files and reports them
