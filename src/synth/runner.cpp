@@ -275,6 +275,10 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
       const bool in_suite = std::any_of(suite.rows.begin(), suite.rows.end(), [&](const SynthRow& x) { return x.id == r.id; });
       if (!in_suite) all["rows"].push_back(r.to_json());
     }
+    if (!summary.answers.empty()) {
+      all["questions"] = json::array();
+      for (const ablate::Answer& a : summary.answers) all["questions"].push_back(a.to_json());
+    }
     write_text_atomic(results_path, all.dump(2) + "\n");
   };
   // Runs go repeat-major (every row once, then again); run j belongs to group j % groups.
@@ -345,6 +349,7 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
   for (const RowRecord& r : summary.runs)
     if (r.repeat == 0) summary.rows.push_back(r);
   summary.answers = answer_synth_questions(synth_questions(suite), summary.runs);
+  if (!summary.answers.empty()) save_results();  // with the answered questions
 
   std::ostringstream csv;
   csv << "id,model,params,epoch,stopped_early,train_loss,eval_loss,eval_acc,eval_macro_acc,best_acc,seconds,ref_epoch,"
