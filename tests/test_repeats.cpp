@@ -22,7 +22,7 @@ using ablate::Verdict;
 
 TEST(Stats, StudentTQuantilesMatchTheTables) {
   // Two-sided 95 % critical values from the standard t table.
-  const std::pair<double, double> table[] = {{1, 12.7062}, {2, 4.3027}, {3, 3.1824}, {4, 2.7764},
+  const std::pair<double, double> table[] = {{1, 12.7062}, {2, 4.3027},  {3, 3.1824},   {4, 2.7764},
                                              {9, 2.2622},  {30, 2.0423}, {1000, 1.9623}};
   for (const auto& [df, t] : table) EXPECT_NEAR(student_t_quantile(0.975, df), t, 1e-4) << "df " << df;
   EXPECT_NEAR(student_t_quantile(0.995, 5), 4.0321, 1e-4);
@@ -120,7 +120,8 @@ TEST(Questions, OneRepeatOrNoPairIsInconclusiveWithTheReason) {
 TEST(Questions, SuiteFileQuestionsAreCheckedFieldByField) {
   using nlohmann::json;
   const Question ok = ablate::question_from_json(
-      json{{"question", "Q?"}, {"claim", "no_worse"}, {"a", "x"}, {"b", "y"}, {"margin", 0.02}}, "s.json", "best_val_loss");
+      json{{"question", "Q?"}, {"claim", "no_worse"}, {"a", "x"}, {"b", "y"}, {"margin", 0.02}}, "s.json",
+      "best_val_loss");
   EXPECT_EQ(ok.claim, Claim::kNoWorse);
   EXPECT_EQ(ok.metric, "best_val_loss");
   EXPECT_DOUBLE_EQ(ok.margin, 0.02);
@@ -132,7 +133,8 @@ TEST(Questions, SuiteFileQuestionsAreCheckedFieldByField) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(error_of({{"question", "Q?"}, {"claim", "wins"}, {"a", "x"}, {"b", "y"}}).find("'claim'"), std::string::npos);
+  EXPECT_NE(error_of({{"question", "Q?"}, {"claim", "wins"}, {"a", "x"}, {"b", "y"}}).find("'claim'"),
+            std::string::npos);
   EXPECT_NE(error_of({{"question", "Q?"}, {"claim", "similar"}, {"a", "x"}, {"b", "y"}}).find("'margin'"),
             std::string::npos);
   EXPECT_NE(error_of({{"question", "Q?"}, {"claim", "better"}, {"a", "x"}}).find("'b'"), std::string::npos);

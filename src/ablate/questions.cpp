@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iterator>
 #include <cstdio>
+#include <iterator>
 #include <sstream>
 
 #include "ablate/report_kit.h"
@@ -13,9 +13,12 @@ namespace hymba::ablate {
 
 const char* to_string(Verdict v) {
   switch (v) {
-    case Verdict::kHolds: return "holds";
-    case Verdict::kReversed: return "reversed";
-    case Verdict::kInconclusive: return "inconclusive at this budget";
+    case Verdict::kHolds:
+      return "holds";
+    case Verdict::kReversed:
+      return "reversed";
+    case Verdict::kInconclusive:
+      return "inconclusive at this budget";
   }
   return "?";
 }
@@ -24,10 +27,14 @@ namespace {
 
 const char* claim_name(Claim c) {
   switch (c) {
-    case Claim::kBetter: return "better";
-    case Claim::kNoWorse: return "no_worse";
-    case Claim::kSimilar: return "similar";
-    case Claim::kAbove: return "above";
+    case Claim::kBetter:
+      return "better";
+    case Claim::kNoWorse:
+      return "no_worse";
+    case Claim::kSimilar:
+      return "similar";
+    case Claim::kAbove:
+      return "above";
   }
   return "?";
 }
@@ -54,10 +61,14 @@ Verdict judge(Claim claim, double low, double high, double margin) {
 
 std::string rows_label(const Question& q) {
   switch (q.claim) {
-    case Claim::kBetter: return q.row_a + " vs " + q.row_b;
-    case Claim::kNoWorse: return q.row_a + " vs " + q.row_b + fmt(" (margin %g)", q.margin);
-    case Claim::kSimilar: return q.row_a + " ~ " + q.row_b + fmt(" (margin %g)", q.margin);
-    case Claim::kAbove: return q.row_a + fmt(" vs %g", q.margin);
+    case Claim::kBetter:
+      return q.row_a + " vs " + q.row_b;
+    case Claim::kNoWorse:
+      return q.row_a + " vs " + q.row_b + fmt(" (margin %g)", q.margin);
+    case Claim::kSimilar:
+      return q.row_a + " ~ " + q.row_b + fmt(" (margin %g)", q.margin);
+    case Claim::kAbove:
+      return q.row_a + fmt(" vs %g", q.margin);
   }
   return "";
 }
@@ -92,8 +103,8 @@ Question question_from_json(const nlohmann::json& j, const std::string& where, c
   q.seed_says = text("seed_says", false);
   q.id = j.contains("id") ? text("id", true) : q.row_a + "-" + claim + (q.row_b.empty() ? "" : "-" + q.row_b);
   if (q.claim != Claim::kBetter) {
-    HYMBA_CHECK(j.contains("margin") && j["margin"].is_number(), where, ": field 'margin' (a number) is required with claim \"",
-                claim, "\"");
+    HYMBA_CHECK(j.contains("margin") && j["margin"].is_number(), where,
+                ": field 'margin' (a number) is required with claim \"", claim, "\"");
     q.margin = j["margin"].get<double>();
     HYMBA_CHECK(std::isfinite(q.margin) && (q.claim == Claim::kAbove || q.margin >= 0), where,
                 ": field 'margin' must be a finite number (>= 0 for no_worse and similar)");
@@ -133,14 +144,31 @@ Answer answer_question(const Question& q, bool lower_is_better, const RepeatValu
 }
 
 nlohmann::json Answer::to_json() const {
-  nlohmann::json j = {{"id", question.id},       {"question", question.text},   {"seed_says", question.seed_says},
-                      {"claim", claim_name(question.claim)}, {"row_a", question.row_a}, {"row_b", question.row_b},
-                      {"metric", question.metric}, {"margin", question.margin}, {"lower_is_better", lower_is_better},
-                      {"repeats", repeats},      {"diffs", diffs},              {"n", spread.n},
-                      {"mean", spread.mean},     {"sd", spread.sd},             {"verdict", to_string(verdict)},
+  nlohmann::json j = {{"id", question.id},
+                      {"question", question.text},
+                      {"seed_says", question.seed_says},
+                      {"claim", claim_name(question.claim)},
+                      {"row_a", question.row_a},
+                      {"row_b", question.row_b},
+                      {"metric", question.metric},
+                      {"margin", question.margin},
+                      {"lower_is_better", lower_is_better},
+                      {"repeats", repeats},
+                      {"diffs", diffs},
+                      {"n", spread.n},
+                      {"mean", spread.mean},
+                      {"sd", spread.sd},
+                      {"verdict", to_string(verdict)},
                       {"note", note}};
   if (spread.has_interval()) j["ci95"] = {spread.low(), spread.high()};
   return j;
+}
+
+std::string spread_text(const Spread& s, const char* format) {
+  if (s.n == 0) return "n/a";
+  std::string out = fmt(format, s.mean);
+  if (!s.has_interval()) return out;
+  return out + " ± " + fmt(format, s.sd) + " [" + fmt(format, s.low()) + ", " + fmt(format, s.high()) + "]";
 }
 
 std::string answers_markdown(const std::vector<Answer>& answers) {
@@ -150,7 +178,8 @@ std::string answers_markdown(const std::vector<Answer>& answers) {
     const Spread& s = a.spread;
     std::string diff = s.n == 0 ? std::string("—") : fmt("%+.4f", s.mean);
     if (s.has_interval()) diff += fmt(" [%+.4f", s.low()) + fmt(", %+.4f]", s.high());
-    const std::string verdict = a.note.empty() ? to_string(a.verdict) : std::string(to_string(a.verdict)) + " (" + a.note + ")";
+    const std::string verdict =
+        a.note.empty() ? to_string(a.verdict) : std::string(to_string(a.verdict)) + " (" + a.note + ")";
     t.cells.push_back({a.question.text, a.question.seed_says, rows_label(a.question) + " (" + a.question.metric + ")",
                        std::to_string(s.n), diff, verdict});
   }

@@ -7,10 +7,9 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/stats.h"
 
@@ -64,6 +63,10 @@ using RepeatValues = std::map<int64_t, double>;
 // reversed when it lies wholly on the other, inconclusive otherwise (and
 // with fewer than two paired repeats).
 Answer answer_question(const Question& q, bool lower_is_better, const RepeatValues& a, const RepeatValues& b);
+
+// "mean ± sd [low, high]" in `format` ("%.4f"); the mean alone for one
+// value, "n/a" for none: a table cell of a figure over repeats.
+std::string spread_text(const Spread& s, const char* format);
 
 // The markdown table of answers: question, the seed's word, rows, repeats,
 // mean difference with its interval, verdict; and how to read it.

@@ -93,7 +93,8 @@ std::vector<RowResult> runs_of(const std::vector<RowResult>& all_runs, const std
 
 RowResult mean_row(std::vector<RowResult> runs) {
   HYMBA_CHECK(!runs.empty(), "mean_row: no runs");
-  std::stable_sort(runs.begin(), runs.end(), [](const RowResult& a, const RowResult& b) { return a.repeat < b.repeat; });
+  std::stable_sort(runs.begin(), runs.end(),
+                   [](const RowResult& a, const RowResult& b) { return a.repeat < b.repeat; });
   RowResult m = runs.front();
   if (runs.size() == 1) return m;
   for (double RowResult::*f :
@@ -177,34 +178,25 @@ nlohmann::json spread_to_json(const RowSpread& s) {
 
 void write_intervals_json(const std::string& path, const std::vector<RowSpread>& rows,
                           const std::vector<Answer>& answers) {
-  nlohmann::json j = {{"format", "hymba-intervals/1"}, {"level", 0.95}, {"rows", nlohmann::json::array()},
+  nlohmann::json j = {{"format", "hymba-intervals/1"},
+                      {"level", 0.95},
+                      {"rows", nlohmann::json::array()},
                       {"questions", nlohmann::json::array()}};
   for (const RowSpread& r : rows) j["rows"].push_back(spread_to_json(r));
   for (const Answer& a : answers) j["questions"].push_back(a.to_json());
   write_text_atomic(path, j.dump(2) + "\n");
 }
 
-namespace {
-
-std::string cell(const Spread& s, const char* format) {
-  if (s.n == 0) return "n/a";
-  std::string out = fmt(format, s.mean);
-  if (!s.has_interval()) return out;
-  return out + " ± " + fmt(format, s.sd) + " [" + fmt(format, s.low()) + ", " + fmt(format, s.high()) + "]";
-}
-
-}  // namespace
-
 std::string spread_markdown(const std::vector<RowSpread>& rows) {
   TextTable t;
-  t.headers = {"Model", "Repeats", "Seeds", "Best val loss", "Best PPL", "Final val loss", "Train tok/s",
-               "Attention mixing"};
+  t.headers = {"Model",    "Repeats",        "Seeds",       "Best val loss",
+               "Best PPL", "Final val loss", "Train tok/s", "Attention mixing"};
   for (const RowSpread& r : rows) {
     std::string seeds;
     for (uint64_t s : r.seeds) seeds += (seeds.empty() ? "" : ", ") + std::to_string(s);
-    t.cells.push_back({r.name, std::to_string(r.repeats.size()), seeds, cell(r.best_val_loss, "%.4f"),
-                       cell(r.best_val_ppl, "%.2f"), cell(r.final_val_loss, "%.4f"),
-                       cell(r.train_tokens_per_s, "%.0f"), cell(r.mixing, "%.3f")});
+    t.cells.push_back({r.name, std::to_string(r.repeats.size()), seeds, spread_text(r.best_val_loss, "%.4f"),
+                       spread_text(r.best_val_ppl, "%.2f"), spread_text(r.final_val_loss, "%.4f"),
+                       spread_text(r.train_tokens_per_s, "%.0f"), spread_text(r.mixing, "%.3f")});
   }
   return markdown_table(t) +
          "\nEach figure: mean ± standard deviation over the repeats [95 % Student t interval of the mean]; "

@@ -13,8 +13,8 @@ constexpr double kLittleLoss = 0.02;
 
 Question better(std::string id, std::string text, std::string says, std::string a, std::string b,
                 std::string metric = "best_val_loss") {
-  return {std::move(id), std::move(text), std::move(says), Claim::kBetter, std::move(a), std::move(b),
-          std::move(metric), 0.0};
+  return {std::move(id), std::move(text), std::move(says),   Claim::kBetter,
+          std::move(a),  std::move(b),    std::move(metric), 0.0};
 }
 
 std::vector<Question> seed000() {
@@ -37,9 +37,14 @@ std::vector<Question> seed000() {
 }
 
 std::vector<Question> seed001() {
-  Question kv{"kv-sharing-cost", "Does KV sharing cost little (Mine)?",
-              "its summary prints the PPL change without KV sharing", Claim::kNoWorse, "hybrid-mine", "hybrid-nokvshare",
-              "best_val_loss", kLittleLoss};
+  Question kv{"kv-sharing-cost",
+              "Does KV sharing cost little (Mine)?",
+              "its summary prints the PPL change without KV sharing",
+              Claim::kNoWorse,
+              "hybrid-mine",
+              "hybrid-nokvshare",
+              "best_val_loss",
+              kLittleLoss};
   return {
       better("meta-mine", "Do meta tokens help (Mine)?", "its summary prints the PPL change without meta tokens",
              "hybrid-mine", "hybrid-nometa"),
@@ -59,10 +64,17 @@ std::vector<Question> seed001() {
 
 // The paper's Table 1 (commonsense average), as seed 002 reproduces it.
 std::vector<Question> seed002() {
-  Question kv{"r9-vs-r8", "Does cross-layer KV sharing cost little (9 vs 8)?", "paper: 45.16 vs 44.56 (no cost)",
-              Claim::kNoWorse, "roadmap-09", "roadmap-08", "best_val_loss", kLittleLoss};
+  Question kv{"r9-vs-r8",
+              "Does cross-layer KV sharing cost little (9 vs 8)?",
+              "paper: 45.16 vs 44.56 (no cost)",
+              Claim::kNoWorse,
+              "roadmap-09",
+              "roadmap-08",
+              "best_val_loss",
+              kLittleLoss};
   return {
-      better("r2-vs-r1", "Do attention heads help Mamba (2 vs 1)?", "paper: 44.20 vs 42.98", "roadmap-02", "roadmap-01"),
+      better("r2-vs-r1", "Do attention heads help Mamba (2 vs 1)?", "paper: 44.20 vs 42.98", "roadmap-02",
+             "roadmap-01"),
       better("r3-vs-r2", "Do more attention heads help (3 vs 2)?", "paper: 44.95 vs 44.20", "roadmap-03", "roadmap-02"),
       better("r4-vs-r3", "Do more attention heads help (4 vs 3)?", "paper: 45.08 vs 44.95", "roadmap-04", "roadmap-03"),
       better("r4-vs-r6", "Does the hybrid beat attention alone (4 vs 6)?", "paper: 45.08 vs 44.08", "roadmap-04",
@@ -81,12 +93,25 @@ std::vector<Question> seed002() {
 }
 
 std::vector<Question> seed003(const Suite& s) {
-  const bool rope = std::any_of(s.rows.begin(), s.rows.end(), [](const SuiteRow& r) { return r.id == "compare-transformer"; });
+  const bool rope =
+      std::any_of(s.rows.begin(), s.rows.end(), [](const SuiteRow& r) { return r.id == "compare-transformer"; });
   const std::string transformer = rope ? "compare-transformer" : "gpt-baseline";
-  Question similar{"mamba-vs-transformer", "Does Mamba match the Transformer?", "yes: val loss 1.25 vs 1.26",
-                   Claim::kSimilar, "compare-mamba", transformer, "best_val_loss", kLittleLoss};
-  Question v1_mix{"v1-mixing", "Does Hymba v1's learned mixing favour attention (share above 50 %)?",
-                  "yes: about 62 % attention", Claim::kAbove, "hymba-v1", "", "attention_mixing", 0.5};
+  Question similar{"mamba-vs-transformer",
+                   "Does Mamba match the Transformer?",
+                   "yes: val loss 1.25 vs 1.26",
+                   Claim::kSimilar,
+                   "compare-mamba",
+                   transformer,
+                   "best_val_loss",
+                   kLittleLoss};
+  Question v1_mix{"v1-mixing",
+                  "Does Hymba v1's learned mixing favour attention (share above 50 %)?",
+                  "yes: about 62 % attention",
+                  Claim::kAbove,
+                  "hymba-v1",
+                  "",
+                  "attention_mixing",
+                  0.5};
   Question v2_mix = v1_mix;
   v2_mix.id = "v2-mixing";
   v2_mix.text = "Does Hymba v2's learned mixing favour attention (share above 50 %)?";
@@ -117,8 +142,9 @@ std::vector<Question> seed003_long(const Suite& s) {
              "expected: Transformer slows dramatically", "mamba" + hi, "transformer" + hi, "train_tok_s"),
       better("mamba-less-memory-long", "Does Mamba need less activation memory than the Transformer at T " + T + "?",
              "expected: ~4x growth for Mamba vs ~16x", "mamba" + hi, "transformer" + hi, "activation_peak_mb"),
-      better("hymba-shifts-to-ssm", "Does Hymba's learned mixing shift toward the SSM at T " + T + " (vs T " +
-                                        std::to_string(s.seq_lens.front()) + ")?",
+      better("hymba-shifts-to-ssm",
+             "Does Hymba's learned mixing shift toward the SSM at T " + T + " (vs T " +
+                 std::to_string(s.seq_lens.front()) + ")?",
              "hoped: \"if Hymba is smart\"", "hymba-v2" + hi, "hymba-v2" + lo, "attention_mixing"),
       better("hymba-vs-transformer-long", "Does Hymba v2 beat the Transformer at T " + T + "?", "not measured",
              "hymba-v2" + hi, "transformer" + hi),
@@ -140,14 +166,21 @@ std::vector<Question> demo() {
 
 std::vector<Question> seed_questions(const Suite& suite) {
   std::vector<Question> qs;
-  if (suite.seed == "000") qs = seed000();
-  else if (suite.seed == "001") qs = seed001();
-  else if (suite.seed == "002") qs = seed002();
-  else if (suite.seed == "003") qs = seed003(suite);
-  else if (suite.seed == "003-long") qs = seed003_long(suite);
-  else if (suite.name == "demo") qs = demo();
+  if (suite.seed == "000")
+    qs = seed000();
+  else if (suite.seed == "001")
+    qs = seed001();
+  else if (suite.seed == "002")
+    qs = seed002();
+  else if (suite.seed == "003")
+    qs = seed003(suite);
+  else if (suite.seed == "003-long")
+    qs = seed003_long(suite);
+  else if (suite.name == "demo")
+    qs = demo();
   auto has = [&](const std::string& id) {
-    return id.empty() || std::any_of(suite.rows.begin(), suite.rows.end(), [&](const SuiteRow& r) { return r.id == id; });
+    return id.empty() ||
+           std::any_of(suite.rows.begin(), suite.rows.end(), [&](const SuiteRow& r) { return r.id == id; });
   };
   std::erase_if(qs, [&](const Question& q) { return !has(q.row_a) || !has(q.row_b); });
   return qs;

@@ -9,8 +9,8 @@ StudyBudget study_budget(const std::string& suite) {
   // so a suite of 8 rows at 3 repeats fits in about 2 hours. Evaluations on
   // 64 validation windows every 100 steps keep the evaluation under a tenth
   // of the run; the warmup is the seeds' 10 % of the steps.
-  const nlohmann::json lm = {{"steps", 300},         {"batch", 8},          {"seq_len", 256},
-                             {"warmup", 30},         {"eval_interval", 100}, {"eval_windows", 64}};
+  const nlohmann::json lm = {{"steps", 300}, {"batch", 8},           {"seq_len", 256},
+                             {"warmup", 30}, {"eval_interval", 100}, {"eval_windows", 64}};
   StudyBudget b;
   b.scale = "tiny";
   if (suite == "seed-000" || suite == "seed-ablation" || suite == "seed-003" || suite == "arch-compare" ||
@@ -23,7 +23,8 @@ StudyBudget study_budget(const std::string& suite) {
   } else if (suite == "demo") {
     // Its own recipe (300 steps of 8 x 128) is the budget.
   } else {
-    fail("--budget study: suite '", suite, "' has no study budget (seed-000, seed-ablation, hymba-roadmap, seed-003, "
+    fail("--budget study: suite '", suite,
+         "' has no study budget (seed-000, seed-ablation, hymba-roadmap, seed-003, "
          "seed-003-long, arch-compare and demo have)");
   }
   return b;

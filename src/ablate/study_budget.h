@@ -5,14 +5,13 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace hymba::ablate {
 
 struct StudyBudget {
-  std::string scale;                              // preset scale of the rows
+  std::string scale;                                // preset scale of the rows
   nlohmann::json train = nlohmann::json::object();  // recipe keys over the suite's
   int64_t repeats = 3;
 };

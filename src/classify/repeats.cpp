@@ -21,14 +21,6 @@ double metric_of(const json& r, const std::string& metric) {
   return r.at("engine").at(metric).get<double>();
 }
 
-std::string cell(const Spread& s) {
-  if (s.n == 0) return "n/a";
-  std::string out = ablate::fmt("%.4f", s.mean);
-  if (!s.has_interval()) return out;
-  return out + " ± " + ablate::fmt("%.4f", s.sd) + " [" + ablate::fmt("%.4f", s.low()) + ", " +
-         ablate::fmt("%.4f", s.high()) + "]";
-}
-
 }  // namespace
 
 std::vector<ablate::Question> classify_questions(const std::string& suite) {
@@ -80,7 +72,8 @@ std::string classify_repeats_markdown(const json& runs, const std::vector<ablate
         f1.push_back(metric_of(r, "macro_f1"));
         seeds += (seeds.empty() ? "" : ", ") + std::to_string(r.value("run_seed", uint64_t{0}));
       }
-      t.cells.push_back({name, std::to_string(acc.size()), seeds, cell(spread_of(acc)), cell(spread_of(f1))});
+      t.cells.push_back({name, std::to_string(acc.size()), seeds, ablate::spread_text(spread_of(acc), "%.4f"),
+                         ablate::spread_text(spread_of(f1), "%.4f")});
     }
     md << "## Repeats and intervals\n\nThe tables above hold each row's first repeat; here every row over its "
           "repeats (seeds: --seed + 0, 1, ...: the train/validation split, the head's init and the data order): "

@@ -3,10 +3,9 @@
 // run records of results.json (ablate/questions.h does the arithmetic).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "ablate/questions.h"
 

@@ -20,8 +20,8 @@ double beta_fraction(double a, double b, double x) {
   double h = d;
   for (int m = 1; m <= 10000; ++m) {
     const double m2 = 2.0 * m;
-    for (const double num : {m * (b - m) * x / ((a + m2 - 1.0) * (a + m2)),
-                             -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0))}) {
+    for (const double num :
+         {m * (b - m) * x / ((a + m2 - 1.0) * (a + m2)), -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0))}) {
       d = 1.0 + num * d;
       if (std::fabs(d) < kTiny) d = kTiny;
       c = 1.0 + num / c;

@@ -43,21 +43,14 @@ const std::vector<MetricDef>& metric_defs() {
 const MetricDef& metric_def(const std::string& metric) {
   for (const MetricDef& d : metric_defs())
     if (metric == d.name) return d;
-  fail("unknown synth metric '", metric, "' (known: best_acc, final_acc, final_macro_acc, final_eval_loss, solve_epoch)");
+  fail("unknown synth metric '", metric,
+       "' (known: best_acc, final_acc, final_macro_acc, final_eval_loss, solve_epoch)");
 }
 
 ablate::Question better(std::string id, std::string text, std::string says, std::string a, std::string b,
                         std::string metric) {
-  return {std::move(id), std::move(text), std::move(says), ablate::Claim::kBetter, std::move(a), std::move(b),
-          std::move(metric), 0.0};
-}
-
-std::string cell(const Spread& s, const char* format) {
-  if (s.n == 0) return "n/a";
-  std::string out = ablate::fmt(format, s.mean);
-  if (!s.has_interval()) return out;
-  return out + " ± " + ablate::fmt(format, s.sd) + " [" + ablate::fmt(format, s.low()) + ", " +
-         ablate::fmt(format, s.high()) + "]";
+  return {std::move(id), std::move(text), std::move(says),   ablate::Claim::kBetter,
+          std::move(a),  std::move(b),    std::move(metric), 0.0};
 }
 
 }  // namespace
@@ -108,7 +101,8 @@ std::string synth_repeats_markdown(const SynthSuite& suite, const std::vector<Ro
                                    const std::vector<ablate::Answer>& answers) {
   size_t most = 0;
   for (const SynthRow& row : suite.rows)
-    most = std::max<size_t>(most, std::count_if(runs.begin(), runs.end(), [&](const RowRecord& r) { return r.id == row.id; }));
+    most = std::max<size_t>(
+        most, std::count_if(runs.begin(), runs.end(), [&](const RowRecord& r) { return r.id == row.id; }));
   std::ostringstream md;
   if (most > 1) {
     ablate::TextTable t;
@@ -124,8 +118,9 @@ std::string synth_repeats_markdown(const SynthSuite& suite, const std::vector<Ro
         seeds += (seeds.empty() ? "" : ", ") + std::to_string(r.seed);
       }
       if (best.empty()) continue;
-      t.cells.push_back({row.name, std::to_string(best.size()), seeds, cell(spread_of(best), "%.3f"),
-                         cell(spread_of(final_acc), "%.3f"), cell(spread_of(solve), "%.1f")});
+      t.cells.push_back({row.name, std::to_string(best.size()), seeds, ablate::spread_text(spread_of(best), "%.3f"),
+                         ablate::spread_text(spread_of(final_acc), "%.3f"),
+                         ablate::spread_text(spread_of(solve), "%.1f")});
     }
     md << "## Repeats and intervals\n\nThe table above holds each row's first repeat; here every row over its "
           "repeats (seeds: the suite's seed + 0, 1, ...): mean ± standard deviation [95 % Student t interval of the "
