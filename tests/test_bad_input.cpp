@@ -196,6 +196,34 @@ TEST_F(BadInput, OverlappingTensorsAreRefusedNamingBoth) {
   EXPECT_EQ(SafetensorsFile::open(path("ok.safetensors")).entries().size(), 3u);
 }
 
+// The offsets must cover the data buffer exactly: a header length shorter
+// than its padded JSON still parses, and would read every tensor from the
+// wrong place; so would a gap between tensors.
+TEST_F(BadInput, DataOffsetsMustCoverTheBufferExactly) {
+  std::string header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  header.append(16, ' ');  // the padding a writer may add
+  const std::string data(8, '\x11');
+  auto write_with_length = [&](const std::string& name, uint64_t length) {
+    std::string bytes(8, '\0');
+    for (int i = 0; i < 8; ++i) bytes[static_cast<size_t>(i)] = static_cast<char>(length >> (8 * i));
+    std::ofstream(path(name), std::ios::binary) << bytes << header << data;
+  };
+  write_with_length("exact.safetensors", header.size());
+  EXPECT_EQ(SafetensorsFile::open(path("exact.safetensors")).entries().size(), 1u);
+  write_with_length("short.safetensors", header.size() - 8);  // the JSON still parses
+  expect_error([&] { SafetensorsFile::open(path("short.safetensors")); },
+               {"short.safetensors", "cover 8 bytes of a 16-byte data buffer", "header length"});
+  write_safetensors(path("gap.safetensors"),
+                    R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                    R"("b":{"dtype":"F32","shape":[2],"data_offsets":[16,24]}})",
+                    std::string(24, '\0'));
+  expect_error([&] { SafetensorsFile::open(path("gap.safetensors")); },
+               {"gap.safetensors", "bytes [8,16)", "belong to no tensor", "'b'"});
+  write_safetensors(path("late.safetensors"), R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                    std::string(16, '\0'));
+  expect_error([&] { SafetensorsFile::open(path("late.safetensors")); }, {"bytes [0,8)", "'a'"});
+}
+
 TEST_F(BadInput, NonFiniteWeightsAreRefusedNamingTensorAndIndex) {
   for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
     ParamTable t;

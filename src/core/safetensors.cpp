@@ -284,8 +284,16 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     HYMBA_CHECK(reach == nullptr || e.begin >= reach->end, path, ": tensors '", excerpt(reach->name), "' [",
                 reach->begin, ",", reach->end, ") and '", excerpt(e.name), "' [", e.begin, ",", e.end,
                 ") overlap in the data buffer");
-    if (reach == nullptr || e.end > reach->end) reach = &e;
+    HYMBA_CHECK(e.begin == (reach == nullptr ? 0 : reach->end), path, ": bytes [",
+                reach == nullptr ? 0 : reach->end, ",", e.begin, ") of the data buffer belong to no tensor (before '",
+                excerpt(e.name), "'); the header length or data_offsets are wrong");
+    reach = &e;
   }
+  // The format's rule: the offsets cover the data buffer exactly. A header
+  // length that is off (a padded header still parses) shifts every tensor.
+  const uint64_t covered = reach == nullptr ? 0 : reach->end;
+  HYMBA_CHECK(covered == data_size, path, ": the tensors cover ", covered, " bytes of a ", data_size,
+              "-byte data buffer; the header length (", n, " bytes) or data_offsets are wrong");
   for (std::size_t i = 0; i < file.entries_.size(); ++i) file.index_[file.entries_[i].name] = i;
   return file;
 }
