@@ -66,6 +66,17 @@ TEST(Cli, OpenBlasRunsKernelsForThisCpuButRespectsTheUser) {
   }
 }
 
+// Global flags work after the subcommand too; a subcommand's own flag of the
+// same name is still its own.
+TEST(Cli, GlobalFlagsMayFollowTheSubcommand) {
+  const auto r = run_cli("info --threads 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(r.output)["build"]["threads"], 1);
+  const auto typo = run_cli("info --thread 1");
+  EXPECT_NE(typo.exit_code, 0);
+  EXPECT_NE(typo.output.find("did you mean --threads?"), std::string::npos) << typo.output;
+}
+
 TEST(Cli, BadFlagGivesOneLineErrorNamingIt) {
   auto r = run_cli("--threads -3 info");
   EXPECT_NE(r.exit_code, 0);

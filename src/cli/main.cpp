@@ -127,6 +127,9 @@ int run_command(int argc, char** argv, bool* interrupted) {
     return std::string("hymba: error: ") + e.what() + " (see --help)\n";
   });
   app.footer("Run 'hymba SUBCOMMAND --help' for the flags of one subcommand.");
+  // Global flags may also follow the subcommand (`hymba generate --threads 1`);
+  // a subcommand's own flag of the same name (serve --threads) wins.
+  app.fallthrough();
 
   hymba::cli::register_info(app, global);
   hymba::cli::register_presets(app, global);
