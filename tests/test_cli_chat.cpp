@@ -98,6 +98,18 @@ TEST_F(CliChat, ReplKeepsTheConversationUntilExit) {
   EXPECT_EQ(r.output, first + "\n" + second + "\n");
 }
 
+// /help lists the commands; an unknown slash command is refused, not sent;
+// "//" sends a message that starts with "/".
+TEST_F(CliChat, SlashCommandsAreHandledNotSent) {
+  const std::string input = stdin_file("slash.txt", "/help\n/bogus\n//Hi\n/exit\n");
+  const auto r = test::run_cli("chat --ckpt " + ckpt() + " --temperature 0 --max-new-tokens 5 < " + input);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("/reset   start a new conversation"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("unknown command '/bogus'"), std::string::npos) << r.output;
+  // The only turn the model saw is "/Hi", its first.
+  EXPECT_NE(r.output.find(reply(ordered_json::array({user("/Hi")}), 5) + "\n"), std::string::npos) << r.output;
+}
+
 // Turns after the first continue the conversation's cache: --show-reuse
 // reports how many of each turn's tokens it held.
 TEST_F(CliChat, ReplReusesTheCacheBetweenTurns) {

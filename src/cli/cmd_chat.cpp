@@ -2,7 +2,8 @@
 // Each line read is a user message; the conversation so far is rendered
 // through the checkpoint's chat template (data/chat_template.h) and the
 // reply streams out as it is generated. "/exit" (or end of input) ends it,
-// "/reset" starts a new conversation.
+// "/reset" starts a new conversation, "/help" lists the commands; other
+// slash commands are refused, not sent ("//" sends a leading "/").
 //
 // The conversation's cache lives from turn to turn (infer/chat_session.h):
 // a turn feeds only the tokens its cache does not hold yet (the new user
@@ -21,6 +22,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "core/error.h"
+#include "core/excerpt.h"
 #include "data/chat_template.h"
 #include "infer/chat_session.h"
 #include "infer/generate.h"
@@ -28,6 +30,12 @@
 namespace hymba::cli {
 
 namespace {
+
+constexpr const char* kChatHelp =
+    "/help    this list\n"
+    "/reset   start a new conversation (the system prompt stays)\n"
+    "/exit    end the chat (also /quit, or end of input)\n"
+    "//text   send a message that starts with /\n";
 
 void write_now(std::string_view text) {
   std::fwrite(text.data(), 1, text.size(), stdout);
@@ -80,7 +88,7 @@ void register_chat(CLI::App& app, const GlobalOptions& global) {
     infer::ChatSession session(decoder, opts->context);
     const bool interactive = ::isatty(STDIN_FILENO) != 0;
     if (interactive)
-      std::fprintf(stderr, "hymba chat: %s (%s); /exit to stop, /reset to start over\n", lm.source().c_str(),
+      std::fprintf(stderr, "hymba chat: %s (%s); /exit to stop, /reset to start over, /help for more\n", lm.source().c_str(),
                    chat_template.is_default() ? "no chat_template: the plain default" : chat_template.name().c_str());
     const auto start = [&] {
       nlohmann::ordered_json messages = nlohmann::ordered_json::array();
@@ -99,6 +107,17 @@ void register_chat(CLI::App& app, const GlobalOptions& global) {
         session.reset();
         continue;
       }
+      if (line == "/help" || line == "/?") {
+        std::fprintf(stderr, "%s", kChatHelp);
+        continue;
+      }
+      // A slash command we do not know is not sent to the model; "//" sends a line that starts with "/".
+      if (line.size() > 1 && line[0] == '/' && line[1] != '/') {
+        std::fprintf(stderr, "hymba chat: unknown command '%s' (/help lists them; start a message with // to send "
+                     "a leading /)\n", excerpt(line, 60).c_str());
+        continue;
+      }
+      if (line.rfind("//", 0) == 0) line.erase(0, 1);
       if (line.empty()) continue;
       messages.push_back({{"role", "user"}, {"content", line}});
       infer::GenerateOptions turn_options = opts->gen;
