@@ -12,6 +12,7 @@
 #include <string>
 
 #include "api/hymba.h"
+#include "train/run_state.h"
 #include "cli_util.h"
 #include "test_util.h"
 
@@ -240,6 +241,24 @@ TEST_F(Api, TrainInitIsTheSameFineTuneOnTheCommandLine) {
     EXPECT_EQ(test::count_lines(bad.output), 1) << bad.output;
     EXPECT_NE(bad.output.find("--init"), std::string::npos) << bad.output;
   }
+}
+
+// A run's best/ holds no run record of its own: eval finds the run's, so
+// best/ is scored on the run's data, windows and validation split, as the
+// run's latest checkpoint is.
+TEST_F(Api, ACheckpointInsideARunFindsTheRunsRecord) {
+  const auto t = run_cli("--threads 1 train --preset hybrid-official --scale tiny --data " + path("train.txt") +
+                         " --tokenizer-type byte --steps 2 --batch 2 --seq-len 24 --eval-interval 2 --eval-windows 2"
+                         " --out " + path("rec") + " --quiet");
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  for (const std::string& ckpt : {path("rec/best"), path("rec/best/"), path("rec")}) {
+    const auto r = test::run_cli_stdout("--threads 1 eval --ckpt " + ckpt + " --json");
+    ASSERT_EQ(r.exit_code, 0) << ckpt << ": " << r.errors;
+    const nlohmann::json j = nlohmann::json::parse(r.output);
+    EXPECT_EQ(j["seq_len"], 24) << ckpt;
+    EXPECT_EQ(j["data"], path("train.txt")) << ckpt;
+  }
+  EXPECT_EQ(run_state_for_checkpoint(path("ck")), "");  // a saved model alone has no run
 }
 
 TEST_F(Api, BadDirectoriesAndInputsAreOneLineErrors) {

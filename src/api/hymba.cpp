@@ -184,11 +184,12 @@ CorpusScore LanguageModel::score_corpus(const CorpusScoreOptions& options) {
   out.seq_len = options.seq_len;
   double val_fraction = 0.1;
   uint64_t seed = 1234;
-  // Defaults from the training run when this is one of its checkpoints.
-  const fs::path state_path = fs::path(source_) / kTrainStateFile;
-  if (!source_.empty() && fs::exists(state_path)) {
-    const nlohmann::json state = read_json_file(state_path.string());
-    const JsonFields run = JsonFields(state, state_path.string()).object("run");
+  // Defaults from the training run when this is one of its checkpoints
+  // (its best/ included): its data, its windows, its validation split.
+  const std::string state_path = run_state_for_checkpoint(source_);
+  if (!state_path.empty()) {
+    const nlohmann::json state = read_json_file(state_path);
+    const JsonFields run = JsonFields(state, state_path).object("run");
     if (out.data.empty()) out.data = run.str("data");
     if (out.seq_len == 0) out.seq_len = run.i64("seq_len");
     val_fraction = run.f64("val_fraction");

@@ -17,6 +17,22 @@ namespace hymba {
 
 namespace fs = std::filesystem;
 
+std::string run_state_for_checkpoint(const std::string& dir) {
+  if (dir.empty()) return "";
+  std::error_code ec;
+  fs::path own = fs::path(dir).lexically_normal();
+  if (!own.has_filename()) own = own.parent_path();  // "run/best/"
+  if (fs::exists(own / kTrainStateFile, ec)) return (own / kTrainStateFile).string();
+  const fs::path run = own.parent_path();
+  if (run.empty() || !fs::exists(run / kLatestFile, ec)) return "";
+  try {
+    const fs::path state = fs::path(resolve_checkpoint(run.string())) / kTrainStateFile;
+    return fs::exists(state, ec) ? state.string() : "";
+  } catch (const Error&) {
+    return "";  // a broken `latest` beside it: no record, as for a lone checkpoint
+  }
+}
+
 std::string resolve_checkpoint(const std::string& path) {
   std::error_code ec;
   HYMBA_CHECK(fs::exists(path, ec), excerpt(path, 300), ": no such checkpoint or run directory",

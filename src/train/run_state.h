@@ -34,6 +34,12 @@ inline constexpr const char* kOptimizerFile = "optimizer.safetensors";
 // checkpoint directory itself.
 std::string resolve_checkpoint(const std::string& path);
 
+// The training run record (train_state.json) that belongs to a checkpoint
+// directory: its own (a run's step checkpoint), else, for one that sits in a
+// run directory (its best/), the run's latest checkpoint's; "" when it has
+// none (an exported or imported checkpoint).
+std::string run_state_for_checkpoint(const std::string& dir);
+
 // A model and its tokenizer from any directory a `--ckpt` flag takes: a run
 // directory (its latest checkpoint), a checkpoint of ours, or a published HF
 // Hymba / HF or state-spaces Mamba directory (docs/import.md). The tokenizer
