@@ -264,7 +264,14 @@ TEST_F(Api, ACheckpointInsideARunFindsTheRunsRecord) {
 TEST_F(Api, BadDirectoriesAndInputsAreOneLineErrors) {
   expect_error([&] { LanguageModel::load(path("missing")); }, {"missing", "no such checkpoint"});
   fs::create_directories(path("empty"));
-  expect_error([&] { LanguageModel::load(path("empty")); }, {"empty", "no tokenizer"});
+  expect_error([&] { LanguageModel::load(path("empty")); }, {"empty", "not a checkpoint", "no config.json"});
+  // A weights file alone, a config without a tokenizer, a hub name: each says what it is or lacks.
+  expect_error([&] { LanguageModel::load(path("ck/model.safetensors")); },
+               {"model.safetensors", "a file, not a checkpoint directory", "config.json"});
+  fs::create_directories(path("configonly"));
+  fs::copy_file(path("ck/config.json"), path("configonly/config.json"));
+  expect_error([&] { LanguageModel::load(path("configonly")); }, {"configonly", "no tokenizer"});
+  expect_error([&] { LanguageModel::load("nvidia/Hymba-1.5B-Base"); }, {"hub name", "hymba import"});
   fs::create_directories(path("notokmodel"));
   make_byte_tokenizer()->save(path("notokmodel/tokenizer.model"));
   expect_error([&] { LanguageModel::load(path("notokmodel")); }, {"config.json"});

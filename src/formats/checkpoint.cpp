@@ -71,8 +71,27 @@ ModelConfig load_checkpoint_config(const std::string& path) {
   return load_config_file((fs::path(path) / kConfigFile).string());
 }
 
+namespace {
+
+// A --ckpt that is no checkpoint says what it is and what is missing, before
+// any part of one is looked for.
+void require_checkpoint_directory(const std::string& path) {
+  std::error_code ec;
+  const std::string p = excerpt(path, 300);
+  if (fs::is_regular_file(path, ec))
+    fail(p, ": a file, not a checkpoint directory",
+         fs::path(path).extension() == ".safetensors" ? " (a weights file alone has no config.json or tokenizer)" : "",
+         "; give the directory that holds config.json, the weights and the tokenizer, or a .gguf file");
+  HYMBA_CHECK(fs::exists(fs::path(path) / kConfigFile, ec), p,
+              ": not a checkpoint: no config.json (a checkpoint directory holds config.json, model.safetensors and "
+              "tokenizer.model or tokenizer.json; a run directory holds `latest`)");
+}
+
+}  // namespace
+
 CheckpointTokenizer load_checkpoint_tokenizer_of(const std::string& path) {
   if (is_gguf_file(path)) return gguf::tokenizer_from_gguf(gguf::File::open(path));
+  require_checkpoint_directory(path);
   return load_checkpoint_tokenizer(path);
 }
 

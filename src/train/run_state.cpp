@@ -35,8 +35,14 @@ std::string run_state_for_checkpoint(const std::string& dir) {
 
 std::string resolve_checkpoint(const std::string& path) {
   std::error_code ec;
+  // "owner/name" that is not here is most likely a Hugging Face hub name.
+  const bool hub_name = std::count(path.begin(), path.end(), '/') == 1 && path.front() != '/' && path.front() != '.' &&
+                        path.back() != '/';
   HYMBA_CHECK(fs::exists(path, ec), excerpt(path, 300), ": no such checkpoint or run directory",
-              ec ? " (" + ec.message() + ")" : std::string());
+              ec ? " (" + ec.message() + ")" : std::string(),
+              hub_name ? "; a Hugging Face hub name? download the repository, then `hymba import --in DIR --out CKPT` "
+                         "(docs/import.md)"
+                       : "");
   const fs::path latest = fs::path(path) / kLatestFile;
   if (fs::exists(latest, ec)) {
     std::string name = read_file(latest.string());
