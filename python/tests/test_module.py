@@ -49,3 +49,19 @@ def test_openblas_kernels_match_the_cli(cli):
     here = hymba.build_info()["blas_core"]
     there = json.loads(cli("info", "--json").stdout)["build"]["blas_core"]
     assert here and here == there
+
+
+def test_openmp_waits_passively_as_the_cli_does():
+    """Imported first, hymba sets OpenMP's passive wait policy, as the command
+    does (a user's OMP_WAIT_POLICY stands)."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import hymba; print(hymba.build_info()['omp_wait_policy'])"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "passive"
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "OMP_WAIT_POLICY": "active"},
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "active"
