@@ -518,6 +518,13 @@ TEST_F(Ablate, Seed003LongSuiteWritesTheTableAndPlotsAgainstT) {
     EXPECT_GT(p.est_train_memory_mb, p.activation_peak_mb) << p.id;
     EXPECT_FALSE(p.group.empty());
     EXPECT_EQ(p.attention_mixing.empty(), !p.id.starts_with("hymba-v2")) << p.id;
+    // Learned β is logged at every evaluation, per layer; the last equals the final model's.
+    ASSERT_FALSE(p.curve.empty()) << p.id;
+    for (const ablate::CurvePoint& c : p.curve)
+      EXPECT_EQ(c.attention_mixing.size(), p.attention_mixing.size()) << p.id << " step " << c.step;
+    if (!p.attention_mixing.empty() && p.best_step == p.curve.back().step) {
+      EXPECT_EQ(p.curve.back().attention_mixing, p.attention_mixing) << p.id;
+    }
   }
   const fs::path out = dir_ / "long";
   std::istringstream csv(slurp(out / "results.csv"));
@@ -706,7 +713,7 @@ TEST(AblateResults, RowJsonRoundTripsAndNamesMissingFields) {
   r.steps = 3;
   r.kv_reduction = 2.5;
   r.samples = {{"a", "bc"}};
-  r.curve = {{3, 1.5, std::exp(1.5), 0.25}};
+  r.curve = {{3, 1.5, std::exp(1.5), 0.25, {}}};
   const json j = r.to_json();
   const ablate::RowResult back = ablate::RowResult::from_json(j);
   EXPECT_EQ(back.to_json(), j);

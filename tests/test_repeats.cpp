@@ -153,7 +153,7 @@ ablate::RowResult run(int64_t repeat, double loss, std::vector<std::pair<int64_t
   r.final_val_loss = loss + 0.1;
   r.train_tokens_per_s = 1000.0 * static_cast<double>(repeat + 1);
   r.samples = {{"p", "repeat " + std::to_string(repeat)}};
-  for (const auto& [step, v] : curve) r.curve.push_back({step, v, std::exp(v), 0.0});
+  for (const auto& [step, v] : curve) r.curve.push_back({step, v, std::exp(v), 0.0, {}});
   return r;
 }
 

@@ -109,7 +109,20 @@ RowResult mean_row(std::vector<RowResult> runs) {
     m.attention_mixing[l] = sum / static_cast<double>(runs.size());
   }
   m.curve.clear();
-  for (const CurveBand& b : curve_band(runs)) m.curve.push_back({b.step, b.mean, std::exp(b.mean), 0.0});
+  for (const CurveBand& b : curve_band(runs)) m.curve.push_back({b.step, b.mean, std::exp(b.mean), 0.0, {}});
+  // The mixing per layer at each step, averaged over the runs that logged it.
+  for (CurvePoint& point : m.curve) {
+    int64_t n = 0;
+    for (const RowResult& r : runs)
+      for (const CurvePoint& p : r.curve) {
+        if (p.step != point.step || p.attention_mixing.empty()) continue;
+        if (point.attention_mixing.empty()) point.attention_mixing.assign(p.attention_mixing.size(), 0.0);
+        if (p.attention_mixing.size() != point.attention_mixing.size()) continue;
+        for (size_t l = 0; l < p.attention_mixing.size(); ++l) point.attention_mixing[l] += p.attention_mixing[l];
+        ++n;
+      }
+    for (double& v : point.attention_mixing) v /= static_cast<double>(std::max<int64_t>(n, 1));
+  }
   return m;
 }
 

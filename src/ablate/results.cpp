@@ -52,9 +52,11 @@ void fill_seed_figures(RowResult& r) {
 json RowResult::to_json() const {
   const json samples_json = samples_to_json(samples);
   json curve_json = json::array();
-  for (const CurvePoint& p : curve)
-    curve_json.push_back({{"step", p.step}, {"val_loss", p.val_loss}, {"val_ppl", p.val_ppl},
-                          {"val_accuracy", p.val_accuracy}});
+  for (const CurvePoint& p : curve) {
+    json point = {{"step", p.step}, {"val_loss", p.val_loss}, {"val_ppl", p.val_ppl}, {"val_accuracy", p.val_accuracy}};
+    if (!p.attention_mixing.empty()) point["attention_mixing"] = p.attention_mixing;
+    curve_json.push_back(point);
+  }
   return {{"id", id},
           {"name", name},
           {"source", source},
@@ -197,7 +199,14 @@ RowResult RowResult::from_json(const json& j, uint64_t default_seed) {
   for (const json& p : j["curve"]) {
     HYMBA_CHECK(p.is_object(), "field 'curve' holds a non-object");
     r.curve.push_back({get<int64_t>(p, "step"), get<double>(p, "val_loss"), get<double>(p, "val_ppl"),
-                       get<double>(p, "val_accuracy")});
+                       get<double>(p, "val_accuracy"), {}});
+    if (p.contains("attention_mixing")) {
+      HYMBA_CHECK(p["attention_mixing"].is_array(), "field 'curve.attention_mixing' is not an array");
+      for (const json& v : p["attention_mixing"]) {
+        HYMBA_CHECK(v.is_number(), "field 'curve.attention_mixing' holds a non-number");
+        r.curve.back().attention_mixing.push_back(v.get<double>());
+      }
+    }
   }
   HYMBA_CHECK(r.params > 0 && r.best_val_ppl > 0 && r.steps > 0, "figures out of range (params, best_val_ppl, steps)");
   return r;

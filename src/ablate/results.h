@@ -15,6 +15,7 @@ namespace hymba::ablate {
 struct CurvePoint {
   int64_t step = 0;
   double val_loss = 0.0, val_ppl = 0.0, val_accuracy = 0.0;
+  std::vector<double> attention_mixing;  // per layer at this step (learned-beta fusion), else empty
 };
 
 struct Sample {

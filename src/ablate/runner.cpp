@@ -28,6 +28,7 @@
 #include "infer/generate.h"
 #include "formats/checkpoint.h"
 #include "model/memory_estimate.h"
+#include "model/mixing.h"
 #include "model/model.h"
 #include "model/summary.h"
 #include "train/progress.h"
@@ -97,34 +98,6 @@ void fill_model_figures(RowResult& r, const SuiteRow& row, int64_t vocab, int64_
   fill_seed_figures(r);
 }
 
-// Seed 003's learned mixing share: per layer with learned-beta fusion,
-// mean|beta_attn| / (mean|beta_attn| + mean|beta_mamba|).
-std::vector<double> attention_mixing(const Model& model) {
-  std::map<std::string, std::pair<double, double>> by_layer;  // prefix -> (attn, mamba)
-  model.params().for_each([&](const ParamInfo& info, const float* v) {
-    const std::string& n = info.name;
-    const bool attn = n.ends_with("fusion.beta_attn"), mamba = n.ends_with("fusion.beta_mamba");
-    if (!attn && !mamba) return;
-    double sum = 0.0;
-    const int64_t count = info.shape.numel();
-    for (int64_t i = 0; i < count; ++i) sum += std::fabs(v[i]);
-    const std::string prefix = n.substr(0, n.rfind("fusion."));
-    (attn ? by_layer[prefix].first : by_layer[prefix].second) = count > 0 ? sum / static_cast<double>(count) : 0.0;
-  });
-  std::vector<std::pair<int64_t, double>> layers;
-  for (const auto& [prefix, ab] : by_layer) {
-    // prefix "model.layers.N." : order by N, not by string.
-    const size_t end = prefix.size() - 1, start = prefix.rfind('.', end - 1) + 1;
-    const int64_t index = std::stoll(prefix.substr(start, end - start));
-    const double total = ab.first + ab.second;
-    layers.emplace_back(index, total > 0 ? ab.first / total : 0.0);
-  }
-  std::sort(layers.begin(), layers.end());
-  std::vector<double> out;
-  for (const auto& l : layers) out.push_back(l.second);
-  return out;
-}
-
 infer::GenerateOptions sample_options(const SampleSettings& s, int64_t tokens, uint64_t seed) {
   infer::GenerateOptions g;
   g.max_new_tokens = tokens;
@@ -149,7 +122,10 @@ std::vector<CurvePoint> read_curve(const fs::path& metrics) {
     if (!j.is_object() || !j.contains("val_loss")) continue;
     const JsonFields f(j, metrics.string());
     curve.push_back({f.i64("step"), f.f64("val_loss"), f.f64("val_ppl"),
-                     f.has("val_accuracy") ? f.f64("val_accuracy") : 0.0});
+                     f.has("val_accuracy") ? f.f64("val_accuracy") : 0.0, {}});
+    if (j.contains("attention_mixing") && j["attention_mixing"].is_array())
+      for (const json& v : j["attention_mixing"])
+        if (v.is_number()) curve.back().attention_mixing.push_back(v.get<double>());
   }
   return curve;
 }
@@ -183,7 +159,7 @@ double sample_and_time(RowResult& r, const std::string& ckpt, const Tokenizer& t
                        const std::vector<std::string>& prompts, const SampleSettings& sampling, int64_t time_tokens,
                        uint64_t seed) {
   auto model = load_model(ckpt, false);
-  r.attention_mixing = attention_mixing(*model);
+  r.attention_mixing = learned_attention_mixing(*model);
   infer::Decoder decoder(*model);
   const infer::GenerateOptions g = sample_options(sampling, time_tokens, seed);
   {

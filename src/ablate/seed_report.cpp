@@ -272,6 +272,34 @@ TextTable seed_table(const std::string& seed, const std::vector<RowResult>& rows
   return t;
 }
 
+namespace {
+
+// Seed 003's learned β as training goes: per row with learned-beta fusion,
+// the attention share of each layer at each evaluation (the mean over the
+// repeats when there are several).
+std::string mixing_against_steps(const std::vector<RowResult>& rows) {
+  std::ostringstream md;
+  for (const RowResult& r : rows) {
+    std::vector<const CurvePoint*> points;
+    for (const CurvePoint& p : r.curve)
+      if (!p.attention_mixing.empty()) points.push_back(&p);
+    if (points.empty()) continue;
+    TextTable t;
+    t.headers = {"Step"};
+    for (size_t l = 0; l < points.front()->attention_mixing.size(); ++l) t.headers.push_back("Layer " + std::to_string(l));
+    for (const CurvePoint* p : points) {
+      std::vector<std::string> cells = {std::to_string(p->step)};
+      for (double v : p->attention_mixing) cells.push_back(fmt("%.3f", v));
+      cells.resize(t.headers.size(), "");
+      t.cells.push_back(std::move(cells));
+    }
+    md << "Attention mixing (learned β) of " << r.name << " per layer against steps:\n\n" << markdown_table(t) << "\n";
+  }
+  return md.str();
+}
+
+}  // namespace
+
 std::string seed_section(const std::string& seed, const std::vector<RowResult>& rows, const json& settings,
                          const std::string& scale) {
   if (seed.empty()) return "";
@@ -290,7 +318,7 @@ std::string seed_section(const std::string& seed, const std::vector<RowResult>& 
       for (size_t i = 0; i < r.attention_mixing.size(); ++i) md << (i ? ", " : " ") << fmt("%.3f", r.attention_mixing[i]);
       md << "\n";
     }
-    md << "\n";
+    md << "\n" << mixing_against_steps(rows);
   }
   if (seed == "001") {
     const Seed001Analysis a = analyse_seed001(rows);

@@ -22,6 +22,7 @@
 #include "eval/evaluate.h"
 #include "formats/checkpoint.h"
 #include "model/memory_estimate.h"
+#include "model/mixing.h"
 #include "model/model.h"
 #include "train/metrics_log.h"
 #include "train/progress.h"
@@ -487,7 +488,13 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
         save_inference_checkpoint((fs::path(opt.out_dir) / kBestDir).string(), *model, *tok,
                                 {{"step", std::to_string(step_done)}});
     }
-    if (metrics) metrics->write({{"step", step_done}, {"val_loss", r.loss}, {"val_ppl", r.ppl}, {"val_accuracy", r.accuracy}});
+    if (metrics) {
+      json record = {{"step", step_done}, {"val_loss", r.loss}, {"val_ppl", r.ppl}, {"val_accuracy", r.accuracy}};
+      // Learned-beta fusion: the attention share per layer as it moves (seed 003's question).
+      if (const std::vector<double> mixing = learned_attention_mixing(*model); !mixing.empty())
+        record["attention_mixing"] = mixing;
+      metrics->write(record);
+    }
     char line[160];
     std::snprintf(line, sizeof line, "eval step %lld: val loss %.4f ppl %.2f acc %.3f%s",
                   static_cast<long long>(step_done), r.loss, r.ppl, r.accuracy, best ? " (best)" : "");
