@@ -25,6 +25,13 @@ py::dict ordered(const json& record, const std::vector<std::string>& keys) {
   return d;
 }
 
+// The answered questions (ablate/questions.h) as dicts, as results.json holds them.
+py::list answers_list(const std::vector<ablate::Answer>& answers) {
+  py::list out;
+  for (const ablate::Answer& a : answers) out.append(to_python(a.to_json()));
+  return out;
+}
+
 py::dict ablate(py::dict options) {
   const json o = to_json(options, "ablate");
   ablate::AblateOptions a;
@@ -39,6 +46,7 @@ py::dict ablate(py::dict options) {
   if (o.contains("prompts") && !o["prompts"].is_null()) a.prompts = o["prompts"].get<std::vector<std::string>>();
   a.cache_context = o.value("cache_context", a.cache_context);
   a.sample_tokens = o.value("sample_tokens", a.sample_tokens);
+  a.repeats = o.value("repeats", int64_t{1});
   if (!o.value("plots", true)) a.gnuplot.clear();
   for (const char* k : {"train", "model", "sampling"})
     HYMBA_CHECK(!o.contains(k) || o[k].is_object(), k, ": expected a dict of overrides");
@@ -55,6 +63,8 @@ py::dict ablate(py::dict options) {
   }
   py::list rows;
   for (const ablate::RowResult& r : s.rows) rows.append(ordered(ablate::result_record(r), ablate::result_columns()));
+  py::list runs;
+  for (const ablate::RowResult& r : s.runs) runs.append(ordered(ablate::result_record(r), ablate::result_columns()));
   py::list skipped;
   for (const ablate::SkippedRow& r : s.skipped_rows) {
     py::dict d;
@@ -69,6 +79,8 @@ py::dict ablate(py::dict options) {
   }
   py::dict out;
   out["rows"] = rows;
+  out["runs"] = runs;
+  out["questions"] = answers_list(s.answers);
   out["skipped_rows"] = skipped;
   out["trained"] = s.trained;
   out["report_md"] = s.report_md;
@@ -110,6 +122,8 @@ py::dict synth_row(const synth::RowRecord& r) {
   d["ref_train_loss"] = r.reference ? py::object(py::float_(r.reference->train_loss)) : py::object(py::none());
   d["ref_eval_loss"] = r.reference ? py::object(py::float_(r.reference->eval_loss)) : py::object(py::none());
   d["ref_eval_acc"] = r.reference ? py::object(py::float_(r.reference->eval_acc)) : py::object(py::none());
+  d["repeat"] = r.repeat;
+  d["seed"] = r.seed;
   py::list curve;
   for (const synth::EpochStats& x : r.result.epochs) curve.append(epoch_dict(x));
   d["curve"] = curve;
@@ -164,6 +178,7 @@ py::dict synth_run(py::dict options, py::object on_epoch) {
 
   py::dict result;
   if (single && out.empty()) {
+    HYMBA_CHECK(o.value("repeats", int64_t{1}) == 1, "repeats: only for a suite or a run with out=DIR");
     const synth::TaskSpec row_task = synth::row_task(suite, suite.rows[0]);
     std::optional<py::error_already_set> raised;
     struct Stop {};
@@ -195,6 +210,7 @@ py::dict synth_run(py::dict options, py::object on_epoch) {
   ro.out_dir = out;
   ro.quiet = !o.value("progress", false);
   ro.log = stderr;
+  ro.repeats = o.value("repeats", int64_t{1});
   if (!o.value("plots", true)) ro.gnuplot.clear();
   synth::SuiteRunSummary s;
   {
@@ -203,7 +219,11 @@ py::dict synth_run(py::dict options, py::object on_epoch) {
   }
   py::list rows;
   for (const synth::RowRecord& r : s.rows) rows.append(synth_row(r));
+  py::list runs;
+  for (const synth::RowRecord& r : s.runs) runs.append(synth_row(r));
   result["rows"] = rows;
+  result["runs"] = runs;
+  result["questions"] = answers_list(s.answers);
   result["report_md"] = s.report_md;
   result["report_html"] = s.report_html;
   result["trained"] = s.trained;

@@ -55,3 +55,22 @@ def test_synth_run_with_out_matches_its_csv(tmp_path):
     assert list(df.columns[:len(csv.columns)]) == list(csv.columns)
     assert df["eval_acc"].round(4).tolist() == csv["eval_acc"].tolist()
     assert len(rows[0]["curve"]) == 2
+
+
+def test_synth_repeats_give_every_run_and_the_questions(tmp_path):
+    suite = {"title": "t", "preset": "seed004-selective-copying",
+             "task": {"seq_len": 12, "num_tokens_to_copy": 3, "vocab_size": 8},
+             "train": {"epochs": 1, "num_train": 32, "num_test": 8, "batch_size": 16, "seed": 3},
+             "model": {"hidden_size": 16, "num_heads": 2},
+             "rows": [{"id": "m", "model": {"model": "mamba", "num_layers": 1}},
+                      {"id": "t", "model": {"model": "transformer", "num_layers": 1}}],
+             "questions": [{"question": "m beats t?", "claim": "better", "a": "m", "b": "t"}]}
+    path = tmp_path / "suite.json"
+    path.write_text(json.dumps(suite))
+    rows = hymba.synth(suite=path, out=tmp_path / "s", plots=False, repeats=2)
+    assert len(rows) == 2 and len(rows.runs) == 4
+    assert sorted((r["id"], r["repeat"], r["seed"]) for r in rows.runs) == [("m", 0, 3), ("m", 1, 4), ("t", 0, 3),
+                                                                            ("t", 1, 4)]
+    assert rows.questions[0]["n"] == 2 and rows.questions[0]["verdict"]
+    with pytest.raises(hymba.HymbaError, match="repeats"):
+        hymba.synth(task="selective-copying", model="mamba", repeats=2, epochs=1)
