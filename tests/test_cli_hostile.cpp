@@ -280,6 +280,12 @@ TEST_F(CliHostile, IntegerFlagsAndNamesAreReportedForWhatTheyAre) {
   }
   const auto range = run_cli(base + " --batch 0");
   EXPECT_NE(range.output.find("not in range"), std::string::npos) << range.output;  // a real range error stays one
+  // Bounds as a person writes them, not "0.000000 to 1000000.000000".
+  const auto temperature = run_cli("generate --ckpt x --temperature -1");
+  EXPECT_NE(temperature.output.find("--temperature: Value -1 not in range 0 to 1000000"), std::string::npos)
+      << temperature.output;
+  const auto classify = run_cli("classify suite --data x --out y --val-fraction 0.95");
+  EXPECT_NE(classify.output.find("not in range 0.001 to 0.9"), std::string::npos) << classify.output;
   expect_one_line(run_cli(base + " --tokenizer-type foo"), {"--tokenizer-type 'foo'"});
   EXPECT_NE(run_cli("--threads 1.5 info").output.find("not an integer"), std::string::npos);
 }

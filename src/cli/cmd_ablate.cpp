@@ -66,31 +66,31 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str();
   cmd->add_option("--out", a.out_dir, "Output directory (runs/, results.json/.csv, report.md/.html, plots/)");
   auto* steps = cmd->add_option("--steps", o->steps, "Optimizer steps per row (overrides the recipe)")
-                    ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+                    ->check(range(int64_t{1}, int64_t{1} << 40));
   auto* epochs = cmd->add_option("--epochs", o->epochs, "Passes over the training tokens per row")
-                     ->check(CLI::Range(1e-6, 1e6))->excludes(steps);
+                     ->check(range(1e-6, 1e6))->excludes(steps);
   auto* stop_epochs = cmd->add_option("--stop-epochs", o->stop_epochs,
                                       "Stop after this many passes while the lr schedule spans --steps/--epochs "
                                       "(seed 002's epochs=1 under max_steps=150)")
-                          ->check(CLI::Range(1e-6, 1e6));
+                          ->check(range(1e-6, 1e6));
   auto* temperature = cmd->add_option("--temperature", o->temperature, "Sampling temperature of the samples (0 = greedy)")
-                          ->check(CLI::Range(0.0, 100.0));
-  auto* top_k = cmd->add_option("--top-k", o->top_k, "Top-k of the samples (0 = all)")->check(CLI::Range(0, 1 << 30));
+                          ->check(range(0.0, 100.0));
+  auto* top_k = cmd->add_option("--top-k", o->top_k, "Top-k of the samples (0 = all)")->check(range(0, 1 << 30));
   auto* top_p = cmd->add_option("--top-p", o->top_p, "Top-p of the samples (1 = no top-p, the seeds' way)")
-                    ->check(CLI::Range(1e-6, 1.0));
+                    ->check(range(1e-6, 1.0));
   auto* sample_length = cmd->add_option("--sample-length", o->sample_length,
                                         "Tokens per reported sample (default: the suite's, else --sample-tokens)")
-                            ->check(CLI::Range(1, 1 << 20));
-  auto* batch = cmd->add_option("--batch", o->batch, "Sequences per step")->check(CLI::Range(1, 1 << 20));
-  auto* seq_len = cmd->add_option("--seq-len", o->seq_len, "Tokens per sequence")->check(CLI::Range(1, 1 << 24));
-  auto* lr = cmd->add_option("--lr", o->lr, "Peak learning rate")->check(CLI::Range(1e-12, 10.0));
-  auto* warmup = cmd->add_option("--warmup", o->warmup, "Linear warmup steps")->check(CLI::Range(0, 1 << 30));
+                            ->check(range(1, 1 << 20));
+  auto* batch = cmd->add_option("--batch", o->batch, "Sequences per step")->check(range(1, 1 << 20));
+  auto* seq_len = cmd->add_option("--seq-len", o->seq_len, "Tokens per sequence")->check(range(1, 1 << 24));
+  auto* lr = cmd->add_option("--lr", o->lr, "Peak learning rate")->check(range(1e-12, 10.0));
+  auto* warmup = cmd->add_option("--warmup", o->warmup, "Linear warmup steps")->check(range(0, 1 << 30));
   auto* eval_interval =
-      cmd->add_option("--eval-interval", o->eval_interval, "Steps between validations")->check(CLI::Range(1, 1 << 30));
+      cmd->add_option("--eval-interval", o->eval_interval, "Steps between validations")->check(range(1, 1 << 30));
   auto* eval_windows = cmd->add_option("--eval-windows", o->eval_windows, "Validation windows per evaluation (0 = all)")
-                           ->check(CLI::Range(0, 1 << 30));
+                           ->check(range(0, 1 << 30));
   auto* seed = cmd->add_option("--seed", o->seed, "Seed for init, data order and sampling")
-                   ->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
+                   ->check(range(int64_t{0}, int64_t{1} << 62));
   cmd->add_option("--tokenizer", a.tokenizer_file,
                   "Tokenizer file to use instead of training one (tokenizer.json or sentencepiece .model); "
                   "the rows' vocab_size becomes its vocabulary");
@@ -98,24 +98,24 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
                                    "byte, bpe, unigram, byte-level-bpe or hf-unigram")
                        ->check(CLI::IsMember({"byte", "bpe", "unigram", "byte-level-bpe", "hf-unigram"}));
   auto* tok_vocab = cmd->add_option("--tokenizer-vocab", o->tokenizer_vocab, "Vocabulary of a trained tokenizer")
-                        ->check(CLI::Range(16, 1 << 20));
+                        ->check(range(16, 1 << 20));
   auto* init_scheme = cmd->add_option("--init-scheme", o->init_scheme,
                                       "Parameter init of every row: normal, torch or mamba_ssm (docs/model-config.md)");
   cmd->add_option("--cache-context", a.cache_context, "Context length of the KV-cache / Mamba-state figures")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))->capture_default_str();
+      ->check(range(int64_t{1}, int64_t{1} << 30))->capture_default_str();
   cmd->add_option("--sample-tokens", a.sample_tokens, "Tokens generated per sample prompt (also times decoding)")
-      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+      ->check(range(1, 1 << 20))->capture_default_str();
   cmd->add_option("--prompt", a.prompts, "Sample prompt (repeatable; default: the suite's)");
   cmd->add_option("--gnuplot", a.gnuplot, "gnuplot program to render the plots")->capture_default_str();
   cmd->add_flag("--no-plots", o->no_plots, "Write the report without plots");
   cmd->add_option("--ranks-per-row", a.ranks_per_row,
                   "Under mpirun: MPI ranks that train each row data-parallel (must divide the ranks; "
                   "the default 1 gives every rank rows of its own)")
-      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+      ->check(range(1, 1 << 20))->capture_default_str();
   auto* repeats = cmd->add_option("--repeats", a.repeats,
                   "Trainings per row with seeds --seed + 0 .. N-1; the report gives means, 95 % intervals and the "
                   "suite's questions (a rerun with a larger N adds the missing repeats)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1000}))->capture_default_str();
+      ->check(range(int64_t{1}, int64_t{1000}))->capture_default_str();
   cmd->add_flag("--plain-progress", a.plain_progress, "Periodic lines instead of live progress bars");
   cmd->add_flag("--quiet", a.quiet, "No per-row training progress (row start/end lines remain)");
   cmd->add_flag("--list", o->list, "List the built-in suites, their rows and recipes, and exit");

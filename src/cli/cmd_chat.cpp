@@ -62,17 +62,17 @@ void register_chat(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--system", opts->system, "A system message that starts the conversation");
   cmd->add_option("--context", opts->context,
                   "Tokens the conversation may hold (its cache is allocated once, for this many)")
-      ->check(CLI::Range(int64_t{2}, int64_t{1} << 24))->capture_default_str();
+      ->check(range(int64_t{2}, int64_t{1} << 24))->capture_default_str();
   cmd->add_flag("--show-reuse", opts->show_reuse,
                 "After each reply, print to stderr how many conversation tokens came from the cache");
   cmd->add_option("--max-new-tokens", g.max_new_tokens, "Tokens per reply at most")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
+      ->check(range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
   cmd->add_option("--temperature", g.sampling.temperature, "Softmax temperature (0 = greedy)")
-      ->check(CLI::Range(0.0, 1e6))->capture_default_str();
+      ->check(range(0.0, 1e6))->capture_default_str();
   cmd->add_option("--top-k", g.sampling.top_k, "Sample among the k most likely tokens (0 = all)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))->capture_default_str();
+      ->check(range(int64_t{0}, int64_t{1} << 30))->capture_default_str();
   cmd->add_option("--top-p", g.sampling.top_p, "Nucleus: the most likely tokens holding this probability (1 = all)")
-      ->check(CLI::Range(1e-9, 1.0))->capture_default_str();
+      ->check(range(1e-9, 1.0))->capture_default_str();
   cmd->add_option("--seed", g.sampling.seed, "Sampling seed (turn t samples with seed + t)")->capture_default_str();
   cmd->add_option("--stop", g.stop, "End a reply when its text contains STR (repeatable)")->allow_extra_args(false);
   add_weights_option(cmd, opts->weights);

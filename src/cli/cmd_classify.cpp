@@ -60,33 +60,33 @@ void register_classify_suite(CLI::App* group, const GlobalOptions& global) {
   cmd->add_option("--tokenizer", o.tokenizer, "Tokenizer file for the random backbones (default: train one)");
   cmd->add_option("--tokenizer-type", o.tokenizer_type, "Tokenizer trained for the random backbones: byte, bpe or unigram")
       ->check(CLI::IsMember({"byte", "bpe", "unigram"}))->capture_default_str();
-  cmd->add_option("--tokenizer-vocab", o.tokenizer_vocab, "Its vocabulary")->check(CLI::Range(16, 1 << 20))
+  cmd->add_option("--tokenizer-vocab", o.tokenizer_vocab, "Its vocabulary")->check(range(16, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--train-size", o.train_size, "At most this many training examples per row (0: all)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
+      ->check(range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
   cmd->add_option("--eval-size", o.eval_size, "At most this many validation examples per row (0: all)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
+      ->check(range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
   cmd->add_flag("--seed-sizes", o.seed_sizes, "Each row's own sizes from the seed (GPT-Neo 20,000; Mamba 5,000 / 200)");
   cmd->add_option("--fusion", o.fusion, "Head of the two-backbone row: concat or gated")
       ->check(CLI::IsMember({"concat", "gated"}))->capture_default_str();
   cmd->add_option("--pooling", o.pooling, "Features: mean or last")->check(CLI::IsMember({"last", "mean"}))
       ->capture_default_str();
-  cmd->add_option("--max-len", o.max_len, "Tokens kept per text")->check(CLI::Range(1, 1 << 24))->capture_default_str();
-  cmd->add_option("--batch", o.batch, "Examples per step (the seed: 1)")->check(CLI::Range(1, 1 << 20))
+  cmd->add_option("--max-len", o.max_len, "Tokens kept per text")->check(range(1, 1 << 24))->capture_default_str();
+  cmd->add_option("--batch", o.batch, "Examples per step (the seed: 1)")->check(range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--epochs", o.epochs, "Passes over the training examples (the seed: 1)")
-      ->check(CLI::Range(1e-6, 1e6))->capture_default_str();
-  cmd->add_option("--lr", o.lr, "Head learning rate (the seed: 5e-5)")->check(CLI::Range(1e-12, 10.0))
+      ->check(range(1e-6, 1e6))->capture_default_str();
+  cmd->add_option("--lr", o.lr, "Head learning rate (the seed: 5e-5)")->check(range(1e-12, 10.0))
       ->capture_default_str();
   cmd->add_option("--val-fraction", o.val_fraction, "Share of --data held out when there is no --val")
-      ->check(CLI::Range(0.001, 0.9))->capture_default_str();
+      ->check(range(0.001, 0.9))->capture_default_str();
   cmd->add_option("--eval-interval", o.eval_interval, "Steps between validations (the seed: 1,000)")
-      ->check(CLI::Range(0, 1 << 30))->capture_default_str();
+      ->check(range(0, 1 << 30))->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed for random backbones, heads, splits and order")->capture_default_str();
   cmd->add_option("--repeats", o.repeats,
                   "Trainings per row with seeds --seed + 0 .. N-1 (split, head, order; the backbones stay); the report "
                   "gives means, 95 % intervals and the seed's questions")
-      ->check(CLI::Range(int64_t{1}, int64_t{1000}))->capture_default_str();
+      ->check(range(int64_t{1}, int64_t{1000}))->capture_default_str();
   cmd->add_flag("--plain-progress", o.plain_progress, "Periodic lines instead of a live bar");
   cmd->add_flag("--quiet", o.quiet, "No per-row training progress (row start/end lines remain)");
   cmd->add_flag("--list", so->list, "List the suites and their rows as the seed reports them, and exit");
@@ -132,35 +132,35 @@ void register_classify(CLI::App& app, const GlobalOptions& global) {
   train->add_option("--fusion", o.fusion, "Two backbones: concat (default) or gated features")
       ->check(CLI::IsMember({"concat", "gated"}));
   train->add_option("--hidden", o.hidden, "Width of a tanh hidden layer in the head (0: linear head)")
-      ->check(CLI::Range(0, 1 << 20))->capture_default_str();
+      ->check(range(0, 1 << 20))->capture_default_str();
   train->add_flag("--unfreeze", t->unfreeze, "Train the backbones too (default: frozen, no gradients or moments)");
   train->add_option("--max-len", o.max_len, "Tokens kept per text (the first ones)")
-      ->check(CLI::Range(1, 1 << 24))->capture_default_str();
+      ->check(range(1, 1 << 24))->capture_default_str();
   train->add_option("--batch", o.batch, "Examples per step (right-padded, masked)")
-      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+      ->check(range(1, 1 << 20))->capture_default_str();
   train->add_option("--epochs", o.epochs, "Passes over the training examples (when --steps is 0)")
-      ->check(CLI::Range(1e-6, 1e6))->capture_default_str();
-  train->add_option("--steps", o.steps, "Optimizer steps (overrides --epochs)")->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
-  train->add_option("--lr", o.lr, "Peak learning rate of the head")->check(CLI::Range(1e-12, 10.0))->capture_default_str();
+      ->check(range(1e-6, 1e6))->capture_default_str();
+  train->add_option("--steps", o.steps, "Optimizer steps (overrides --epochs)")->check(range(int64_t{0}, int64_t{1} << 40));
+  train->add_option("--lr", o.lr, "Peak learning rate of the head")->check(range(1e-12, 10.0))->capture_default_str();
   train->add_option("--backbone-lr", o.backbone_lr, "Peak learning rate of unfrozen backbones")
-      ->check(CLI::Range(1e-12, 10.0))->capture_default_str();
+      ->check(range(1e-12, 10.0))->capture_default_str();
   train->add_option("--min-lr-ratio", o.min_lr_ratio, "Cosine floor as a fraction of the peak")
-      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  train->add_option("--warmup", o.warmup, "Linear warmup steps")->check(CLI::Range(0, 1 << 30))->capture_default_str();
+      ->check(range(0.0, 1.0))->capture_default_str();
+  train->add_option("--warmup", o.warmup, "Linear warmup steps")->check(range(0, 1 << 30))->capture_default_str();
   train->add_option("--weight-decay", o.adamw.weight_decay, "AdamW decoupled weight decay")
-      ->check(CLI::Range(0.0, 10.0))->capture_default_str();
+      ->check(range(0.0, 10.0))->capture_default_str();
   train->add_option("--grad-clip", o.grad_clip, "Global gradient-norm clip over head and backbones (0 = off)")
-      ->check(CLI::Range(0.0, 1e6))->capture_default_str();
+      ->check(range(0.0, 1e6))->capture_default_str();
   train->add_option("--val-fraction", o.val_fraction, "Share of --data held out when there is no --val")
-      ->check(CLI::Range(0.001, 0.9))->capture_default_str();
+      ->check(range(0.001, 0.9))->capture_default_str();
   train->add_option("--eval-interval", o.eval_interval, "Steps between validations (0: once per epoch)")
-      ->check(CLI::Range(0, 1 << 30))->capture_default_str();
+      ->check(range(0, 1 << 30))->capture_default_str();
   train->add_option("--log-interval", o.log_interval, "Steps between metric records")
-      ->check(CLI::Range(1, 1 << 30))->capture_default_str();
+      ->check(range(1, 1 << 30))->capture_default_str();
   train->add_option("--train-size", o.train_size, "Use at most this many training examples, drawn by --seed (0: all)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
+      ->check(range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
   train->add_option("--eval-size", o.eval_size, "Use at most this many validation examples, drawn by --seed (0: all)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
+      ->check(range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
   train->add_option("--seed", o.seed, "Seed for the head's init, the split and the example order")->capture_default_str();
   train->add_flag("--plain-progress", o.plain_progress, "Periodic lines instead of a live bar");
   train->add_flag("--quiet", o.quiet, "No progress output");
@@ -187,7 +187,7 @@ void register_classify(CLI::App& app, const GlobalOptions& global) {
   eval->add_option("--data", e->o.data_path, "Labelled data: TSV label<TAB>text, or JSONL")->required();
   add_read_options(eval, e->o.read);
   eval->add_option("--out", e->o.out_dir, "Where summary.json and the report go (default: CLASSIFIER/eval)");
-  eval->add_option("--batch", e->o.batch, "Examples per forward")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  eval->add_option("--batch", e->o.batch, "Examples per forward")->check(range(1, 1 << 20))->capture_default_str();
   eval->add_flag("--json", e->json, "Print summary.json on stdout");
   eval->callback([e, &global] {
     apply_global_options(global);

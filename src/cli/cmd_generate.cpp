@@ -77,13 +77,13 @@ void register_generate(CLI::App& app, const GlobalOptions& global) {
       cmd->add_option("--prompt-file", opts->prompt_file, "File with one prompt per line ('-' reads stdin)");
   prompt->excludes(prompt_file);
   cmd->add_option("--batch", opts->batch, "Sequences per prompt, each with its own sampling stream")
-      ->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
+      ->check(range(int64_t{1}, int64_t{4096}))->capture_default_str();
   cmd->add_option("--max-new-tokens", g.max_new_tokens, "Tokens to generate at most per sequence")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
+      ->check(range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
   cmd->add_option("--temperature", g.sampling.temperature, "Softmax temperature (0 = greedy)")
-      ->check(CLI::Range(0.0, 1e6))->capture_default_str();
+      ->check(range(0.0, 1e6))->capture_default_str();
   cmd->add_option("--top-k", g.sampling.top_k, "Sample among the k most likely tokens (0 = all)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))->capture_default_str();
+      ->check(range(int64_t{0}, int64_t{1} << 30))->capture_default_str();
   // 0 keeps no token at all, so the range is (0, 1] in the help and in the check.
   const auto top_p_range = [](std::string& text) -> std::string {
     double v = 0.0;
@@ -226,13 +226,13 @@ void register_bench_infer(CLI::App& app, const GlobalOptions& global) {
   ckpt->excludes("--preset")->excludes("--config")->excludes("--init-scheme");
   infer::InferBenchOptions& b = opts->bench;
   cmd->add_option("--prompt-len", b.prompt_len, "Prompt tokens per sequence")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
+      ->check(range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
   cmd->add_option("--new-tokens", b.new_tokens, "Decode steps timed")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
+      ->check(range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
   cmd->add_option("--batch", b.batch, "Sequences decoded together")
-      ->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
+      ->check(range(int64_t{1}, int64_t{4096}))->capture_default_str();
   cmd->add_option("--contexts", b.contexts, "Contexts for the per-token decode time, e.g. 256,1024,4096")
-      ->delimiter(',')->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
+      ->delimiter(',')->check(range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
   cmd->add_option("--seed", opts->init_seed, "Initialisation seed for --preset/--config")->capture_default_str();
   cmd->add_flag("--json", opts->json, "Print JSON");
   add_weights_option(cmd, b.weights);

@@ -111,7 +111,7 @@ void register_info(CLI::App& app, const GlobalOptions& global) {
                   std::string(kDefaultPreset) + ")");
   add_model_options(cmd, opts->model);
   cmd->add_option("--seq-len", opts->seq_len, "Context length for the cache figures")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->check(range(int64_t{1}, int64_t{1} << 40))
       ->capture_default_str();
   cmd->add_flag("--json", opts->json, "Print machine-readable JSON");
   cmd->callback([opts, &global] {

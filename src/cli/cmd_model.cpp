@@ -71,7 +71,7 @@ void register_model_commands(CLI::App& app, const GlobalOptions& global) {
     add_model_options(cmd, opts->model);
     cmd->add_option("--out", opts->out, "Checkpoint directory to write")->required();
     cmd->add_option("--seed", opts->seed, "Initialisation seed")->capture_default_str();
-    cmd->add_option("--vocab-size", opts->vocab, "Override the vocabulary size")->check(CLI::Range(1, 1 << 24));
+    cmd->add_option("--vocab-size", opts->vocab, "Override the vocabulary size")->check(range(1, 1 << 24));
     cmd->callback([opts, &global] {
       apply_global_options(global);
       ModelConfig cfg = resolve_model(opts->model);
@@ -101,7 +101,7 @@ void register_model_commands(CLI::App& app, const GlobalOptions& global) {
     cmd->add_option("--out", opts->out, "Output .safetensors file")->required();
     cmd->add_flag("--grads", opts->grads, "Also write every parameter gradient as grad.<name> (needs --targets)");
     cmd->add_option("--label-smoothing", opts->label_smoothing, "Label smoothing for the loss")
-        ->check(CLI::Range(0.0, 0.999));
+        ->check(range(0.0, 0.999));
     cmd->callback([opts, &global] {
       apply_global_options(global);
       HYMBA_CHECK(!opts->grads || !opts->targets.empty(), "--grads needs --targets");

@@ -27,29 +27,29 @@ void register_serve(CLI::App& app, const GlobalOptions& global) {
       ->required();
   cmd->add_option("--host", opts->serve.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", opts->serve.port, "TCP port (0 = any free port)")
-      ->check(CLI::Range(0, 65535))->capture_default_str();
+      ->check(range(0, 65535))->capture_default_str();
   cmd->add_option("--max-batch", opts->serve.max_batch, "Sequences decoded together at most (across requests)")
-      ->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
+      ->check(range(int64_t{1}, int64_t{4096}))->capture_default_str();
   cmd->add_option("--prefill-chunk", opts->serve.prefill_chunk,
                   "Prompt tokens prefilled between two decode steps: a long prompt is fed in chunks this size, "
                   "interleaved with the other sequences' decoding")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+      ->check(range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
   cmd->add_option("--max-prompt-tokens", opts->serve.max_prompt_tokens,
                   "Longest prompt accepted, in tokens (longer: HTTP 400)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
+      ->check(range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
   cmd->add_option("--max-sequences-per-request", opts->serve.max_sequences_per_request,
                   "Most sequences (prompts x n) one request may ask for (more: HTTP 400)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+      ->check(range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
   cmd->add_option("--max-queue", opts->serve.max_queue,
                   "Sequences that may wait for a decode slot; a request arriving past it gets HTTP 429")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+      ->check(range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
   cmd->add_option("--max-concurrent-requests", opts->serve.max_concurrent_requests,
                   "Completions (streamed or not) served at once; one arriving past it gets HTTP 429")
-      ->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
+      ->check(range(int64_t{1}, int64_t{4096}))->capture_default_str();
   cmd->add_option("--cors-origin", opts->serve.cors_origin,
                   "Send Access-Control-Allow-Origin with this value (e.g. '*') and answer OPTIONS preflights");
   cmd->add_option("--threads", opts->threads, "CPU threads for kernels (default: the global --threads)")
-      ->check(CLI::Range(0, 4096));
+      ->check(range(0, 4096));
   add_weights_option(cmd, opts->weights);
   cmd->add_option("--model-name", opts->name, "Model id in /v1/models and responses (default: the directory's name)");
   cmd->callback([opts, &global] {

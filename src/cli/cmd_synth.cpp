@@ -198,7 +198,7 @@ void register_synth(CLI::App& app, const GlobalOptions& global) {
                                     "memorization, mqar, induction-heads");
   cmd->add_option("--preset", x.preset, "Task preset: mad-*, mqar, induction-heads, seed004-* (see --list)");
   cmd->add_option("--show", x.show, "Print N generated examples (train and test scoring) and exit")
-      ->check(CLI::Range(1, 1000));
+      ->check(range(1, 1000));
   cmd->add_flag("--list", x.list, "List the tasks, task presets and suites, and exit");
   cmd->add_option("--gnuplot", x.gnuplot, "gnuplot program to render the plots")->capture_default_str();
   cmd->add_flag("--no-plots", x.no_plots, "Write the report without plots");
@@ -206,11 +206,11 @@ void register_synth(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--repeats", x.repeats,
                   "A suite: runs per row with seeds --seed + 0 .. N-1; the report gives means, 95 % intervals and "
                   "the suite's questions (a rerun with a larger N adds the missing repeats)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1000}))->capture_default_str();
+      ->check(range(int64_t{1}, int64_t{1000}))->capture_default_str();
   cmd->add_option("--ranks-per-row", x.ranks_per_row,
                   "A suite under mpirun: MPI ranks that train each row data-parallel (must divide the ranks; "
                   "the default 1 gives every rank rows of its own)")
-      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+      ->check(range(1, 1 << 20))->capture_default_str();
   // Task difficulty.
   add(cmd, x, "--vocab-size,--vocab_size", x.vocab_size, "task", "vocab_size", "Vocabulary (all special tokens included)");
   add(cmd, x, "--seq-len,--seq_len", x.seq_len, "task", "seq_len", "Sequence length L");

@@ -376,7 +376,7 @@ void register_tokenizer(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str();
   t->add_option("--vocab-size", train->vocab_size,
                 "Vocabulary size, including 4 special and 256 byte-fallback pieces (bpe, unigram)")
-      ->check(CLI::Range(int32_t{1}, int32_t{1} << 24))
+      ->check(range(int32_t{1}, int32_t{1} << 24))
       ->capture_default_str();
   t->add_option("--data", train->data,
                 "Corpus: a .txt file, a directory of .txt files, a .jsonl file with a \"text\" field, or 'default'");
@@ -440,7 +440,7 @@ void register_tokenizer(CLI::App& app, const GlobalOptions& global) {
   CLI::App* b = cmd->add_subcommand("bench", "Time encoding a corpus on one thread (tokens/s)");
   b->add_option("--tokenizer", bench->tokenizer, tokenizer_help)->required();
   b->add_option("--data", bench->data, "Corpus: a .txt file, a directory of .txt files or a .jsonl file")->required();
-  b->add_option("--repeat", bench->repeat, "Runs; the fastest is reported")->check(CLI::Range(1, 100))->capture_default_str();
+  b->add_option("--repeat", bench->repeat, "Runs; the fastest is reported")->check(range(1, 100))->capture_default_str();
   b->callback([bench, &global] {
     apply_global_options(global);
     run_bench(*bench);

@@ -48,30 +48,30 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--tokenizer-corpus-alphabet", t.tokenizer_corpus_alphabet,
                 "byte-level-bpe: only the corpus's bytes get a token, others encode to <unk> (HF's BpeTrainer, seed 001)");
   cmd->add_option("--tokenizer-vocab", t.tokenizer_vocab, "Vocabulary of a trained tokenizer")
-      ->check(CLI::Range(16, 1 << 20))->capture_default_str();
-  cmd->add_option("--steps", t.steps, "Optimizer steps (default 200 unless --epochs)")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  cmd->add_option("--epochs", t.epochs, "Passes over the training tokens (instead of --steps)")->check(CLI::Range(0.0, 1e6));
-  cmd->add_option("--batch", t.batch, "Sequences per micro-batch")->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  cmd->add_option("--seq-len", t.seq_len, "Tokens per sequence")->check(CLI::Range(1, 1 << 24))->capture_default_str();
-  cmd->add_option("--grad-accum", t.grad_accum, "Micro-batches per step")->check(CLI::Range(1, 1 << 16))->capture_default_str();
+      ->check(range(16, 1 << 20))->capture_default_str();
+  cmd->add_option("--steps", t.steps, "Optimizer steps (default 200 unless --epochs)")->check(range(int64_t{1}, int64_t{1} << 40));
+  cmd->add_option("--epochs", t.epochs, "Passes over the training tokens (instead of --steps)")->check(range(0.0, 1e6));
+  cmd->add_option("--batch", t.batch, "Sequences per micro-batch")->check(range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("--seq-len", t.seq_len, "Tokens per sequence")->check(range(1, 1 << 24))->capture_default_str();
+  cmd->add_option("--grad-accum", t.grad_accum, "Micro-batches per step")->check(range(1, 1 << 16))->capture_default_str();
   cmd->add_option("--grad-shards", t.grad_shards,
                   "Each batch's gradient as S shards of batch/S sequences added in a fixed tree: 1 process and "
                   "2, 4, ... MPI ranks (a power of two dividing S) train bit-identically (0: off)")
-      ->check(CLI::Range(0, 1 << 20))->capture_default_str();
-  cmd->add_option("--lr", t.lr, "Peak learning rate")->check(CLI::Range(1e-12, 10.0))->capture_default_str();
-  cmd->add_option("--min-lr-ratio", t.min_lr_ratio, "Cosine floor as a fraction of --lr")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  cmd->add_option("--warmup", t.warmup, "Linear warmup steps")->check(CLI::Range(0, 1 << 30))->capture_default_str();
-  cmd->add_option("--weight-decay", t.adamw.weight_decay, "AdamW decoupled weight decay")->check(CLI::Range(0.0, 10.0))->capture_default_str();
-  cmd->add_option("--beta1", t.adamw.beta1, "AdamW beta1")->check(CLI::Range(0.0, 0.99999))->capture_default_str();
-  cmd->add_option("--beta2", t.adamw.beta2, "AdamW beta2")->check(CLI::Range(0.0, 0.99999))->capture_default_str();
-  cmd->add_option("--grad-clip", t.grad_clip, "Global gradient-norm clip (0 = off)")->check(CLI::Range(0.0, 1e6))->capture_default_str();
-  cmd->add_option("--label-smoothing", t.label_smoothing, "Label smoothing")->check(CLI::Range(0.0, 0.999))->capture_default_str();
-  cmd->add_option("--dropout", t.dropout, "Residual dropout (default: the model config's)")->check(CLI::Range(0.0, 0.999));
-  cmd->add_option("--log-interval", t.log_interval, "Steps between metric records")->check(CLI::Range(1, 1 << 30))->capture_default_str();
-  cmd->add_option("--eval-interval", t.eval_interval, "Steps between validations")->check(CLI::Range(1, 1 << 30))->capture_default_str();
-  cmd->add_option("--eval-windows", t.eval_windows, "Validation windows per evaluation (0 = all)")->check(CLI::Range(0, 1 << 30))->capture_default_str();
-  cmd->add_option("--save-interval", t.save_interval, "Steps between checkpoints")->check(CLI::Range(1, 1 << 30))->capture_default_str();
-  cmd->add_option("--val-fraction", t.val_fraction, "Share of the data held out")->check(CLI::Range(0.001, 0.9))->capture_default_str();
+      ->check(range(0, 1 << 20))->capture_default_str();
+  cmd->add_option("--lr", t.lr, "Peak learning rate")->check(range(1e-12, 10.0))->capture_default_str();
+  cmd->add_option("--min-lr-ratio", t.min_lr_ratio, "Cosine floor as a fraction of --lr")->check(range(0.0, 1.0))->capture_default_str();
+  cmd->add_option("--warmup", t.warmup, "Linear warmup steps")->check(range(0, 1 << 30))->capture_default_str();
+  cmd->add_option("--weight-decay", t.adamw.weight_decay, "AdamW decoupled weight decay")->check(range(0.0, 10.0))->capture_default_str();
+  cmd->add_option("--beta1", t.adamw.beta1, "AdamW beta1")->check(range(0.0, 0.99999))->capture_default_str();
+  cmd->add_option("--beta2", t.adamw.beta2, "AdamW beta2")->check(range(0.0, 0.99999))->capture_default_str();
+  cmd->add_option("--grad-clip", t.grad_clip, "Global gradient-norm clip (0 = off)")->check(range(0.0, 1e6))->capture_default_str();
+  cmd->add_option("--label-smoothing", t.label_smoothing, "Label smoothing")->check(range(0.0, 0.999))->capture_default_str();
+  cmd->add_option("--dropout", t.dropout, "Residual dropout (default: the model config's)")->check(range(0.0, 0.999));
+  cmd->add_option("--log-interval", t.log_interval, "Steps between metric records")->check(range(1, 1 << 30))->capture_default_str();
+  cmd->add_option("--eval-interval", t.eval_interval, "Steps between validations")->check(range(1, 1 << 30))->capture_default_str();
+  cmd->add_option("--eval-windows", t.eval_windows, "Validation windows per evaluation (0 = all)")->check(range(0, 1 << 30))->capture_default_str();
+  cmd->add_option("--save-interval", t.save_interval, "Steps between checkpoints")->check(range(1, 1 << 30))->capture_default_str();
+  cmd->add_option("--val-fraction", t.val_fraction, "Share of the data held out")->check(range(0.001, 0.9))->capture_default_str();
   cmd->add_option("--seed", t.seed, "Seed for init, data order and dropout")->capture_default_str();
   cmd->add_flag("--plain-progress", t.plain_progress, "Periodic lines instead of a live bar");
   cmd->add_flag("--quiet", t.quiet, "No progress output");
@@ -118,9 +118,9 @@ void register_eval(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--data", opts->data, "Corpus SPEC (default: the run's training data)");
   cmd->add_option("--split", opts->split, "val: the held-out split (as in training); all: every token")
       ->check(CLI::IsMember({"val", "all"}))->capture_default_str();
-  cmd->add_option("--seq-len", opts->seq_len, "Window length (default: the run's)")->check(CLI::Range(1, 1 << 24));
-  cmd->add_option("--batch", opts->batch, "Windows per forward")->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  cmd->add_option("--max-windows", opts->windows, "Evaluate at most this many windows (0 = all)")->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--seq-len", opts->seq_len, "Window length (default: the run's)")->check(range(1, 1 << 24));
+  cmd->add_option("--batch", opts->batch, "Windows per forward")->check(range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("--max-windows", opts->windows, "Evaluate at most this many windows (0 = all)")->check(range(0, 1 << 30));
   cmd->add_flag("--json", opts->json, "Print JSON");
   add_weights_option(cmd, opts->weights);
   cmd->add_option("--top1-out", opts->top1_out,

@@ -31,6 +31,24 @@ void register_import_export(CLI::App& app, const GlobalOptions& global);
 // with "not an integer" before any range check runs (cli/flag_checks.cpp).
 void require_integer_text(CLI::App& app);
 
+// A bound as a person writes it: 1000000, 0.5, 1e-06 (cli/flag_checks.cpp).
+std::string bound_text(double v);
+
+// CLI::Range with its bounds written as bound_text does ("not in range 0 to
+// 1000000", where CLI11 prints "0.000000 to 1000000.000000").
+template <typename T>
+CLI::Validator range(T lo, T hi) {
+  const std::string bounds = bound_text(static_cast<double>(lo)) + " to " + bound_text(static_cast<double>(hi));
+  return CLI::Validator(
+      [lo, hi, bounds](std::string& input) -> std::string {
+        T value{};
+        if (!CLI::detail::lexical_cast(input, value)) return "Value " + input + " could not be converted";
+        if (value < lo || value > hi) return "Value " + input + " not in range " + bounds;
+        return {};
+      },
+      "[" + bound_text(static_cast<double>(lo)) + " - " + bound_text(static_cast<double>(hi)) + "]");
+}
+
 // The name in `names` closest to `typed` (a prefix of it, or a few typos
 // away), or "" when none is close (cli/suggest.cpp).
 std::string closest_name(const std::string& typed, const std::vector<std::string>& names);

@@ -2,6 +2,8 @@
 // "not in range", which sends the user looking at the bounds. A validator put
 // in front of each integer flag's checks says what is wrong instead.
 #include <cctype>
+#include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "cli/commands.h"
@@ -31,6 +33,13 @@ void visit(CLI::App* app) {
 }
 
 }  // namespace
+
+std::string bound_text(double v) {
+  char buf[32];
+  if (v == std::floor(v) && std::fabs(v) < 1e15) std::snprintf(buf, sizeof buf, "%.0f", v);
+  else std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
 
 void require_integer_text(CLI::App& app) { visit(&app); }
 

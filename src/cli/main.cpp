@@ -121,7 +121,7 @@ int run_command(int argc, char** argv, bool* interrupted) {
   app.set_version_flag("--version", std::string("hymba ") + HYMBA_VERSION);
   hymba::cli::GlobalOptions global;
   app.add_option("-t,--threads", global.threads, "CPU threads for kernels (0 = OMP_NUM_THREADS or all cores)")
-      ->check(CLI::Range(0, 4096));
+      ->check(hymba::cli::range(0, 4096));
   // One-line errors that name the flag, like every other error we print.
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return std::string("hymba: error: ") + e.what() + " (see --help)\n";
