@@ -7,6 +7,8 @@
 
 #include "ablate/questions.h"
 #include "ablate/repeats.h"
+#include "ablate/seed_questions.h"
+#include "ablate/suite.h"
 #include "ablate/study_budget.h"
 #include "core/error.h"
 #include "core/stats.h"
@@ -229,6 +231,27 @@ TEST(StudyBudget, SeedSuitesTrainTinyRowsFor300StepsThreeTimes) {
   EXPECT_FALSE(ablate::study_budget("seed-003-long").train.contains("seq_len"));  // T per row
   EXPECT_TRUE(ablate::study_budget("demo").train.empty());                        // its own recipe
   EXPECT_THROW(ablate::study_budget("my-suite.json"), Error);
+}
+
+// Every built-in seed suite asks all its seed's questions: a question whose
+// row id no longer exists would be dropped silently, so the counts are fixed.
+TEST(SeedQuestions, EveryBuiltInSuiteAsksItsSeedsQuestionsOfRowsItHas) {
+  const std::pair<const char*, size_t> expected[] = {{"seed-000", 7},      {"seed-ablation", 7}, {"hymba-roadmap", 10},
+                                                     {"hymba-roadmap-epoch", 10}, {"seed-003", 7}, {"arch-compare", 1},
+                                                     {"seed-003-long", 4}, {"demo", 3}};
+  for (const auto& [name, count] : expected) {
+    const ablate::Suite suite = ablate::load_suite(name, "tiny");
+    const std::vector<ablate::Question> qs = ablate::seed_questions(suite);
+    EXPECT_EQ(qs.size(), count) << name;
+    for (const ablate::Question& q : qs) {
+      EXPECT_NO_THROW((void)ablate::metric_lower_is_better(q.metric)) << name << " " << q.id;
+      EXPECT_FALSE(q.text.empty() || q.seed_says.empty()) << name << " " << q.id;
+    }
+  }
+  ablate::SuiteChoices rope;
+  rope.scale = "tiny";
+  rope.transformer = "rope";
+  EXPECT_EQ(ablate::seed_questions(ablate::load_suite("seed-003", rope)).size(), 7u);
 }
 
 }  // namespace
