@@ -77,6 +77,17 @@ TEST(Cli, GlobalFlagsMayFollowTheSubcommand) {
   EXPECT_NE(typo.output.find("did you mean --threads?"), std::string::npos) << typo.output;
 }
 
+// Errors in the command line itself exit 2 whatever their kind; errors found
+// while the command runs exit 1; --help and --version 0.
+TEST(Cli, UsageErrorsExitTwo) {
+  for (const char* args : {"generate --ckpt x --temperature -1", "generate --bogus", "info --threads x",
+                           "ablate --suite demo --out"})
+    EXPECT_EQ(run_cli(args).exit_code, 2) << args;
+  EXPECT_EQ(run_cli("generate --ckpt /no/such/dir --prompt x").exit_code, 1);
+  EXPECT_EQ(run_cli("--help").exit_code, 0);
+  EXPECT_EQ(run_cli("--version").exit_code, 0);
+}
+
 TEST(Cli, BadFlagGivesOneLineErrorNamingIt) {
   auto r = run_cli("--threads -3 info");
   EXPECT_NE(r.exit_code, 0);

@@ -95,6 +95,11 @@ std::string who() {
 
 int run_command(int argc, char** argv, bool* interrupted);
 
+// Every error in the command line itself (an unknown or missing flag, a value
+// out of range or of the wrong type) exits 2, where CLI11 has a code per kind
+// (105, 106, ...); errors found while the command runs exit 1.
+int usage_status(int cli11_status) { return cli11_status == 0 ? 0 : 2; }
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -156,11 +161,11 @@ int run_command(int argc, char** argv, bool* interrupted) {
     }
   } catch (const CLI::ExtrasError& e) {
     const std::string why = hymba::cli::explain_unexpected_arguments(app);
-    if (why.empty()) return app.exit(e);
+    if (why.empty()) return usage_status(app.exit(e));
     std::fprintf(stderr, "hymba: error: %s (see --help)\n", hymba::excerpt(why, 300).c_str());
     return 2;
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return usage_status(app.exit(e));  // --help and --version: 0
   } catch (const hymba::Interrupted& e) {
     // Every rank stops at the same step; rank 0 saved the checkpoint and says so.
     if (hymba::dist::world().is_root()) std::fprintf(stderr, "%s: %s\n", who().c_str(), e.what());
