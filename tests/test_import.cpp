@@ -240,6 +240,26 @@ TEST(Import, NullMeansTheDefault) {
   fs::remove_all(d);
 }
 
+// The released code reads sliding_window, global_attn_idx and kv_reuse_group
+// written as null as "no window", "no layer singled out" and "no KV reuse"
+// (HymbaModel: inter_layer_kv_reuse is false when kv_reuse_group is None):
+// every layer global, each owning its K/V. The default groups would pair
+// global layers, which the engine refuses.
+TEST(Import, NullWindowGlobalsAndGroupsMakeEveryLayerGlobalWithoutReuse) {
+  nlohmann::json j = read_json_file(kRoot + "/hymba_1_5b_config/config.json");
+  j["sliding_window"] = nullptr;
+  j["global_attn_idx"] = nullptr;
+  j["kv_reuse_group"] = nullptr;
+  const ModelConfig c = config_from_published(j, CheckpointLayout::kHfHymba, "null.json");
+  EXPECT_EQ(c.sliding_window, 0);
+  EXPECT_TRUE(c.global_attn_idx.empty());
+  EXPECT_TRUE(c.kv_reuse_group.empty());
+  const ModelSummary s = summarize(c, 1024);
+  const ModelSummary s_shared = summarize(config_from_published(
+      read_json_file(kRoot + "/hymba_1_5b_config/config.json"), CheckpointLayout::kHfHymba, "x"), 1024);
+  EXPECT_GT(s.kv_cache_elements, s_shared.kv_cache_elements);  // every layer caches its own K/V for all 1024
+}
+
 TEST(Import, CachedDecodeMatchesTheForwardUnderTheReleasedConventions) {
   // hf_hymba: NTK RoPE, W + 1 keys (window 3 -> 4 keys), meta tokens, KV sharing.
   auto model = load_model(kRoot + "/hf_hymba", false);

@@ -258,8 +258,10 @@ ModelConfig hymba_config(const json& j, const std::string& source) {
   f.value("global_attn_idx");
   if (no_window) c.global_attn_idx.clear();  // without a window every layer is global already
   c.num_memory_tokens = f.integer("num_memory_tokens");
+  // kv_reuse_group None: no layer reuses another's K/V (the released code), not the default groups.
+  const bool no_groups = f.written_null("kv_reuse_group");
   const json& groups = f.value("kv_reuse_group");
-  if (!groups.is_null()) {
+  if (!no_groups && !groups.is_null()) {
     if (!groups.is_array()) f.wrong("kv_reuse_group", "a list of layer lists", groups);
     for (const json& g : groups) {
       if (!g.is_array()) f.wrong("kv_reuse_group", "a list of layer lists", groups);
