@@ -163,6 +163,7 @@ TEST_F(Ablate, WritesEveryOutputWithTheExpectedColumns) {
   EXPECT_NE(md.find("**"), std::string::npos);               // best values marked
   EXPECT_NE(md.find("## Samples"), std::string::npos);
   const std::string html = slurp(out / "report.html");
+  EXPECT_NE(html.find("overflow-x:auto"), std::string::npos);  // the 24-column table scrolls inside the page
   EXPECT_NE(html.find("<table>"), std::string::npos);
   EXPECT_NE(html.find("class=\"best\""), std::string::npos);
   EXPECT_NE(html.find("<pre><b>the </b>"), std::string::npos);

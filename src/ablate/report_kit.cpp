@@ -268,8 +268,9 @@ std::string html_table(const TextTable& t) {
 }
 
 const char* html_style() {
+  // Wide tables (the ablation table has 24 columns) scroll inside the page instead of being cut off.
   return "<style>body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;"
-         "font-size:14px}th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f0f0f0}"
+         "font-size:14px;display:block;overflow-x:auto;max-width:100%}th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f0f0f0}"
          "td:nth-child(2){text-align:left}td.best{font-weight:bold;background:#e8f5e9}pre{background:#f7f7f7;"
          "padding:8px;white-space:pre-wrap}img{max-width:100%;margin:1em 0}</style>";
 }
