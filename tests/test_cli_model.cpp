@@ -39,6 +39,8 @@ TEST_F(CliModel, PresetsListsEveryFamily) {
   EXPECT_NE(text.output.find("hymba-v2"), std::string::npos);
   EXPECT_NE(text.output.find("gpt-neo-125m"), std::string::npos);
   EXPECT_NE(text.output.find("mamba-130m"), std::string::npos);
+  // The counts depend on the vocabulary, which a run takes from its tokenizer: the listing says so.
+  EXPECT_NE(text.output.find("a run gets vocab_size from its tokenizer"), std::string::npos);
 }
 
 TEST_F(CliModel, InfoReportsParamsAndCache) {

@@ -38,7 +38,16 @@ void register_presets(CLI::App& app, const GlobalOptions& global) {
       std::printf("  %-20s %9.2fM  %s — %s\n", p.name.c_str(), s.total_params / 1e6, p.title.c_str(),
                   p.description.c_str());
     }
-    if (opts->json) std::cout << out.dump(2) << "\n";
+    if (opts->json) {
+      std::cout << out.dump(2) << "\n";
+      return;
+    }
+    // The count includes the embeddings, which follow the vocabulary: a suite
+    // or a run that trains its own tokenizer sets vocab_size from it.
+    std::printf("\nParameters at scale %s with each preset's own vocab_size (embeddings and tied head included); "
+                "a run gets vocab_size from its tokenizer, so a byte tokenizer (259) or a BPE of 4,096 changes the "
+                "count (hymba info --preset P --scale S shows a config's parts).\n",
+                opts->scale.c_str());
   });
 }
 
