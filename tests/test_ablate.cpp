@@ -665,6 +665,14 @@ TEST(AblateSuites, RecipesAndFlagsMapOntoTrainingOptions) {
   EXPECT_TRUE(tok.corpus_alphabet);
   EXPECT_EQ(ablate::train_settings_json(t)["tokenizer"], "byte-level-bpe");
   EXPECT_EQ(ablate::train_settings_json(t)["tokenizer_min_frequency"], 2);
+  // The weight-decay scope: matrices by default (not even written, so earlier
+  // results keep matching), every parameter with "all"; anything else refused.
+  EXPECT_FALSE(t.adamw.decay_all);
+  EXPECT_FALSE(ablate::train_settings_json(t).contains("weight_decay_scope"));
+  ablate::apply_train_settings(t, {{"weight_decay_scope", "all"}}, "flags");
+  EXPECT_TRUE(t.adamw.decay_all);
+  EXPECT_EQ(ablate::train_settings_json(t)["weight_decay_scope"], "all");
+  EXPECT_THROW(ablate::apply_train_settings(t, {{"weight_decay_scope", "norms"}}, "flags"), Error);
   EXPECT_EQ(ablate::train_settings_json(t)["tokenizer_alphabet"], "corpus");
   // Seed 000's suite runs seed 001's notebook, tokenizer included.
   TrainOptions t0;

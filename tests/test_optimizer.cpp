@@ -45,6 +45,25 @@ TEST(AdamW, MatchesTheTextbookUpdateAndSkipsDecayWhereFlagged) {
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(t.value("norm").data[i], n[i], 1e-5);
 }
 
+// weight_decay_scope "all" (seed 001's AdamW over model.parameters()) decays
+// the rows flagged as not decayed too; with zero gradients a step is the
+// decay alone (m = v = 0).
+TEST(AdamW, DecayAllDecaysEveryRow) {
+  for (const bool all : {false, true}) {
+    ParamTable t;
+    t.add("w", {4}, InitRule::constant(2.0f), true);
+    t.add("norm", {2}, InitRule::constant(2.0f), false);
+    t.allocate(true, true);
+    t.init(Rng(1));
+    AdamWConfig cfg;
+    cfg.weight_decay = 0.5;
+    cfg.decay_all = all;
+    adamw_step(t, cfg, 0.1, 1);
+    for (float v : t.value("w")) EXPECT_FLOAT_EQ(v, 2.0f * 0.95f);
+    for (float v : t.value("norm")) EXPECT_FLOAT_EQ(v, all ? 2.0f * 0.95f : 2.0f) << "decay_all " << all;
+  }
+}
+
 TEST(GradClip, ScalesToTheMaxNormAndReportsTheOriginal) {
   ParamTable t;
   t.add("a", {2}, InitRule::zeros());

@@ -176,6 +176,13 @@ std::string suite_differences(const std::string& seed, const json& settings) {
     s << "; seed 003: not stated; its Mamba's 27M implies GPT-2's 50,257 tokens (tied), the presets' vocabulary "
          "(docs/ablation.md, Seed 003), so parameter counts and per-token loss differ from the seed's at another "
          "vocabulary.\n";
+  if (seed == "000" || seed == "001") {
+    const bool all = t.value("weight_decay_scope", std::string("matrices")) == "all";
+    s << "- **Weight decay**: this run decays " << (all ? "every parameter" : "weight matrices only (not norms, biases, "
+                                                      "meta tokens, A_log, D, β)")
+      << "; seed 001 passes every parameter to AdamW" << (all ? " (the same: `weight_decay_scope: all`)" : " (`weight_decay_scope: all` does the same)")
+      << ".\n";
+  }
   s << "- **Steps**: see each row; seed: " << seed_steps(seed, settings) << ".\n";
   s << "- **Hardware**: this run CPU, fp32; seed " << seed << ": "
     << (seed == "002" ? "A100 80GB with AMP (fp16)" : seed == "003" ? "Quadro T1000 4GB" : "a CUDA GPU") << ".\n";

@@ -415,6 +415,12 @@ void apply_train_settings(TrainOptions& o, const json& settings, const std::stri
     else if (k == "min_lr_ratio") o.min_lr_ratio = num();
     else if (k == "warmup") o.warmup = integer();
     else if (k == "weight_decay") o.adamw.weight_decay = num();
+    else if (k == "weight_decay_scope") {
+      HYMBA_CHECK(v.is_string() && (v == "matrices" || v == "all"), source,
+                  ": 'weight_decay_scope' must be \"matrices\" (not norms, biases, meta tokens, A_log, D, beta) or "
+                  "\"all\" (every parameter, seed 001's) (got ", json_excerpt(v), ")");
+      o.adamw.decay_all = v == "all";
+    }
     else if (k == "beta1") o.adamw.beta1 = num();
     else if (k == "beta2") o.adamw.beta2 = num();
     else if (k == "grad_clip") o.grad_clip = num();
@@ -441,7 +447,8 @@ void apply_train_settings(TrainOptions& o, const json& settings, const std::stri
       (void)parse_tokenizer_kind(o.tokenizer_type, source + ": 'tokenizer'");
     } else {
       fail(source, ": unknown training setting '", k,
-           "' (known: steps, epochs, stop_epochs, batch, seq_len, grad_accum, grad_shards, lr, min_lr_ratio, warmup, weight_decay, beta1, "
+           "' (known: steps, epochs, stop_epochs, batch, seq_len, grad_accum, grad_shards, lr, min_lr_ratio, warmup, weight_decay, "
+           "weight_decay_scope, beta1, "
            "beta2, grad_clip, label_smoothing, dropout, eval_interval, eval_windows, log_interval, save_interval, "
            "val_fraction, seed, tokenizer, tokenizer_vocab, tokenizer_min_frequency, tokenizer_alphabet)");
     }

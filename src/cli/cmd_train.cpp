@@ -22,6 +22,7 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
   struct Options {
     ModelChoice model;
     TrainOptions train;
+    std::string weight_decay_scope = "matrices";
     bool json = false;
   };
   auto opts = std::make_shared<Options>();
@@ -62,6 +63,10 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--min-lr-ratio", t.min_lr_ratio, "Cosine floor as a fraction of --lr")->check(range(0.0, 1.0))->capture_default_str();
   cmd->add_option("--warmup", t.warmup, "Linear warmup steps")->check(range(0, 1 << 30))->capture_default_str();
   cmd->add_option("--weight-decay", t.adamw.weight_decay, "AdamW decoupled weight decay")->check(range(0.0, 10.0))->capture_default_str();
+  cmd->add_option("--weight-decay-scope", opts->weight_decay_scope,
+                  "matrices: decay weight matrices only (not norms, biases, meta tokens, A_log, D, beta); all: every "
+                  "parameter, as seed 001 passes model.parameters() to AdamW")
+      ->check(CLI::IsMember({"matrices", "all"}))->capture_default_str();
   cmd->add_option("--beta1", t.adamw.beta1, "AdamW beta1")->check(range(0.0, 0.99999))->capture_default_str();
   cmd->add_option("--beta2", t.adamw.beta2, "AdamW beta2")->check(range(0.0, 0.99999))->capture_default_str();
   cmd->add_option("--grad-clip", t.grad_clip, "Global gradient-norm clip (0 = off)")->check(range(0.0, 1e6))->capture_default_str();
@@ -77,6 +82,7 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--quiet", t.quiet, "No progress output");
   cmd->add_flag("--json", opts->json, "Print the summary as JSON on stdout");
   cmd->callback([opts, &global] {
+    opts->train.adamw.decay_all = opts->weight_decay_scope == "all";
     apply_global_options(global);
     opts->train.threads = command_threads(global);
     opts->train.check_model = !opts->model.preset.empty() || !opts->model.config_path.empty();

@@ -20,7 +20,8 @@ void adamw_step(ParamTable& table, const AdamWConfig& cfg, double lr, int64_t t)
   // per tensor); tensors are independent, so no barrier between them.
 #pragma omp parallel
   table.for_each([&](ParamSlot& s) {
-    const float decay = s.info.weight_decay ? static_cast<float>(1.0 - lr * cfg.weight_decay) : 1.0f;
+    const bool decays = cfg.decay_all || s.info.weight_decay;
+    const float decay = decays ? static_cast<float>(1.0 - lr * cfg.weight_decay) : 1.0f;
     const int64_t n = s.numel();
     float* __restrict w = s.value;
     float* __restrict g = s.grad;

@@ -13,10 +13,15 @@ struct AdamWConfig {
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.1;  // applied only to rows with weight_decay = true
+  // Decay every parameter, norms, biases, meta tokens, A_log, D and β
+  // included (seed 001 hands model.parameters() to AdamW); the recipe key
+  // weight_decay_scope "all" against "matrices" (the default).
+  bool decay_all = false;
 };
 
 // One update at 1-based step t with learning rate lr. Rows flagged
-// weight_decay = false (norms, biases, meta tokens, A_log, D) are not decayed.
+// weight_decay = false (norms, biases, meta tokens, A_log, D) are not decayed
+// unless cfg.decay_all.
 void adamw_step(ParamTable& table, const AdamWConfig& cfg, double lr, int64_t t);
 
 // L2 norm of all gradients, summed in double in a fixed order (deterministic).

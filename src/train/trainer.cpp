@@ -79,6 +79,7 @@ json run_recipe(const TrainOptions& o, double dropout) {
                 {"eps", o.adamw.eps},
                 {"dropout", dropout},  // the one in effect: --dropout or the model config's
                 {"grad_shards", o.grad_shards},
+                {"weight_decay_scope", o.adamw.decay_all ? "all" : "matrices"},
                 {"threads", num_threads()}});
   if (builds_tokenizer && o.tokenizer_type == "byte-level-bpe") {
     j["tokenizer_min_frequency"] = o.tokenizer_min_frequency;
@@ -245,7 +246,7 @@ const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGT
 }  // namespace
 
 json recipe_core_json(const TrainOptions& o) {
-  return {{"batch", o.batch},
+  json j = {{"batch", o.batch},
           {"seq_len", o.seq_len},
           {"grad_accum", o.grad_accum},
           {"seed", o.seed},
@@ -258,6 +259,9 @@ json recipe_core_json(const TrainOptions& o) {
           {"grad_clip", o.grad_clip},
           {"label_smoothing", o.label_smoothing},
           {"val_fraction", o.val_fraction}};
+  // Written only when not the default, so records from before the key match.
+  if (o.adamw.decay_all) j["weight_decay_scope"] = "all";
+  return j;
 }
 
 TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
