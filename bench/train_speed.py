@@ -10,7 +10,9 @@ trains the same architecture twice on the same number of threads:
     --precision bf16 or both, also the same under
     torch.autocast("cpu", dtype=torch.bfloat16) (the CPU form of the seeds'
     AMP: matrix products in bf16, float32 master weights);
-  * hymba: `hymba --threads N train --config ... --json` on a text corpus.
+  * hymba: `hymba --threads N train --config ... --json` on a text corpus,
+    with --precision bf16 or both also `--precision bf16` (its matrix
+    products in bf16 with float32 sums; needs AVX512-BF16).
 
 Both count B*T tokens per optimizer step and exclude warm-up steps: the
 PyTorch side times --steps steps after --warmup untimed ones; the hymba side
@@ -611,7 +613,7 @@ def torch_train(c, args, bf16=False):
             "step_ms_median": 1e3 * statistics.median(times), "final_loss": losses[-1]}
 
 
-def hymba_train(name, args):
+def hymba_train(name, args, precision="f32"):
     cfg = os.path.join(REPO, "bench", "configs", name + ".json")
     total = args.warmup + args.steps
     with tempfile.TemporaryDirectory(prefix="hymba-train-speed-") as tmp:
@@ -619,7 +621,7 @@ def hymba_train(name, args):
         cmd = [args.hymba, "--threads", str(args.threads), "train", "--config", cfg, "--data", args.data,
                "--out", out, "--steps", str(total), "--batch", str(args.batch), "--seq-len", str(args.seq_len),
                "--log-interval", "1", "--eval-interval", "100000", "--save-interval", "100000",
-               "--eval-windows", "1", "--quiet", "--json"]
+               "--eval-windows", "1", "--precision", precision, "--quiet", "--json"]
         env = dict(os.environ)  # OMP_WAIT_POLICY as for the PyTorch side
         r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if r.returncode != 0:
@@ -656,7 +658,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=1, help="runs per side, interleaved; the fastest is reported")
     ap.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated subset of " + ",".join(CONFIGS))
     ap.add_argument("--precision", choices=("f32", "bf16", "both"), default="f32",
-                    help="the PyTorch peer's precision: float32, bf16 autocast, or both timed in turn (default f32)")
+                    help="float32, bf16 (PyTorch's autocast, hymba's --precision bf16), or both timed in turn "
+                         "(default f32)")
     ap.add_argument("--hymba", default=os.path.join(REPO, "build", "release", "hymba"), help="hymba binary")
     shakespeare = os.path.normpath(os.path.join(REPO, "..", "shared", "data", "tinyshakespeare.txt"))
     ap.add_argument("--data", default=shakespeare if os.path.exists(shakespeare) else "default",
@@ -690,14 +693,16 @@ def main():
     for name in names:
         c = load_config(os.path.join(REPO, "bench", "configs", name + ".json"))
         eq = None if args.skip_hymba or args.no_check else check_equivalence(name, c, args)
-        pt_runs, pt_bf16_runs, hy_runs = [], [], []
+        pt_runs, pt_bf16_runs, hy_runs, hy_bf16_runs = [], [], [], []
         for _ in range(args.repeats):
             if args.precision != "bf16":
                 pt_runs.append(torch_train(c, args))
+                if not args.skip_hymba:
+                    hy_runs.append(hymba_train(name, args))
             if args.precision != "f32":
                 pt_bf16_runs.append(torch_train(c, args, bf16=True))
-            if not args.skip_hymba:
-                hy_runs.append(hymba_train(name, args))
+                if not args.skip_hymba:
+                    hy_bf16_runs.append(hymba_train(name, args, "bf16"))
         row = {"config": name}
         if pt_runs:
             row["torch"] = best(pt_runs)
@@ -707,9 +712,11 @@ def main():
             row["equivalence"] = eq
         if hy_runs:
             row["hymba"] = best(hy_runs)
-            for side, key in (("torch", "ratio"), ("torch_bf16", "ratio_bf16")):
-                if side in row:
-                    row[key] = row["hymba"]["tokens_per_s"] / row[side]["tokens_per_s"]
+        if hy_bf16_runs:
+            row["hymba_bf16"] = best(hy_bf16_runs)
+        for ours, theirs, key in (("hymba", "torch", "ratio"), ("hymba_bf16", "torch_bf16", "ratio_bf16")):
+            if ours in row and theirs in row:
+                row[key] = row[ours]["tokens_per_s"] / row[theirs]["tokens_per_s"]
         results.append(row)
         if not args.json:
             print(f"  {name}: done", file=sys.stderr)
@@ -727,21 +734,23 @@ def main():
         print(json.dumps({"meta": meta, "results": results}, indent=2))
         return
     print(f"training throughput, {args.threads} threads, T={args.seq_len}, batch {args.batch}, "
-          f"{args.steps} timed steps after {args.warmup} warm-up (best of {args.repeats}), CPU, hymba float32, "
-          f"torch {args.precision}; torch {torch.__version__}; OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}")
+          f"{args.steps} timed steps after {args.warmup} warm-up (best of {args.repeats}), CPU, "
+          f"precision {args.precision}; torch {torch.__version__}; OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}")
     hdr = (f"{'config':<12} {'params torch':>12} {'params hymba':>12} {'torch tok/s':>12} {'torch bf16':>11} "
-           f"{'hymba tok/s':>12} {'hymba/torch':>11} {'hymba/bf16':>10}")
+           f"{'hymba tok/s':>12} {'hymba bf16':>11} {'f32 ratio':>10} {'bf16 ratio':>10}")
     print(hdr)
     print("-" * len(hdr))
     for r in results:
-        h = r.get("hymba")
+        h = r.get("hymba") or r.get("hymba_bf16")
         pt = r.get("torch") or r["torch_bf16"]
         f32 = f"{r['torch']['tokens_per_s']:,.0f}" if "torch" in r else "-"
         b16 = f"{r['torch_bf16']['tokens_per_s']:,.0f}" if "torch_bf16" in r else "-"
-        hp, ht = (f"{h['params']:,}", f"{h['tokens_per_s']:,.0f}") if h else ("-",) * 2
+        hp = f"{h['params']:,}" if h else "-"
+        ht = f"{r['hymba']['tokens_per_s']:,.0f}" if "hymba" in r else "-"
+        hb = f"{r['hymba_bf16']['tokens_per_s']:,.0f}" if "hymba_bf16" in r else "-"
         ratio = f"{r['ratio']:.2f}x" if "ratio" in r else "-"
         ratio_bf16 = f"{r['ratio_bf16']:.2f}x" if "ratio_bf16" in r else "-"
-        print(f"{r['config']:<12} {pt['params']:>12,} {hp:>12} {f32:>12} {b16:>11} {ht:>12} {ratio:>11} "
+        print(f"{r['config']:<12} {pt['params']:>12,} {hp:>12} {f32:>12} {b16:>11} {ht:>12} {hb:>11} {ratio:>10} "
               f"{ratio_bf16:>10}")
     eqs = [f"{r['config']} |dloss| {r['equivalence']['loss_abs']:.1e}, max grad rel diff "
            f"{r['equivalence']['grad_rel_max']:.1e}" for r in results if "equivalence" in r]

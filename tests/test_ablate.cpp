@@ -673,6 +673,13 @@ TEST(AblateSuites, RecipesAndFlagsMapOntoTrainingOptions) {
   EXPECT_TRUE(t.adamw.decay_all);
   EXPECT_EQ(ablate::train_settings_json(t)["weight_decay_scope"], "all");
   EXPECT_THROW(ablate::apply_train_settings(t, {{"weight_decay_scope", "norms"}}, "flags"), Error);
+  // The precision of the products: float32 by default (not written), bf16 on request.
+  EXPECT_FALSE(ablate::train_settings_json(t).contains("precision"));
+  ablate::apply_train_settings(t, {{"precision", "bf16"}}, "flags");
+  EXPECT_EQ(t.precision, cpu::MatmulPrecision::kBf16);
+  EXPECT_EQ(ablate::train_settings_json(t)["precision"], "bf16");
+  EXPECT_THROW(ablate::apply_train_settings(t, {{"precision", "fp16"}}, "flags"), Error);
+  t.precision = cpu::MatmulPrecision::kF32;
   EXPECT_EQ(ablate::train_settings_json(t)["tokenizer_alphabet"], "corpus");
   // Seed 000's suite runs seed 001's notebook, tokenizer included.
   TrainOptions t0;

@@ -185,6 +185,7 @@ TEST_F(CliHostile, ResumeRefusesAChangedRecipeByName) {
       {"--weight-decay 0.2", {"--weight-decay 0.1 -> 0.2"}},
       {"--weight-decay-scope all", {"--weight-decay-scope \"matrices\" -> \"all\""}},
       {"--grad-clip 0.5", {"--grad-clip 1.0 -> 0.5"}},
+      {"--precision bf16", {"--precision"}},
       {"--beta1 0.8 --beta2 0.9", {"--beta1 0.9 -> 0.8", "--beta2 0.95 -> 0.9"}},
       {"--label-smoothing 0.1", {"--label-smoothing"}},
       {"--dropout 0.2", {"--dropout 0.0 -> 0.2"}},

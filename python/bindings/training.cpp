@@ -50,6 +50,7 @@ TrainOptions train_options(const json& kw) {
   };
   int64_t tokenizer_vocab = o.tokenizer_vocab, threads = 0;
   int64_t seed = static_cast<int64_t>(o.seed);
+  std::string precision = cpu::to_string(o.precision), decay_scope = o.adamw.decay_all ? "all" : "matrices";
   const std::map<std::string, Setter> setters = {
       {"data", str(o.data)},
       {"out", str(o.out_dir)},
@@ -67,6 +68,8 @@ TrainOptions train_options(const json& kw) {
       {"min_lr_ratio", f64(o.min_lr_ratio)},
       {"warmup", i64(o.warmup)},
       {"weight_decay", f64(o.adamw.weight_decay)},
+      {"weight_decay_scope", str(decay_scope)},
+      {"precision", str(precision)},
       {"beta1", f64(o.adamw.beta1)},
       {"beta2", f64(o.adamw.beta2)},
       {"grad_clip", f64(o.grad_clip)},
@@ -92,6 +95,12 @@ TrainOptions train_options(const json& kw) {
     it->second(key, value);
   }
   HYMBA_CHECK(seed >= 0, "seed: must be >= 0");
+  const auto parsed_precision = cpu::parse_matmul_precision(precision);
+  HYMBA_CHECK(parsed_precision.has_value(), "precision: must be 'f32' or 'bf16' (got '", precision, "')");
+  o.precision = *parsed_precision;
+  HYMBA_CHECK(decay_scope == "matrices" || decay_scope == "all",
+              "weight_decay_scope: must be 'matrices' or 'all' (got '", decay_scope, "')");
+  o.adamw.decay_all = decay_scope == "all";
   HYMBA_CHECK(tokenizer_vocab >= 1 && tokenizer_vocab <= (1 << 24), "tokenizer_vocab: out of range");
   HYMBA_CHECK(threads >= 0 && threads <= 4096, "threads: must be in [0, 4096]");
   o.seed = static_cast<uint64_t>(seed);

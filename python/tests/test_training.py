@@ -41,6 +41,17 @@ def test_train_from_a_preset(workdir, tmp_path, capfd):
         hymba.train("hybrid-official", workdir / "train.txt", tmp_path / "u", stepz=3)
 
 
+def test_recipe_keys_reach_the_run(workdir, tmp_path):
+    s = hymba.train("mamba-only", workdir / "train.txt", tmp_path / "w", scale="tiny", steps=2,
+                    weight_decay_scope="all", **RECIPE)
+    assert s["steps"] == 2
+    state = (tmp_path / "w" / (tmp_path / "w" / "latest").read_text().strip() / "train_state.json").read_text()
+    assert '"weight_decay_scope":"all"' in state.replace(" ", "")
+    with pytest.raises(hymba.HymbaError, match="precision: must be 'f32' or 'bf16'"):
+        hymba.train("mamba-only", workdir / "train.txt", tmp_path / "p", scale="tiny", steps=2, precision="fp16",
+                    **RECIPE)
+
+
 def test_train_from_a_config_dict(workdir, tmp_path):
     config = hymba.LanguageModel.create("mamba-only", scale="tiny").config
     del config["vocab_size"]

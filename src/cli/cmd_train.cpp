@@ -23,6 +23,7 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
     ModelChoice model;
     TrainOptions train;
     std::string weight_decay_scope = "matrices";
+    std::string precision = "f32";
     bool json = false;
   };
   auto opts = std::make_shared<Options>();
@@ -67,6 +68,10 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
                   "matrices: decay weight matrices only (not norms, biases, meta tokens, A_log, D, beta); all: every "
                   "parameter, as seed 001 passes model.parameters() to AdamW")
       ->check(CLI::IsMember({"matrices", "all"}))->capture_default_str();
+  cmd->add_option("--precision", opts->precision,
+                  "Matrix products of the training steps: f32, or bf16 with float32 sums (needs AVX512-BF16; "
+                  "weights, optimizer state, norms, softmax, the scan, the loss and validation stay float32)")
+      ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
   cmd->add_option("--beta1", t.adamw.beta1, "AdamW beta1")->check(range(0.0, 0.99999))->capture_default_str();
   cmd->add_option("--beta2", t.adamw.beta2, "AdamW beta2")->check(range(0.0, 0.99999))->capture_default_str();
   cmd->add_option("--grad-clip", t.grad_clip, "Global gradient-norm clip (0 = off)")->check(range(0.0, 1e6))->capture_default_str();
@@ -83,6 +88,7 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--json", opts->json, "Print the summary as JSON on stdout");
   cmd->callback([opts, &global] {
     opts->train.adamw.decay_all = opts->weight_decay_scope == "all";
+    opts->train.precision = *cpu::parse_matmul_precision(opts->precision);
     apply_global_options(global);
     opts->train.threads = command_threads(global);
     opts->train.check_model = !opts->model.preset.empty() || !opts->model.config_path.empty();

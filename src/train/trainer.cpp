@@ -80,6 +80,7 @@ json run_recipe(const TrainOptions& o, double dropout) {
                 {"dropout", dropout},  // the one in effect: --dropout or the model config's
                 {"grad_shards", o.grad_shards},
                 {"weight_decay_scope", o.adamw.decay_all ? "all" : "matrices"},
+                {"precision", cpu::to_string(o.precision)},
                 {"threads", num_threads()}});
   if (builds_tokenizer && o.tokenizer_type == "byte-level-bpe") {
     j["tokenizer_min_frequency"] = o.tokenizer_min_frequency;
@@ -186,6 +187,12 @@ void validate(const TrainOptions& o) {
   HYMBA_CHECK(o.val_fraction > 0 && o.val_fraction < 1, "--val-fraction must be in (0, 1)");
   HYMBA_CHECK(o.log_interval >= 1 && o.eval_interval >= 1 && o.save_interval >= 1,
               "--log-interval/--eval-interval/--save-interval must be >= 1");
+  HYMBA_CHECK(o.precision != cpu::MatmulPrecision::kBf16 || o.bf16_isa.has_value() ||
+                  cpu::best_bf16_gemm_isa() != cpu::Bf16GemmIsa::kPortable,
+              "--precision bf16: this CPU has no AVX512-BF16 instructions, and bf16 products without them run "
+              "slower than float32; train with --precision f32");
+  HYMBA_CHECK(!o.bf16_isa || cpu::bf16_gemm_isa_available(*o.bf16_isa),
+              "bf16_isa: this CPU cannot run ", cpu::to_string(*o.bf16_isa));
 }
 
 }  // namespace
@@ -261,6 +268,7 @@ json recipe_core_json(const TrainOptions& o) {
           {"val_fraction", o.val_fraction}};
   // Written only when not the default, so records from before the key match.
   if (o.adamw.decay_all) j["weight_decay_scope"] = "all";
+  if (o.precision != cpu::MatmulPrecision::kF32) j["precision"] = cpu::to_string(o.precision);
   return j;
 }
 
@@ -542,6 +550,9 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
       const double lr = sched.at(step);
       model->params().zero_grad();
       double step_loss = 0.0;
+      // This step's forward and backward in the run's precision (not its evaluation).
+      std::optional<cpu::MatmulPrecisionScope> autocast;
+      autocast.emplace(opt.precision, opt.bf16_isa.value_or(cpu::best_bf16_gemm_isa()));
       if (sharded) {
         const ShardedGradient::Step st =
             sharded->compute(*model, sampler, step, opt.label_smoothing, use_dropout ? &dropout_root : nullptr);
@@ -579,6 +590,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
         model->backward(comm.size() == 1 ? 1.0f / static_cast<float>(opt.grad_accum)
                                          : static_cast<float>(share / static_cast<double>(opt.grad_accum)));
       }
+      autocast.reset();
       if (!sharded) grad_sum_seconds += timed_grad_sum(comm, model->params());
       const double norm = clip_grad_norm(model->params(), opt.grad_clip);
       if (!std::isfinite(norm)) {

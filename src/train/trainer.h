@@ -3,12 +3,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "data/sentencepiece_tokenizer.h"
 #include "dist/communicator.h"
+#include "kernels/cpu/matmul.h"
 #include "model/config.h"
 #include "train/optimizer.h"
 
@@ -48,6 +50,14 @@ struct TrainOptions {
   double grad_clip = 1.0;
   double label_smoothing = 0.0;
   double dropout = -1.0;  // < 0: the model config's value
+  // The matrix products of each step's forward and backward: float32, or
+  // bf16 with float32 sums (kernels/cpu/matmul.h, PyTorch's autocast on a
+  // CPU). Weights, gradients, optimizer moments, norms, softmax, the scan
+  // and the loss stay float32; validation runs in float32.
+  cpu::MatmulPrecision precision = cpu::MatmulPrecision::kF32;
+  // bf16's kernels. Unset: the CPU's best, refused where that is the portable
+  // path (slower than float32); tests name kPortable to run on any CPU.
+  std::optional<cpu::Bf16GemmIsa> bf16_isa;
 
   int64_t log_interval = 10;
   int64_t eval_interval = 50;

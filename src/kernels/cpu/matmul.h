@@ -6,8 +6,34 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "kernels/cpu/gemm_bf16.h"
 
 namespace hymba::cpu {
+
+// The precision of matmul_forward's and matmul_backward's products: float32
+// through OpenBLAS, or bf16 with float32 sums (kernels/cpu/gemm_bf16.h),
+// the CPU form of PyTorch's autocast. Process-wide like autocast's state and
+// float32 unless a scope says otherwise; training sets it for each step's
+// forward and backward (`--precision bf16`), never for evaluation.
+enum class MatmulPrecision { kF32, kBf16 };
+std::optional<MatmulPrecision> parse_matmul_precision(std::string_view name);  // "f32", "bf16"
+const char* to_string(MatmulPrecision p);
+
+class MatmulPrecisionScope {
+ public:
+  explicit MatmulPrecisionScope(MatmulPrecision p, Bf16GemmIsa isa = best_bf16_gemm_isa());
+  ~MatmulPrecisionScope();
+  MatmulPrecisionScope(const MatmulPrecisionScope&) = delete;
+  MatmulPrecisionScope& operator=(const MatmulPrecisionScope&) = delete;
+
+ private:
+  MatmulPrecision saved_precision_;
+  Bf16GemmIsa saved_isa_;
+};
+MatmulPrecision matmul_precision();
 
 // out[BT, OC] = inp[BT, C] @ weight[OC, C]^T + bias[OC] (bias may be null).
 // ld_out / ld_inp are row strides in floats (>= OC / >= C) so column slices of a
