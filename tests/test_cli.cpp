@@ -66,6 +66,17 @@ TEST(Cli, OpenBlasRunsKernelsForThisCpuButRespectsTheUser) {
   }
 }
 
+// `hymba info` says whether bf16 training runs here (AVX512-BF16).
+TEST(Cli, InfoNamesTheBf16Kernels) {
+  const auto r = run_cli("--threads 1 info --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const bool here = cpu_vector_features_here().avx512_bf16;
+  EXPECT_EQ(nlohmann::json::parse(r.output)["build"]["bf16_gemm"], here ? "avx512-bf16" : "portable");
+  const auto text = run_cli("--threads 1 info");
+  EXPECT_NE(text.output.find(here ? "bf16     : AVX512-BF16" : "bf16     : no AVX512-BF16"), std::string::npos)
+      << text.output;
+}
+
 // Global flags work after the subcommand too; a subcommand's own flag of the
 // same name is still its own.
 TEST(Cli, GlobalFlagsMayFollowTheSubcommand) {

@@ -8,6 +8,7 @@
 #include "core/build_info.h"
 #include "core/error.h"
 #include "dist/communicator.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "model/layout.h"
 #include "model/summary.h"
 
@@ -30,6 +31,9 @@ void print_build(const BuildInfo& b) {
   std::printf("  kernels  : %s (%s)\n", b.blas_core.c_str(), b.blas_core_choice.c_str());
   std::printf("  threads  : %d of %d hardware threads, OpenMP wait policy %s\n", b.threads, b.hardware_threads,
               b.omp_wait_policy.empty() ? "default" : b.omp_wait_policy.c_str());
+  const bool bf16 = cpu::best_bf16_gemm_isa() == cpu::Bf16GemmIsa::kAvx512Bf16;
+  std::printf("  bf16     : %s\n", bf16 ? "AVX512-BF16 products (train --precision bf16)"
+                                        : "no AVX512-BF16 on this CPU (train --precision bf16 is refused)");
   std::printf("  CUDA     : %s\n", b.cuda_devices.c_str());
   std::printf("  Python   : %s\n", b.python_bindings ? "bindings built (import hymba; docs/python.md)"
                                                      : "not built (needs python3-dev and pybind11-dev)");
@@ -122,6 +126,7 @@ void register_info(CLI::App& app, const GlobalOptions& global) {
     if (opts->json) {
       nlohmann::json build = to_json(b);
       build["mpi"] = mpi_json();
+      build["bf16_gemm"] = to_string(cpu::best_bf16_gemm_isa());  // "avx512-bf16" or "portable"
       nlohmann::json out = {{"build", build},
                             {"model", to_json(s)},
                             {"config", cfg.to_json()},
