@@ -680,6 +680,12 @@ TEST(AblateSuites, RecipesAndFlagsMapOntoTrainingOptions) {
   EXPECT_EQ(ablate::train_settings_json(t)["precision"], "bf16");
   EXPECT_THROW(ablate::apply_train_settings(t, {{"precision", "fp16"}}, "flags"), Error);
   t.precision = cpu::MatmulPrecision::kF32;
+  // Recomputed activations: memory, not results, so not in the settings' record.
+  ablate::apply_train_settings(t, {{"recompute", true}}, "flags");
+  EXPECT_TRUE(t.recompute);
+  EXPECT_FALSE(ablate::train_settings_json(t).contains("recompute"));
+  EXPECT_THROW(ablate::apply_train_settings(t, {{"recompute", "yes"}}, "flags"), Error);
+  t.recompute = false;
   EXPECT_EQ(ablate::train_settings_json(t)["tokenizer_alphabet"], "corpus");
   // Seed 000's suite runs seed 001's notebook, tokenizer included.
   TrainOptions t0;

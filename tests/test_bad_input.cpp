@@ -247,8 +247,9 @@ TEST(MemoryEstimateTest, ActivationEstimateMatchesTheArena) {
   const std::vector<std::string> presets = {"hybrid-official", "hybrid-mine", "mamba-only", "transformer-local",
                                             "roadmap-05", "official-nometa", "gpt-baseline"};
   for (const std::string& name : presets) {
-    for (bool training : {true, false}) {
-      SCOPED_TRACE(name + (training ? " training" : " inference"));
+    for (const int mode : {0, 1, 2}) {  // training, inference, training with recompute
+      const bool training = mode != 1, recompute = mode == 2;
+      SCOPED_TRACE(name + (recompute ? " recompute" : training ? " training" : " inference"));
       json j = preset_config(name, Scale::kTiny).to_json();
       j["dropout"] = training ? 0.1 : 0.0;
       const ModelConfig cfg = ModelConfig::from_json(j, name);
@@ -263,11 +264,13 @@ TEST(MemoryEstimateTest, ActivationEstimateMatchesTheArena) {
       const Rng drop(5);
       ForwardOptions fo;
       if (training) fo.dropout_rng = &drop;
+      fo.recompute = recompute;
       model.forward(ids.data(), targets.data(), B, T, fo);
       if (training) model.backward();
       const double actual = static_cast<double>(model.activation_bytes());
-      const double estimate = activation_bytes(cfg, B, T, training);
-      std::printf("%s %s: estimate/actual %.4f\n", name.c_str(), training ? "train" : "infer", estimate / actual);
+      const double estimate = activation_bytes(cfg, B, T, training, recompute);
+      std::printf("%s %s: estimate/actual %.4f\n", name.c_str(), recompute ? "recompute" : training ? "train" : "infer",
+                  estimate / actual);
       EXPECT_GE(estimate, 0.99 * actual) << "estimate " << estimate << " actual " << actual;
       EXPECT_LE(estimate, 1.05 * actual) << "estimate " << estimate << " actual " << actual;
     }

@@ -316,10 +316,10 @@ TEST_F(CliHostile, OversizedModelsAndRunsAreRefusedBeforeAllocating) {
                   {"the model needs about", "TiB", "available", "hidden_size"});
   expect_one_line(run_cli("--threads 1 train --config " + kFixtureConfig + " --data " + path("toy.txt") + " --out " +
                           path("run") + " --batch 1048576 --seq-len 16777216"),
-                  {"training needs about", "activations for --batch 1048576 x --seq-len 16777216", "lower --batch or --seq-len"});
+                  {"training without --recompute needs about", "activations for --batch 1048576 x --seq-len 16777216", "lower --batch or --seq-len"});
   // $HYMBA_MAX_MEMORY caps what counts as available.
   expect_one_line(run_cli(train_args(path("run"), 5), "env HYMBA_MAX_MEMORY=256K"),
-                  {"training needs about", "256.00 KiB is available"});
+                  {"training without --recompute needs about", "256.00 KiB is available"});
   // Generation: caches for --batch x (prompt + --max-new-tokens).
   ASSERT_EQ(run_cli(train_args(path("gen"), 3)).exit_code, 0);
   expect_one_line(run_cli("--threads 1 generate --ckpt " + path("gen") + " --prompt hi --batch 4096 --max-new-tokens 16777216"),

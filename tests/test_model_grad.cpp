@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -172,6 +173,67 @@ TEST_P(ModelGradTest, BackwardMatchesFloat64FiniteDifferences) {
     EXPECT_LE(e.relative(), kGradTol) << fam.name << ": " << info.name << " max |analytic - numeric| = " << e.max_err
                                       << " vs max |numeric| = " << e.max_num;
   }
+}
+
+// Recomputed activations (ForwardOptions::recompute) give the same loss and
+// bit-identical gradients on every family, dropout included, while the
+// forward keeps only layer inputs.
+TEST_P(ModelGradTest, RecomputedActivationsGiveBitIdenticalGradients) {
+  const Family& fam = GetParam();
+  json config = fam.config;
+  config["dropout"] = 0.1;
+  const ModelConfig cfg = ModelConfig::from_json(config, fam.name);
+  const int64_t B = fam.B, T = fam.T, n = B * T;
+  Rng data(3);
+  std::vector<int32_t> ids(n), targets(n);
+  for (int64_t i = 0; i < n; ++i) {
+    ids[i] = static_cast<int32_t>(data.below(cfg.vocab_size));
+    targets[i] = static_cast<int32_t>(data.below(cfg.vocab_size));
+  }
+  const Rng drop(17);
+  auto run = [&](bool recompute, double* loss, size_t* activation_bytes) {
+    Model model(cfg, /*training=*/true);
+    model.init(7);
+    ForwardOptions opt;
+    opt.label_smoothing = fam.label_smoothing;
+    opt.dropout_rng = &drop;
+    opt.recompute = recompute;
+    model.params().zero_grad();
+    *loss = model.forward(ids.data(), targets.data(), B, T, opt).loss_sum;
+    model.backward();
+    *activation_bytes = model.activation_bytes();
+    const ParamTable& t = model.params();
+    return std::vector<float>(t.grads_block(), t.grads_block() + t.total_floats());
+  };
+  double kept_loss = 0, recomputed_loss = 0;
+  size_t kept_bytes = 0, recomputed_bytes = 0;
+  const std::vector<float> kept = run(false, &kept_loss, &kept_bytes);
+  const std::vector<float> recomputed = run(true, &recomputed_loss, &recomputed_bytes);
+  EXPECT_EQ(recomputed_loss, kept_loss);
+  ASSERT_EQ(recomputed.size(), kept.size());
+  EXPECT_EQ(std::memcmp(recomputed.data(), kept.data(), kept.size() * sizeof(float)), 0) << fam.name;
+  EXPECT_GT(kept_bytes, 0u);
+}
+
+// The point of recomputing: the activation peak of a deeper model falls to
+// the layer inputs plus about one layer.
+TEST(ModelRecompute, ActivationPeakFallsToAboutOneLayer) {
+  json config = base({{"layer_types", "hybrid"}, {"num_hidden_layers", 8}, {"hidden_size", 32},
+                      {"intermediate_size", 64}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}});
+  const ModelConfig cfg = ModelConfig::from_json(config, "deep");
+  const int64_t B = 2, T = 64;
+  std::vector<int32_t> ids(B * T, 3), targets(B * T, 4);
+  auto peak = [&](bool recompute) {
+    Model model(cfg, /*training=*/true);
+    model.init(1);
+    ForwardOptions opt;
+    opt.recompute = recompute;
+    model.forward(ids.data(), targets.data(), B, T, opt);
+    model.backward();
+    return model.activation_bytes();
+  };
+  const size_t kept = peak(false), recomputed = peak(true);
+  EXPECT_LT(recomputed * 2, kept) << "kept " << kept << " bytes, recomputed " << recomputed;
 }
 
 TEST(ModelPlan, StacksBackToBackProjections) {

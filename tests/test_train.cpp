@@ -149,6 +149,26 @@ TEST_F(Train, ResumeAfterSigkillGivesBitIdenticalLosses) {
   }
 }
 
+// --recompute changes memory and time, not the run: the same losses bit for
+// bit (dropout on), and a resume may switch it either way.
+TEST_F(Train, RecomputedActivationsTrainTheSameRun) {
+  ASSERT_EQ(run_cli(train_args(path("kept"), 12)).exit_code, 0);
+  ASSERT_EQ(run_cli(train_args(path("recomputed"), 6) + " --recompute").exit_code, 0);
+  const auto resumed = run_cli(train_args(path("recomputed"), 12) + " --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  auto losses = [&](const std::string& run) {
+    std::vector<double> out;
+    for (const json& r : read_jsonl(path(run + "/metrics.jsonl")))
+      if (r.contains("loss")) out.push_back(r["loss"].get<double>());
+    return out;
+  };
+  EXPECT_EQ(losses("recomputed"), losses("kept"));
+  EXPECT_EQ(losses("kept").size(), 12u);
+  const json kept = json::parse(std::ifstream(path("kept/summary.json")));
+  const json recomputed = json::parse(std::ifstream(path("recomputed/summary.json")));
+  EXPECT_EQ(recomputed["final_val_loss"], kept["final_val_loss"]);
+}
+
 TEST_F(Train, BadInputGivesOneLineErrors) {
   std::ofstream(path("empty.txt")) << "";
   auto empty = run_cli(train_args(path("r1"), 5, path("empty.txt")));

@@ -426,6 +426,10 @@ void apply_train_settings(TrainOptions& o, const json& settings, const std::stri
       HYMBA_CHECK(p.has_value(), source, ": 'precision' must be \"f32\" or \"bf16\" (got ", json_excerpt(v), ")");
       o.precision = *p;
     }
+    else if (k == "recompute") {
+      HYMBA_CHECK(v.is_boolean(), source, ": 'recompute' must be true or false (got ", json_excerpt(v), ")");
+      o.recompute = v.get<bool>();
+    }
     else if (k == "beta1") o.adamw.beta1 = num();
     else if (k == "beta2") o.adamw.beta2 = num();
     else if (k == "grad_clip") o.grad_clip = num();
@@ -453,7 +457,7 @@ void apply_train_settings(TrainOptions& o, const json& settings, const std::stri
     } else {
       fail(source, ": unknown training setting '", k,
            "' (known: steps, epochs, stop_epochs, batch, seq_len, grad_accum, grad_shards, lr, min_lr_ratio, warmup, weight_decay, "
-           "weight_decay_scope, precision, beta1, "
+           "weight_decay_scope, precision, recompute, beta1, "
            "beta2, grad_clip, label_smoothing, dropout, eval_interval, eval_windows, log_interval, save_interval, "
            "val_fraction, seed, tokenizer, tokenizer_vocab, tokenizer_min_frequency, tokenizer_alphabet)");
     }

@@ -58,8 +58,17 @@ void column_sums(float* g, const float* d, int64_t ld, int64_t R, int64_t n) {
 class Backward {
  public:
   Backward(const ModelPlan& plan, const float* P, float* G, const Acts& acts, Arena& arena)
-      : plan_(plan), c_(plan.cfg), P_(P), G_(G), acts_(acts), arena_(arena),
+      : plan_(plan), c_(plan.cfg), P_(P), G_(G), acts_(acts), arena_(arena), work_(&arena),
         dproj_(static_cast<size_t>(plan.cfg.num_hidden_layers), nullptr) {}
+
+  // After a forward with opt.recompute: each layer is run forward again into
+  // `scratch` before going back through it, and its scratch (activations and
+  // the backward's temporaries) is released after it.
+  void recompute_into(Acts& acts, const ForwardOptions& opt, Arena& scratch) {
+    recompute_acts_ = &acts;
+    recompute_opt_ = &opt;
+    scratch_ = &scratch;
+  }
 
   void run(float dloss, double label_smoothing) {
     const int64_t d = c_.hidden_size, BT = acts_.B * acts_.T_, V = c_.vocab_size;
@@ -98,11 +107,13 @@ class Backward {
     const float* dskip = nullptr;
     int64_t skip_to = -1;
     for (auto it = plan_.layers.rbegin(); it != plan_.layers.rend(); ++it) {
+      const LActs kept = enter(*it);
       if (it->block_first >= 0) {
         dskip = block_link(*it, dx);
         skip_to = it->block_first;
       }
       layer(*it, dx);
+      leave(*it, kept);
       if (it->index == skip_to) {
         for (int64_t i = 0; i < R * d; ++i) dx[i] += dskip[i];
         skip_to = -1;
@@ -120,6 +131,24 @@ class Backward {
   }
 
  private:
+  // With recompute: the layer's activations again, in the scratch arena,
+  // which also takes the layer's backward temporaries. Returns what the
+  // forward kept, for leave() to put back.
+  LActs enter(const LayerPlan& lp) {
+    if (recompute_acts_ == nullptr) return {};
+    const LActs kept = recompute_acts_->layers[static_cast<size_t>(lp.index)];
+    recompute_layer(plan_, lp, P_, *recompute_opt_, *scratch_, *recompute_acts_);
+    work_ = scratch_;
+    return kept;
+  }
+
+  void leave(const LayerPlan& lp, const LActs& kept) {
+    if (recompute_acts_ == nullptr) return;
+    recompute_acts_->layers[static_cast<size_t>(lp.index)] = kept;
+    scratch_->reset();
+    work_ = &arena_;
+  }
+
   // Back through a residual-stream norm (weight offset w, bias offset b or
   // -1): dx += d(norm(x)) / dx, and the weight and bias gradients.
   void norm_backward(float* dx, int64_t w, int64_t b, const float* dout, const float* x, const float* mean,
@@ -144,11 +173,11 @@ class Backward {
     const LActs& a = acts_.layers[static_cast<size_t>(lp.index)];
     if (lp.ffn_norm >= 0) ffn(lp, a, dx);  // dx becomes d(x_mid)
 
-    const float* d_o = through_mask(arena_, dx, a.mask1, R * d);
+    const float* d_o = through_mask(*work_, dx, a.mask1, R * d);
     // Only the norm_mean fusion accumulates into dattn / dy (through its
     // RMSNorm backwards); every other path writes them whole.
     const bool accumulated = lp.hybrid && c_.fusion == Fusion::kNormMean;
-    auto branch_grad = [&](int64_t n) { return accumulated ? arena_.alloc(n) : arena_.alloc_uninit(n); };
+    auto branch_grad = [&](int64_t n) { return accumulated ? work_->alloc(n) : work_->alloc_uninit(n); };
     float* dattn = lp.attn ? branch_grad(R * lp.dims.attn_out) : nullptr;
     float* dy = lp.mamba ? branch_grad(R * lp.dims.d_inner) : nullptr;
     mixer_output(lp, a, d_o, dattn, dy);
@@ -159,7 +188,7 @@ class Backward {
 
     // dh from the input projections: the first GEMM overwrites the fresh
     // buffer, any others add to it.
-    float* dh = arena_.alloc_uninit(R * d);
+    float* dh = work_->alloc_uninit(R * d);
     const int64_t W = lp.proj_width;
     bool fresh = true;
     auto project_back = [&](int64_t weight, int64_t col, int64_t width) {
@@ -199,7 +228,7 @@ class Backward {
     }
     const float* x = acts_.layers[static_cast<size_t>(lp.block_first)].x_in;
     const float* g = a.link_gate;
-    float* dpre = arena_.alloc_uninit(n);  // d of the gate's pre-activation
+    float* dpre = work_->alloc_uninit(n);  // d of the gate's pre-activation
     for (int64_t i = 0; i < n; ++i) {
       dpre[i] = dx[i] * (a.block_out[i] - x[i]) * g[i] * (1.0f - g[i]);
       dskip[i] = dx[i] * (1.0f - g[i]);
@@ -211,14 +240,14 @@ class Backward {
 
   void ffn(const LayerPlan& lp, const LActs& a, float* dx) {
     const int64_t R = acts_.R, d = c_.hidden_size, I = c_.intermediate_size;
-    const float* df = through_mask(arena_, dx, a.mask2, R * d);
-    float* dact = arena_.alloc_uninit(R * I);
+    const float* df = through_mask(*work_, dx, a.mask2, R * d);
+    float* dact = work_->alloc_uninit(R * I);
     cpu::matmul_backward(dact, I, G_ + lp.ffn_down, lp.ffn_down_b >= 0 ? G_ + lp.ffn_down_b : nullptr, df, d, a.act,
                          I, P_ + lp.ffn_down, R, I, d, /*overwrite_dinp=*/true);
-    float* dh2 = arena_.alloc_uninit(R * d);
+    float* dh2 = work_->alloc_uninit(R * d);
     if (c_.mlp_activation != MlpActivation::kSwiGlu) {
       // GELU MLP: a.gu holds the up projection (with its bias) GELU read.
-      float* dup = arena_.alloc(R * I);
+      float* dup = work_->alloc(R * I);
       if (c_.mlp_activation == MlpActivation::kGeluErf) cpu::gelu_erf_backward(dup, dact, a.gu, R * I);
       else cpu::gelu_tanh_backward(dup, dact, a.gu, R * I);
       cpu::matmul_backward(dh2, d, G_ + lp.ffn_up, lp.ffn_up_b >= 0 ? G_ + lp.ffn_up_b : nullptr, dup, I, a.h2, d,
@@ -226,7 +255,7 @@ class Backward {
       norm_backward(dx, lp.ffn_norm, lp.ffn_norm_b, dh2, a.x_mid, a.mean2, a.rstd2);
       return;
     }
-    float* dgu = arena_.alloc_uninit(R * 2 * I);
+    float* dgu = work_->alloc_uninit(R * 2 * I);
     cpu::swiglu_backward(dgu, dgu + I, dact, a.gu, a.gu + I, R, I, 2 * I, /*accumulate=*/false);
     if (lp.gate_up_stacked) {
       cpu::matmul_backward(dh2, d, G_ + lp.ffn_gate, nullptr, dgu, 2 * I, a.h2, d, P_ + lp.ffn_gate, R, d, 2 * I,
@@ -254,7 +283,7 @@ class Backward {
     }
     switch (c_.fusion) {
       case Fusion::kNormMean: {
-        float* dmix = arena_.alloc_uninit(R * di);
+        float* dmix = work_->alloc_uninit(R * di);
         cpu::matmul_backward(dmix, di, G_ + lp.fused_out, nullptr, d_o, d, a.mix, di, P_ + lp.fused_out, R, di, d,
                              true);
         for (int64_t i = 0; i < R * di; ++i) dmix[i] *= 0.5f;
@@ -263,7 +292,7 @@ class Backward {
         break;
       }
       case Fusion::kConcat: {
-        float* dcat = arena_.alloc_uninit(R * (Wa + di));
+        float* dcat = work_->alloc_uninit(R * (Wa + di));
         cpu::matmul_backward(dcat, Wa + di, G_ + lp.fused_out, nullptr, d_o, d, a.cat, Wa + di, P_ + lp.fused_out, R,
                              Wa + di, d, true);
         copy_cols(dattn, Wa, dcat, Wa + di, R, Wa);
@@ -272,8 +301,8 @@ class Backward {
       }
       case Fusion::kMean:
       case Fusion::kLearnedBeta: {
-        float* dao = arena_.alloc(R * d);
-        float* dmo = arena_.alloc(R * d);
+        float* dao = work_->alloc(R * d);
+        float* dmo = work_->alloc(R * d);
         if (c_.fusion == Fusion::kMean) {
           for (int64_t i = 0; i < R * d; ++i) dao[i] = dmo[i] = 0.5f * d_o[i];
         } else {
@@ -324,11 +353,11 @@ class Backward {
     const int64_t R = acts_.R, di = lp.dims.d_inner, N = c_.mamba_d_state, Rdt = c_.dt_rank();
     const int64_t xw = lp.dims.x_proj_out, W = lp.proj_width;
     const bool norms = lp.dt_norm >= 0;
-    float* du = arena_.alloc(R * di);
-    float* ddelta = arena_.alloc(R * di);
-    float* dxdbl = arena_.alloc(R * xw);
-    float* dbn = norms ? arena_.alloc(R * N) : nullptr;
-    float* dcn = norms ? arena_.alloc(R * N) : nullptr;
+    float* du = work_->alloc(R * di);
+    float* ddelta = work_->alloc(R * di);
+    float* dxdbl = work_->alloc(R * xw);
+    float* dbn = norms ? work_->alloc(R * N) : nullptr;
+    float* dcn = norms ? work_->alloc(R * N) : nullptr;
 
     const ScanParams<float> sp = layer_scan_params(plan_, lp, P_, a, acts_.B, acts_.S);
     cpu::ScanGrads g;
@@ -347,12 +376,12 @@ class Backward {
     g.ld_dz = W;
     cpu::selective_scan_backward(g, dy, a.chunk_states, Ops<float>::scan_args(sp));
 
-    float* ddt = arena_.alloc(R * Rdt);
+    float* ddt = work_->alloc(R * Rdt);
     cpu::matmul_backward(ddt, Rdt, G_ + lp.dt_w, nullptr, ddelta, di, a.dtn, Rdt, P_ + lp.dt_w, R, Rdt, di);
     if (norms) {
       // Inner norms: back through RMSNorm onto the raw x_proj slices.
-      float* raw = arena_.alloc(R * std::max(Rdt, N));
-      float* draw = arena_.alloc(R * std::max(Rdt, N));
+      float* raw = work_->alloc(R * std::max(Rdt, N));
+      float* draw = work_->alloc(R * std::max(Rdt, N));
       struct Slice {
         int64_t col, width, norm;
         const float* rstd;
@@ -369,7 +398,7 @@ class Backward {
       add_cols(dxdbl, xw, ddt, Rdt, R, Rdt);
     }
     cpu::matmul_backward(du, di, G_ + lp.x_proj, nullptr, dxdbl, xw, a.u, di, P_ + lp.x_proj, R, di, xw);
-    float* dxc = arena_.alloc(R * di);
+    float* dxc = work_->alloc(R * di);
     cpu::silu_backward(dxc, du, a.xc, R * di);
     cpu::conv1d_causal_backward(dp + lp.x_col, W, G_ + lp.conv_w, lp.conv_b >= 0 ? G_ + lp.conv_b : nullptr, dxc,
                                 a.proj + lp.x_col, W, P_ + lp.conv_w, acts_.B, acts_.S, di, c_.mamba_d_conv);
@@ -380,7 +409,11 @@ class Backward {
   const float* P_;
   float* G_;
   const Acts& acts_;
-  Arena& arena_;
+  Arena& arena_;   // what outlives a layer: d(x), d(proj) of KV producers, a block's skip gradient
+  Arena* work_;    // a layer's temporaries: arena_, or the scratch with recompute
+  Acts* recompute_acts_ = nullptr;
+  const ForwardOptions* recompute_opt_ = nullptr;
+  Arena* scratch_ = nullptr;
   std::vector<float*> dproj_;
 };
 
@@ -390,6 +423,16 @@ void model_backward(const ModelPlan& plan, const float* P, float* G, const Activ
                     double label_smoothing, Arena& arena) {
   HYMBA_CHECK(acts.has_targets, "backward: the last forward had no targets");
   Backward(plan, P, G, acts, arena).run(dloss, label_smoothing);
+}
+
+void model_backward_recompute(const ModelPlan& plan, const float* P, float* G, Activations<float>& acts,
+                              float dloss, double label_smoothing, const ForwardOptions& opt, Arena& arena,
+                              Arena& scratch) {
+  HYMBA_CHECK(acts.has_targets, "backward: the last forward had no targets");
+  HYMBA_CHECK(opt.recompute, "backward: the last forward kept its activations (no recompute)");
+  Backward b(plan, P, G, acts, arena);
+  b.recompute_into(acts, opt, scratch);
+  b.run(dloss, label_smoothing);
 }
 
 namespace {

@@ -12,6 +12,13 @@ namespace hymba {
 void model_backward(const ModelPlan& plan, const float* P, float* G, const Activations<float>& acts, float dloss,
                     double label_smoothing, Arena& arena);
 
+// model_backward after a forward with opt.recompute (the options it ran
+// with): each layer's activations are recomputed into `scratch`, layer by
+// layer, which is rewound after each.
+void model_backward_recompute(const ModelPlan& plan, const float* P, float* G, Activations<float>& acts,
+                              float dloss, double label_smoothing, const ForwardOptions& opt, Arena& arena,
+                              Arena& scratch);
+
 // Accumulates into G the gradient of a loss whose gradient with respect to
 // the final-norm output acts.hf is dhf [R, d] (every row, meta rows included;
 // rows a loss does not read are zero). The entry point for heads other than

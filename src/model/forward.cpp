@@ -386,9 +386,9 @@ LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, c
                         BasicArena<T>* scratch) {
   const ModelConfig& c = plan.cfg;
   HYMBA_CHECK(B >= 1 && T_ >= 1, "forward: empty batch (B=", B, ", T=", T_, ")");
-  const bool release = opt.release_activations;
-  HYMBA_CHECK(!release || (opt.hidden_only && scratch != nullptr),
-              "forward: release_activations needs hidden_only and a scratch arena");
+  const bool release = opt.release_activations || opt.recompute;
+  HYMBA_CHECK(!opt.release_activations || opt.hidden_only, "forward: release_activations needs hidden_only");
+  HYMBA_CHECK(!release || scratch != nullptr, "forward: release_activations and recompute need a scratch arena");
   const int64_t d = c.hidden_size, M = c.num_memory_tokens, S = M + T_, R = B * S, V = c.vocab_size;
   acts.B = B;
   acts.T_ = T_;
@@ -477,6 +477,19 @@ LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, c
   if (targets == nullptr) return {};
   return Ops<T>::cross_entropy(acts.logits, targets, B * T_, V, opt.label_smoothing);
 }
+
+template <typename T>
+void recompute_layer(const ModelPlan& plan, const LayerPlan& lp, const T* P, const ForwardOptions& opt,
+                     BasicArena<T>& arena, Activations<T>& acts) {
+  LayerActs<T>& a = acts.layers[static_cast<size_t>(lp.index)];
+  HYMBA_CHECK(a.x_in != nullptr, "recompute: layer ", lp.index, " kept no input");
+  layer_forward(plan, lp, P, opt, arena, acts, a.x_in);
+  if (lp.block_first >= 0)
+    layer_block_link(plan, lp, P, arena, a, acts.layers[static_cast<size_t>(lp.block_first)].x_in, acts.R);
+}
+
+template void recompute_layer<float>(const ModelPlan&, const LayerPlan&, const float*, const ForwardOptions&,
+                                     BasicArena<float>&, Activations<float>&);
 
 template ScanParams<float> layer_scan_params<float>(const ModelPlan&, const LayerPlan&, const float*,
                                                    const LayerActs<float>&, int64_t, int64_t);

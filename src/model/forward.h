@@ -85,6 +85,14 @@ struct ForwardOptions {
   // activation memory is then about one layer's, for inference that needs no
   // backward (frozen backbones); acts.layers hold only x_out and proj.
   bool release_activations = false;
+  // Training with recomputed activations (`train --recompute`): as with
+  // release_activations, each layer runs in the scratch arena and only its
+  // input, output and read-later K/V projections are kept; the backward pass
+  // runs each layer's forward again (recompute_layer) just before going back
+  // through it. Peak activation memory is then the kept inputs plus about one
+  // layer's activations, for about one more forward's time. The gradients are
+  // bit-identical: every kernel, dropout mask included, is deterministic.
+  bool recompute = false;
 };
 
 // out[rows, OC] = in[rows, C] @ w[OC, C]^T with row strides. The layer pieces
@@ -138,6 +146,13 @@ void layer_block_link(const ModelPlan& plan, const LayerPlan& lp, const T* param
 template <typename T>
 ScanParams<T> layer_scan_params(const ModelPlan& plan, const LayerPlan& lp, const T* params, const LayerActs<T>& a,
                                 int64_t B, int64_t S);
+
+// Runs layer lp's forward again from its kept input, after a forward with
+// opt.recompute, into arena (the block link too, on a layer closing one):
+// acts.layers[lp.index] then holds every activation a plain forward keeps.
+template <typename T>
+void recompute_layer(const ModelPlan& plan, const LayerPlan& lp, const T* params, const ForwardOptions& opt,
+                     BasicArena<T>& arena, Activations<T>& acts);
 
 // Runs the model on ids [B, T] (targets may be null). `params` is the value
 // block of the parameter table (as T). Activations are allocated from arena,

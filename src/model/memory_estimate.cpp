@@ -120,136 +120,180 @@ MemoryEstimate parameter_memory(const ModelConfig& cfg, bool training) {
   return m;
 }
 
-double activation_bytes(const ModelConfig& cfg, int64_t B, int64_t T, bool training) {
+namespace {
+
+// Floats of arena allocations, each rounded up to a 64-byte line as the arena does.
+struct ArenaFloats {
+  double n = 0;
+  void alloc(double k) { n += std::ceil(std::max(k, 1.0) / 16.0) * 16.0; }
+};
+
+// The sizes every piece below reads.
+struct RunShape {
+  double d, V, M, S, R, BT, N, Rdt, I, Hq, B;
+  bool training, dropout, layernorm, swiglu;
+  RunShape(const ModelConfig& cfg, int64_t B_, int64_t T, bool train)
+      : d(static_cast<double>(cfg.hidden_size)), V(static_cast<double>(cfg.vocab_size)),
+        M(static_cast<double>(cfg.num_memory_tokens)), S(static_cast<double>(T) + M),
+        R(static_cast<double>(B_) * S), BT(static_cast<double>(B_) * static_cast<double>(T)),
+        N(static_cast<double>(cfg.mamba_d_state)), Rdt(static_cast<double>(cfg.dt_rank())),
+        I(static_cast<double>(cfg.intermediate_size)), Hq(static_cast<double>(cfg.num_attention_heads)),
+        B(static_cast<double>(B_)), training(train), dropout(train && cfg.dropout > 0),
+        layernorm(cfg.norm == NormKind::kLayerNorm),  // a mean [R] beside each stream norm's rstd
+        swiglu(cfg.mlp_activation == MlpActivation::kSwiGlu) {}  // gate | up [R, 2I]; GELU: up [R, I]
+};
+
+// One layer's forward activations (model/forward.cpp).
+double layer_forward_floats(const ModelConfig& cfg, const LayerPlan& lp, const RunShape& s) {
+  ArenaFloats f;
+  const double R = s.R, d = s.d, N = s.N, Rdt = s.Rdt, I = s.I;
+  const double W = static_cast<double>(lp.proj_width), di = static_cast<double>(lp.dims.d_inner);
+  const double Wa = static_cast<double>(lp.dims.attn_out), xw = static_cast<double>(lp.dims.x_proj_out);
+  f.alloc(R * d);
+  f.alloc(R);
+  if (s.layernorm) f.alloc(R);
+  f.alloc(R * W);
+  if (lp.attn) {
+    f.alloc(R * Wa);
+    f.alloc(R * s.Hq);
+  }
+  if (lp.mamba) {
+    f.alloc(R * di);
+    f.alloc(R * di);
+    f.alloc(R * xw);
+    if (lp.dt_norm >= 0) {
+      f.alloc(R * std::max(Rdt, N));
+      for (double width : {Rdt, N, N}) {
+        f.alloc(R * width);
+        f.alloc(R);
+      }
+    } else {
+      f.alloc(R * Rdt);
+    }
+    f.alloc(R * di);  // delta
+    f.alloc(R * di);  // y
+    f.alloc(s.B * static_cast<double>(cpu::scan_num_chunks(static_cast<int64_t>(s.S))) * di * N);
+    if (!s.training) f.alloc(s.B * di * N);  // inference keeps the final SSM state
+  }
+  f.alloc(R * d);  // o
+  if (lp.hybrid) {
+    switch (cfg.fusion) {
+      case Fusion::kNormMean:
+        for (double n : {R * Wa, R, R * di, R, R * di}) f.alloc(n);
+        break;
+      case Fusion::kConcat: f.alloc(R * (Wa + di)); break;
+      case Fusion::kMean: f.alloc(R * d); f.alloc(R * d); break;
+      case Fusion::kLearnedBeta:
+        for (double n : {R * d, R * d, R * d, R, R}) f.alloc(n);
+        break;
+    }
+  }
+  if (s.dropout) f.alloc(R * d);
+  f.alloc(R * d);  // x_mid
+  if (lp.ffn_norm >= 0) {
+    for (double n : {R * d, R}) f.alloc(n);
+    if (s.layernorm) f.alloc(R);
+    for (double n : {R * (s.swiglu ? 2 : 1) * I, R * I, R * d, R * d}) f.alloc(n);
+    if (s.dropout) f.alloc(R * d);
+  }
+  return f.n;
+}
+
+// One layer's backward temporaries (model/backward.cpp), without its
+// projection gradient (which outlives the layer: KV consumers add into it).
+double layer_backward_floats(const ModelConfig& cfg, const LayerPlan& lp, const RunShape& s) {
+  ArenaFloats f;
+  const double R = s.R, d = s.d, N = s.N, Rdt = s.Rdt, I = s.I;
+  const double di = static_cast<double>(lp.dims.d_inner);
+  const double Wa = static_cast<double>(lp.dims.attn_out), xw = static_cast<double>(lp.dims.x_proj_out);
+  if (lp.ffn_norm >= 0) {
+    if (s.dropout) f.alloc(R * d);
+    for (double n : {R * I, R * d, R * (s.swiglu ? 2 : 1) * I}) f.alloc(n);
+  }
+  if (s.dropout) f.alloc(R * d);
+  if (lp.attn) f.alloc(R * Wa);
+  if (lp.mamba) f.alloc(R * di);
+  if (lp.hybrid) {
+    switch (cfg.fusion) {
+      case Fusion::kNormMean: f.alloc(R * di); break;
+      case Fusion::kConcat: f.alloc(R * (Wa + di)); break;
+      case Fusion::kMean:
+      case Fusion::kLearnedBeta: f.alloc(R * d); f.alloc(R * d); break;
+    }
+  }
+  if (lp.mamba) {
+    for (double n : {R * di, R * di, R * xw}) f.alloc(n);
+    if (lp.dt_norm >= 0) {
+      f.alloc(R * N);
+      f.alloc(R * N);
+    }
+    f.alloc(R * Rdt);
+    if (lp.dt_norm >= 0) {
+      f.alloc(R * std::max(Rdt, N));
+      f.alloc(R * std::max(Rdt, N));
+    }
+    f.alloc(R * di);  // dxc
+  }
+  f.alloc(R * d);  // dh
+  return f.n;
+}
+
+}  // namespace
+
+double activation_bytes(const ModelConfig& cfg, int64_t B, int64_t T, bool training, bool recompute) {
   ParamTable table;  // declared only: shapes, no storage
   declare_parameters(cfg, table);
   const ModelPlan plan = make_plan(cfg, table);
-  // Mirrors the arena allocations of model/forward.cpp and model/backward.cpp,
-  // each rounded up to a 64-byte line as the arena does.
-  double floats = 0;
-  auto alloc = [&](double n) { floats += std::ceil(std::max(n, 1.0) / 16.0) * 16.0; };
-  const double d = static_cast<double>(cfg.hidden_size), V = static_cast<double>(cfg.vocab_size);
-  const double M = static_cast<double>(cfg.num_memory_tokens), S = static_cast<double>(T) + M;
-  const double R = static_cast<double>(B) * S, BT = static_cast<double>(B) * static_cast<double>(T);
-  const double N = static_cast<double>(cfg.mamba_d_state), Rdt = static_cast<double>(cfg.dt_rank());
-  const double I = static_cast<double>(cfg.intermediate_size), Hq = static_cast<double>(cfg.num_attention_heads);
-  const bool dropout = training && cfg.dropout > 0;
-  const bool layernorm = cfg.norm == NormKind::kLayerNorm;  // a mean [R] beside each stream norm's rstd
-  const bool swiglu = cfg.mlp_activation == MlpActivation::kSwiGlu;  // gate | up [R, 2I]; GELU: up [R, I]
-
+  const RunShape s(cfg, B, T, training);
+  recompute = recompute && training;
+  // The main arena (everything, or with recompute what outlives a layer)
+  // and, with recompute, the scratch's largest layer.
+  ArenaFloats main;
+  double scratch = 0;
   bool any_attention = false;
   for (const LayerPlan& lp : plan.layers) any_attention = any_attention || lp.attn;
   if (any_attention && cfg.rope) {  // the RoPE cos / sin tables
-    alloc(S * static_cast<double>(cfg.qk_head_dim / 2));
-    alloc(S * static_cast<double>(cfg.qk_head_dim / 2));
+    main.alloc(s.S * static_cast<double>(cfg.qk_head_dim / 2));
+    main.alloc(s.S * static_cast<double>(cfg.qk_head_dim / 2));
   }
-  alloc(R * d);  // x0
+  main.alloc(s.R * s.d);  // x0
   for (const LayerPlan& lp : plan.layers) {
-    const double W = static_cast<double>(lp.proj_width), di = static_cast<double>(lp.dims.d_inner);
-    const double Wa = static_cast<double>(lp.dims.attn_out), xw = static_cast<double>(lp.dims.x_proj_out);
-    alloc(R * d);
-    alloc(R);
-    if (layernorm) alloc(R);
-    alloc(R * W);
-    if (lp.attn) {
-      alloc(R * Wa);
-      alloc(R * Hq);
+    if (!recompute) {
+      main.n += layer_forward_floats(cfg, lp, s);
+      continue;
     }
-    if (lp.mamba) {
-      alloc(R * di);
-      alloc(R * di);
-      alloc(R * xw);
-      if (lp.dt_norm >= 0) {
-        alloc(R * std::max(Rdt, N));
-        for (double width : {Rdt, N, N}) {
-          alloc(R * width);
-          alloc(R);
-        }
-      } else {
-        alloc(R * Rdt);
-      }
-      alloc(R * di);  // delta
-      alloc(R * di);  // y
-      alloc(static_cast<double>(B) * static_cast<double>(cpu::scan_num_chunks(static_cast<int64_t>(S))) * di * N);
-      if (!training) alloc(static_cast<double>(B) * di * N);  // inference keeps the final SSM state
-    }
-    alloc(R * d);  // o
-    if (lp.hybrid) {
-      switch (cfg.fusion) {
-        case Fusion::kNormMean:
-          for (double n : {R * Wa, R, R * di, R, R * di}) alloc(n);
-          break;
-        case Fusion::kConcat: alloc(R * (Wa + di)); break;
-        case Fusion::kMean: alloc(R * d); alloc(R * d); break;
-        case Fusion::kLearnedBeta:
-          for (double n : {R * d, R * d, R * d, R, R}) alloc(n);
-          break;
-      }
-    }
-    if (dropout) alloc(R * d);
-    alloc(R * d);  // x_mid
-    if (lp.ffn_norm >= 0) {
-      for (double n : {R * d, R}) alloc(n);
-      if (layernorm) alloc(R);
-      for (double n : {R * (swiglu ? 2 : 1) * I, R * I, R * d, R * d}) alloc(n);
-      if (dropout) alloc(R * d);
-    }
+    main.alloc(s.R * s.d);  // the kept output
+    bool read_later = false;
+    for (const LayerPlan& later : plan.layers)
+      read_later = read_later || (later.index > lp.index && later.attn && later.producer_layer == lp.index);
+    if (read_later) main.alloc(s.R * static_cast<double>(lp.proj_width));
+    scratch = std::max(scratch, layer_forward_floats(cfg, lp, s) + layer_backward_floats(cfg, lp, s));
   }
-  alloc(R * d);  // hf
-  alloc(R);
-  if (layernorm) alloc(R);
-  if (M > 0) alloc(BT * d);
-  alloc(BT * V);  // logits
+  main.alloc(s.R * s.d);  // hf
+  main.alloc(s.R);
+  if (s.layernorm) main.alloc(s.R);
+  if (s.M > 0) main.alloc(s.BT * s.d);
+  main.alloc(s.BT * s.V);  // logits
   if (training) {
-    alloc(BT * V);  // dlogits
-    alloc(BT * d);
-    if (M > 0) alloc(R * d);
-    alloc(R * d);  // dx
+    main.alloc(s.BT * s.V);  // dlogits
+    main.alloc(s.BT * s.d);
+    if (s.M > 0) main.alloc(s.R * s.d);
+    main.alloc(s.R * s.d);  // dx
     for (const LayerPlan& lp : plan.layers) {
-      const double W = static_cast<double>(lp.proj_width), di = static_cast<double>(lp.dims.d_inner);
-      const double Wa = static_cast<double>(lp.dims.attn_out), xw = static_cast<double>(lp.dims.x_proj_out);
-      if (lp.ffn_norm >= 0) {
-        if (dropout) alloc(R * d);
-        for (double n : {R * I, R * d, R * (swiglu ? 2 : 1) * I}) alloc(n);
-      }
-      if (dropout) alloc(R * d);
-      if (lp.attn) alloc(R * Wa);
-      if (lp.mamba) alloc(R * di);
-      if (lp.hybrid) {
-        switch (cfg.fusion) {
-          case Fusion::kNormMean: alloc(R * di); break;
-          case Fusion::kConcat: alloc(R * (Wa + di)); break;
-          case Fusion::kMean:
-          case Fusion::kLearnedBeta: alloc(R * d); alloc(R * d); break;
-        }
-      }
-      alloc(R * W);  // this layer's projection gradient
-      if (lp.mamba) {
-        for (double n : {R * di, R * di, R * xw}) alloc(n);
-        if (lp.dt_norm >= 0) {
-          alloc(R * N);
-          alloc(R * N);
-        }
-        alloc(R * Rdt);
-        if (lp.dt_norm >= 0) {
-          alloc(R * std::max(Rdt, N));
-          alloc(R * std::max(Rdt, N));
-        }
-        alloc(R * di);  // dxc
-      }
-      alloc(R * d);  // dh
+      if (!recompute) main.n += layer_backward_floats(cfg, lp, s);
+      main.alloc(s.R * static_cast<double>(lp.proj_width));  // this layer's projection gradient
     }
   }
-  return floats * sizeof(float);
+  return (main.n + scratch) * sizeof(float);
 }
 
 MemoryEstimate model_run_memory(const ModelConfig& cfg, int64_t B, int64_t T, bool training,
-                                const std::string& batch_flag, const std::string& len_flag) {
+                                const std::string& batch_flag, const std::string& len_flag, bool recompute) {
   ParamTable table;
   declare_parameters(cfg, table);
   MemoryEstimate m = parameter_memory(table, training);
   m.add("activations for " + batch_flag + " " + std::to_string(B) + " x " + len_flag + " " + std::to_string(T),
-        activation_bytes(cfg, B, T, training), batch_flag + " or " + len_flag);
+        activation_bytes(cfg, B, T, training, recompute), batch_flag + " or " + len_flag);
   return m;
 }
 

@@ -42,11 +42,14 @@ double parameter_floats(const ModelConfig& cfg);
 // cannot fit is refused before any table is declared or allocated.
 MemoryEstimate parameter_memory(const ModelConfig& cfg, bool training);
 // The activation arena's high-water mark for one forward on [B, T] tokens,
-// plus the backward when training (what Model::activation_bytes() reports).
-double activation_bytes(const ModelConfig& cfg, int64_t B, int64_t T, bool training);
+// plus the backward when training (what Model::activation_bytes() reports);
+// with recompute (training only, ForwardOptions::recompute) the kept layer
+// inputs and gradients plus the largest layer's activations and temporaries.
+double activation_bytes(const ModelConfig& cfg, int64_t B, int64_t T, bool training, bool recompute = false);
 // Parameters and arena of a training or evaluation run at [B, T]; `flags`
 // names the batch and length flags in messages ("--batch", "--seq-len").
 MemoryEstimate model_run_memory(const ModelConfig& cfg, int64_t B, int64_t T, bool training,
-                                const std::string& batch_flag = "--batch", const std::string& len_flag = "--seq-len");
+                                const std::string& batch_flag = "--batch", const std::string& len_flag = "--seq-len",
+                                bool recompute = false);
 
 }  // namespace hymba

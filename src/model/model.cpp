@@ -69,8 +69,14 @@ void Model::backward(float loss_scale) {
   HYMBA_CHECK(params_.has_grads(), "backward: model was built for inference (no gradients)");
   HYMBA_CHECK(acts_.has_targets, "backward: the last forward had no targets");
   if (last_loss_.scored == 0) return;  // nothing scored: zero gradient
-  model_backward(plan_, params_.values_block(), params_.grads_block(), acts_,
-                 loss_scale / static_cast<float>(last_loss_.scored), last_opt_.label_smoothing, arena_);
+  const float dloss = loss_scale / static_cast<float>(last_loss_.scored);
+  if (last_opt_.recompute) {
+    model_backward_recompute(plan_, params_.values_block(), params_.grads_block(), acts_, dloss,
+                             last_opt_.label_smoothing, last_opt_, arena_, scratch_);
+  } else {
+    model_backward(plan_, params_.values_block(), params_.grads_block(), acts_, dloss, last_opt_.label_smoothing,
+                   arena_);
+  }
 }
 
 void Model::backward_from_hidden(const float* dhidden) {

@@ -78,7 +78,7 @@ class Model {
   ModelPlan plan_;
   std::map<std::string, HeldMatrix> held_;
   Arena arena_;
-  Arena scratch_;  // per-layer activations of forwards with release_activations
+  Arena scratch_;  // per-layer activations of forwards with release_activations or recompute
   Activations<float> acts_;
   ForwardOptions last_opt_;
   LossStats last_loss_;

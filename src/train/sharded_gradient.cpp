@@ -48,6 +48,7 @@ void ShardedGradient::leaf(int64_t index, float* out) {
   const int32_t* targets = targets_[static_cast<size_t>(micro)].data() + first;
   ForwardOptions fo;
   fo.label_smoothing = label_smoothing_;
+  fo.recompute = recompute_;
   const Rng drop = dropout_ != nullptr ? dropout_->split(static_cast<uint64_t>(step_ * accum_ + micro))
                                              .split(0x5A4D00 + static_cast<uint64_t>(shard))
                                        : Rng(0);

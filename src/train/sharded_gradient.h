@@ -40,6 +40,8 @@ class ShardedGradient {
   // `dropout` (null: none) is keyed by the draw and the shard, not the rank.
   Step compute(Model& model, const BatchSampler& sampler, int64_t step, double label_smoothing, const Rng* dropout);
   double grad_sum_seconds() const { return grad_sum_seconds_; }
+  // Each shard's forward keeps only layer inputs; its backward recomputes (ForwardOptions::recompute).
+  void set_recompute(bool on) { recompute_ = on; }
 
  private:
   // Adds the leaves [lo, hi) in the tree into `out`; depth picks the scratch buffer.
@@ -56,6 +58,7 @@ class ShardedGradient {
   Model* model_ = nullptr;
   const Rng* dropout_ = nullptr;
   double label_smoothing_ = 0.0;
+  bool recompute_ = false;
   int64_t step_ = 0;
   std::vector<std::vector<int32_t>> ids_, targets_;  // every micro-batch of the step
   std::vector<double> scored_;                       // scored tokens of each micro-batch (whole batch)

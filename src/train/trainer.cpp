@@ -318,7 +318,8 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
   // The model's config and the recipe's memory need, checked before anything
   // of that size is allocated.
   auto require_memory = [&](const ModelConfig& cfg) {
-    model_run_memory(cfg, opt.batch, opt.seq_len, true).require_available("training");
+    model_run_memory(cfg, opt.batch, opt.seq_len, true, "--batch", "--seq-len", opt.recompute)
+        .require_available(opt.recompute ? "training with --recompute" : "training without --recompute");
   };
   if (opt.resume) {
     const std::string ckpt = resolve_checkpoint(opt.out_dir);
@@ -533,6 +534,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
   };
   std::optional<ShardedGradient> sharded;
   if (opt.grad_shards > 0) sharded.emplace(opt.grad_shards, opt.batch, opt.seq_len, opt.grad_accum, comm);
+  if (sharded) sharded->set_recompute(opt.recompute);
   double grad_sum_seconds = 0.0;  // the gradient sums alone, after every rank arrived
   double comm_seconds = 0.0;  // of the steps' time, in sums across ranks (waits for slower ranks included)
   // A rank that stops mid-run (killed, out of memory, hung) is named by the
@@ -568,6 +570,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
         sampler.batch_at(draw, ids, targets);
         ForwardOptions fo;
         fo.label_smoothing = opt.label_smoothing;
+        fo.recompute = opt.recompute;
         // Each rank draws its own masks (they cover its rows only).
         const Rng drop = comm.size() == 1 ? dropout_root.split(static_cast<uint64_t>(draw))
                                           : dropout_root.split(static_cast<uint64_t>(draw)).split(

@@ -55,6 +55,11 @@ struct TrainOptions {
   // CPU). Weights, gradients, optimizer moments, norms, softmax, the scan
   // and the loss stay float32; validation runs in float32.
   cpu::MatmulPrecision precision = cpu::MatmulPrecision::kF32;
+  // Keep only each layer's input in the forward and run the layer again in
+  // the backward (ForwardOptions::recompute): activation memory of about one
+  // layer plus the layer inputs, for about a third more time per step. The
+  // weights come out bit-identical, so it is not part of the recipe.
+  bool recompute = false;
   // bf16's kernels. Unset: the CPU's best, refused where that is the portable
   // path (slower than float32); tests name kPortable to run on any CPU.
   std::optional<cpu::Bf16GemmIsa> bf16_isa;
