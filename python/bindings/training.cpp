@@ -83,6 +83,7 @@ TrainOptions train_options(const json& kw) {
       {"seed", i64(seed)},
       {"threads", i64(threads)},
       {"resume", flag(o.resume)},
+      {"recompute", flag(o.recompute)},
   };
   for (const auto& [key, value] : kw.items()) {
     if (value.is_null()) continue;  // None: the default

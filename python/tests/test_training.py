@@ -43,7 +43,7 @@ def test_train_from_a_preset(workdir, tmp_path, capfd):
 
 def test_recipe_keys_reach_the_run(workdir, tmp_path):
     s = hymba.train("mamba-only", workdir / "train.txt", tmp_path / "w", scale="tiny", steps=2,
-                    weight_decay_scope="all", **RECIPE)
+                    weight_decay_scope="all", recompute=True, **RECIPE)
     assert s["steps"] == 2
     state = (tmp_path / "w" / (tmp_path / "w" / "latest").read_text().strip() / "train_state.json").read_text()
     assert '"weight_decay_scope":"all"' in state.replace(" ", "")
