@@ -3,6 +3,8 @@
 // and the queue cap answer OpenAI-shaped 400 / 429, and the OpenAI details
 // (/v1/models/{id}, 405, CORS, duplicate keys, unique ids).
 #include <gtest/gtest.h>
+
+#include <fstream>
 #include <httplib.h>
 #include <unistd.h>
 
@@ -313,6 +315,40 @@ TEST_F(ServeLimits, ModelById) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 404);
   EXPECT_EQ(error_of(res)["code"], "model_not_found");
+}
+
+// A request naming another model is a 404 in OpenAI's shape on both routes;
+// its own name (or none) is served.
+TEST_F(ServeLimits, RequestsForAnotherModelAre404) {
+  auto res = post(R"({"model": "gpt-4", "prompt": "a", "max_tokens": 1})");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+  json e = error_of(res);
+  EXPECT_EQ(e["code"], "model_not_found");
+  EXPECT_EQ(e["param"], "model");
+  EXPECT_NE(e["message"].get<std::string>().find("'tiny'"), std::string::npos) << e;
+  res = client().Post("/v1/chat/completions", R"({"model": "gpt-4", "messages": [{"role": "user", "content": "a"}]})",
+                      "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+  EXPECT_EQ(error_of(res)["code"], "model_not_found");
+  res = post(R"({"model": "tiny", "prompt": "a", "max_tokens": 1})");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+}
+
+// The id a server announces: a run's name for a run, "run/best" for a
+// checkpoint inside one, the directory's name otherwise.
+TEST_F(ServeLimits, DefaultModelNamesSayWhichCheckpoint) {
+  const fs::path run = dir_ / "myrun";
+  fs::create_directories(run / "best");
+  fs::create_directories(run / "ckpt-300");
+  std::ofstream(run / "latest") << "ckpt-300";
+  EXPECT_EQ(serve::default_model_name(run.string()), "myrun");
+  EXPECT_EQ(serve::default_model_name(run.string() + "/"), "myrun");
+  EXPECT_EQ(serve::default_model_name((run / "best").string()), "myrun/best");
+  EXPECT_EQ(serve::default_model_name((run / "ckpt-300").string() + "/"), "myrun/ckpt-300");
+  EXPECT_EQ(serve::default_model_name(ckpt()), "ck");
 }
 
 TEST_F(ServeLimits, UnknownPathIs404AndWrongMethodIs405) {

@@ -61,12 +61,7 @@ void register_serve(CLI::App& app, const GlobalOptions& global) {
     lm.set_weight_format(opts->weights);
     serve::ServeOptions so = opts->serve;
     so.model_name = opts->name;
-    if (so.model_name.empty()) {
-      // The directory named on the command line: for a training run, the run's
-      // name rather than its latest checkpoint's.
-      const std::filesystem::path dir = std::filesystem::absolute(opts->ckpt).lexically_normal();
-      so.model_name = dir.has_filename() ? dir.filename().string() : dir.parent_path().filename().string();
-    }
+    if (so.model_name.empty()) so.model_name = serve::default_model_name(opts->ckpt);
     so.log = true;
     serve::Server server(lm, so);
     if (!server.chat_template_error().empty())  // completions are still served

@@ -126,6 +126,7 @@ std::string message_content(const json& message, const std::string& where) {
 ChatRequest parse_chat_request(const std::string& body_text) {
   const json body = parse_body(body_text);
   ChatRequest r;
+  r.model = body.value("model", std::string());
   const json* messages = field(body, "messages");
   if (messages == nullptr) throw BadRequest("messages", "is required");
   if (!messages->is_array() || messages->empty()) throw BadRequest("messages", "must be a non-empty array of messages");
@@ -183,6 +184,7 @@ ChatRequest parse_chat_request(const std::string& body_text) {
 CompletionRequest parse_completion_request(const std::string& body_text) {
   const json body = parse_body(body_text);
   CompletionRequest r;
+  r.model = body.value("model", std::string());
   if (field(body, "prompt") == nullptr) throw BadRequest("prompt", "is required");
   r.prompts = strings_field(body, "prompt");
   r.n = integer_field(body, "n", 1, 1, kMaxChoices);

@@ -30,6 +30,7 @@ constexpr int64_t kMaxTokensLimit = int64_t{1} << 24;  // as `hymba generate --m
 constexpr int64_t kMaxChoices = 64;                    // n
 
 struct CompletionRequest {
+  std::string model;                 // "" when the request names none
   std::vector<std::string> prompts;  // choice p * n + c continues prompts[p]
   int64_t n = 1;
   bool stream = false;
@@ -69,6 +70,7 @@ struct ChatRequest {
   // [{"role", "content"[, "name"]}]: roles system/developer/user/assistant/tool,
   // content a string (text parts of an array joined with "\n").
   nlohmann::ordered_json messages;
+  std::string model;  // "" when the request names none
   int64_t n = 1;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk with usage

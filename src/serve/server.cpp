@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <random>
 #include <thread>
 
@@ -21,6 +22,7 @@
 #include "serve/completions.h"
 #include "serve/logprobs.h"
 #include "serve/scheduler.h"
+#include "train/run_state.h"
 
 namespace hymba::serve {
 
@@ -252,6 +254,22 @@ void Server::stop() {
   http_->stop();
 }
 
+std::string default_model_name(const std::string& ckpt_dir) {
+  std::filesystem::path dir = std::filesystem::absolute(ckpt_dir).lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();
+  const std::string name = dir.filename().string();
+  if (std::filesystem::is_regular_file(dir.parent_path() / kLatestFile))
+    return dir.parent_path().filename().string() + "/" + name;
+  return name;
+}
+
+bool Server::unknown_model(httplib::Response& res, const std::string& name) const {
+  if (name.empty() || name == options_.model_name) return false;
+  reply(res, 404, error_body("The model '" + name + "' does not exist (this server has '" + options_.model_name + "')",
+                             "invalid_request_error", "model", "model_not_found"));
+  return true;
+}
+
 void Server::add_routes() {
   // One of --max-concurrent-requests slots, or null with the 429 written.
   const auto claim_slot = [this](httplib::Response& res) -> std::shared_ptr<CompletionSlot> {
@@ -286,13 +304,8 @@ void Server::add_routes() {
   http_->Get("/v1/models", [model](const httplib::Request&, httplib::Response& res) {
     reply(res, 200, {{"object", "list"}, {"data", json::array({model})}});
   });
-  http_->Get("/v1/models/(.+)", [model](const httplib::Request& req, httplib::Response& res) {
-    if (req.matches[1] == model["id"].get<std::string>()) {
-      reply(res, 200, model);
-      return;
-    }
-    reply(res, 404, error_body("The model '" + std::string(req.matches[1]) + "' does not exist", "invalid_request_error",
-                               "model", "model_not_found"));
+  http_->Get("/v1/models/(.+)", [this, model](const httplib::Request& req, httplib::Response& res) {
+    if (!unknown_model(res, req.matches[1])) reply(res, 200, model);
   });
 
   http_->Post("/v1/completions", [this, claim_slot, wait_while_client_stays](const httplib::Request& req,
@@ -303,6 +316,7 @@ void Server::add_routes() {
     std::vector<std::vector<int32_t>> prompts;
     try {
       request = parse_completion_request(req.body);
+      if (unknown_model(res, request.model)) return;
       const int64_t sequences = static_cast<int64_t>(request.prompts.size()) * request.n;
       if (sequences > options_.max_sequences_per_request)
         throw BadRequest(request.n > 1 ? "n" : "prompt",
@@ -375,6 +389,7 @@ void Server::add_routes() {
     std::vector<std::vector<int32_t>> prompts;
     try {
       request = parse_chat_request(req.body);
+      if (unknown_model(res, request.model)) return;
       if (request.n > options_.max_sequences_per_request)
         throw BadRequest("n", "is " + std::to_string(request.n) + ", more than this server's " +
                                   "--max-sequences-per-request " + std::to_string(options_.max_sequences_per_request));

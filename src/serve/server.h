@@ -26,6 +26,12 @@ class ChatTemplate;
 
 namespace hymba::serve {
 
+// The model id a server announces for the directory `hymba serve --ckpt`
+// names: its name (for a training run the run's, not its latest
+// checkpoint's), and "run/best" or "run/ckpt-300" for a checkpoint inside a
+// run. Requests naming another model get 404.
+std::string default_model_name(const std::string& ckpt_dir);
+
 struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;         // 0: any free port
@@ -75,6 +81,9 @@ class Server {
 
  private:
   void add_routes();
+  // A request naming a model other than this server's: replies 404 in
+  // OpenAI's shape and returns true. An empty name is this server's model.
+  bool unknown_model(httplib::Response& res, const std::string& name) const;
   // 200 with the choices, plus echo and logprobs when asked (scored on the
   // scheduler's thread; queues: the scoring counts against --max-queue).
   void reply_completion(httplib::Response& res, const CompletionMeta& meta, const CompletionRequest& request,
