@@ -155,6 +155,25 @@ TEST_F(Serve, ArrayPromptsAndNEqualGenerateBatch) {
   EXPECT_EQ(r["usage"]["prompt_tokens"], want[0].prompt.size() + want[2].prompt.size());
 }
 
+// Prompts as token ids (one list, or a list of lists) are used as they are:
+// the same completion as the text they encode to.
+TEST_F(Serve, TokenIdPromptsEqualTheirText) {
+  const json text_body = {{"prompt", {"To be", "or not"}}, {"max_tokens", 6}, {"seed", 3}};
+  const json by_text = post(text_body);
+  const std::vector<int32_t> a = reference_->encode_prompt("To be"), b = reference_->encode_prompt("or not");
+  json ids_body = text_body;
+  ids_body["prompt"] = {a, b};
+  const json by_ids = post(ids_body);
+  ASSERT_EQ(by_ids["choices"].size(), 2u) << by_ids;
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(by_ids["choices"][i]["text"], by_text["choices"][i]["text"]) << i;
+  EXPECT_EQ(by_ids["usage"], by_text["usage"]);
+  json one = text_body;
+  one["prompt"] = a;
+  one["echo"] = true;
+  const json echoed = post(one);
+  EXPECT_EQ(echoed["choices"][0]["text"], reference_->decode(a) + by_text["choices"][0]["text"].get<std::string>());
+}
+
 TEST_F(Serve, StreamedChunksConcatenateToTheCompletion) {
   json body = {{"prompt", {"Once upon", "a time"}}, {"max_tokens", 20}, {"seed", 5}};
   const json whole = post(body);
@@ -280,6 +299,11 @@ TEST_F(Serve, BadRequestsGet400NamingTheField) {
       {R"({"prompt": 5})", "prompt"},
       {R"({"prompt": []})", "prompt"},
       {R"({"prompt": ["a", 3]})", "prompt"},
+      {R"({"prompt": [1, -2]})", "prompt"},
+      {R"({"prompt": [1, 2.5]})", "prompt"},
+      {R"({"prompt": [[1, 2], []]})", "prompt"},
+      {R"({"prompt": [[1], "a"]})", "prompt"},
+      {R"({"prompt": [99999999]})", "prompt"},
       {R"({"prompt": ""})", "prompt"},
       {R"({"prompt": "a", "max_tokens": 0})", "max_tokens"},
       {R"({"prompt": "a", "max_tokens": -3})", "max_tokens"},

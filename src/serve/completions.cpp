@@ -1,5 +1,7 @@
 #include "serve/completions.h"
 
+#include <cstdint>
+
 #include <algorithm>
 #include <cmath>
 #include <iterator>
@@ -181,12 +183,37 @@ ChatRequest parse_chat_request(const std::string& body_text) {
   return r;
 }
 
+// A prompt of token ids: a non-empty list of non-negative integers.
+std::vector<int32_t> token_list(const json& v) {
+  if (!v.is_array() || v.empty()) throw BadRequest("prompt", "a token prompt must be a non-empty array of token ids");
+  std::vector<int32_t> ids;
+  ids.reserve(v.size());
+  for (const json& t : v) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
+      throw BadRequest("prompt", "token ids must be non-negative integers (got " + t.dump() + ")");
+    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return ids;
+}
+
+// "prompt": a string, strings, token ids, or lists of token ids.
+void parse_prompt(const json& body, CompletionRequest& r) {
+  const json* v = field(body, "prompt");
+  if (v == nullptr) throw BadRequest("prompt", "is required");
+  if (v->is_array() && !v->empty() && (*v)[0].is_number()) {
+    r.prompt_ids.push_back(token_list(*v));
+  } else if (v->is_array() && !v->empty() && (*v)[0].is_array()) {
+    for (const json& p : *v) r.prompt_ids.push_back(token_list(p));
+  } else {
+    r.prompts = strings_field(body, "prompt");
+  }
+}
+
 CompletionRequest parse_completion_request(const std::string& body_text) {
   const json body = parse_body(body_text);
   CompletionRequest r;
   r.model = body.value("model", std::string());
-  if (field(body, "prompt") == nullptr) throw BadRequest("prompt", "is required");
-  r.prompts = strings_field(body, "prompt");
+  parse_prompt(body, r);
   r.n = integer_field(body, "n", 1, 1, kMaxChoices);
   if (const json* stream = field(body, "stream"); stream != nullptr) {
     if (!stream->is_boolean()) throw BadRequest("stream", "must be true or false");

@@ -32,6 +32,10 @@ constexpr int64_t kMaxChoices = 64;                    // n
 struct CompletionRequest {
   std::string model;                 // "" when the request names none
   std::vector<std::string> prompts;  // choice p * n + c continues prompts[p]
+  // Prompts given as token ids (a list of ints, or a list of such lists), as
+  // OpenAI's API allows: used as they are, without the tokenizer; prompts is
+  // then empty until the server fills it with their text (for echo).
+  std::vector<std::vector<int32_t>> prompt_ids;
   int64_t n = 1;
   bool stream = false;
   int64_t logprobs = -1;  // top alternatives per token (0..kMaxLogprobs); -1: no logprobs object

@@ -116,6 +116,19 @@ std::vector<int32_t> checked_prompt_ids(const LanguageModel& lm, const std::stri
   return ids;
 }
 
+// A prompt of token ids: each inside the vocabulary, the whole within the cap.
+void check_token_prompt(const LanguageModel& lm, const std::vector<int32_t>& ids, int64_t max_prompt_tokens) {
+  const int64_t vocab = lm.config().vocab_size;
+  for (const int32_t id : ids)
+    if (id >= vocab)
+      throw BadRequest("prompt", "token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                                     std::to_string(vocab - 1) + ")");
+  if (static_cast<int64_t>(ids.size()) > max_prompt_tokens)
+    throw BadRequest("prompt", "a prompt of " + std::to_string(ids.size()) +
+                                   " tokens is longer than this server's --max-prompt-tokens " +
+                                   std::to_string(max_prompt_tokens));
+}
+
 // A 400 on max_tokens when the caches would not fit in memory.
 void check_generation_memory(const LanguageModel& lm, const std::vector<std::vector<int32_t>>& prompts,
                              int64_t max_new_tokens) {
@@ -317,13 +330,19 @@ void Server::add_routes() {
     try {
       request = parse_completion_request(req.body);
       if (unknown_model(res, request.model)) return;
-      const int64_t sequences = static_cast<int64_t>(request.prompts.size()) * request.n;
+      const int64_t sequences =
+          static_cast<int64_t>(request.prompts.size() + request.prompt_ids.size()) * request.n;
       if (sequences > options_.max_sequences_per_request)
         throw BadRequest(request.n > 1 ? "n" : "prompt",
                          "prompts x n is " + std::to_string(sequences) + ", more than this server's " +
                              "--max-sequences-per-request " + std::to_string(options_.max_sequences_per_request));
       for (const std::string& text : request.prompts) {
         const std::vector<int32_t> ids = checked_prompt_ids(lm_, text, options_.max_prompt_tokens, "prompt", "a prompt");
+        for (int64_t c = 0; c < request.n; ++c) prompts.push_back(ids);
+      }
+      for (const std::vector<int32_t>& ids : request.prompt_ids) {
+        check_token_prompt(lm_, ids, options_.max_prompt_tokens);
+        request.prompts.push_back(lm_.decode(ids));  // the text echo shows
         for (int64_t c = 0; c < request.n; ++c) prompts.push_back(ids);
       }
       check_generation_memory(lm_, prompts, request.options.max_new_tokens);
