@@ -161,6 +161,30 @@ TEST_F(CliGenerate, TopPHelpAndCheckAgree) {
   for (const char* good : {"0.001", "1"}) EXPECT_EQ(run_cli(base + good).exit_code, 0) << good;
 }
 
+// --logit-bias bans a token (the greedy first one changes); malformed or
+// out-of-vocabulary biases and penalties out of range are one-line errors.
+TEST_F(CliGenerate, LogitBiasAndPenaltyFlags) {
+  const std::string base = "generate --ckpt " + path("ck") + " --prompt Hello --max-new-tokens 3 --temperature 0 --json";
+  auto ids = [&](const std::string& extra) {
+    const auto r = run_cli(base + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return nlohmann::json::parse(r.output.substr(0, r.output.find('\n')))["ids"].get<std::vector<int32_t>>();
+  };
+  const std::vector<int32_t> free_run = ids("");
+  ASSERT_FALSE(free_run.empty());
+  const std::vector<int32_t> banned = ids(" --logit-bias " + std::to_string(free_run[0]) + "=-100");
+  ASSERT_FALSE(banned.empty());
+  EXPECT_NE(banned[0], free_run[0]);
+  EXPECT_EQ(ids(" --logit-bias 7=100 --logit-bias 8=-5"), std::vector<int32_t>(3, 7));
+  EXPECT_EQ(ids(" --min-p 0.5 --presence-penalty 1 --frequency-penalty 0.5 --repetition-penalty 1.2").size(), 3u);
+  for (const char* bad : {" --logit-bias abc", " --logit-bias 5=200", " --logit-bias 99999999=1",
+                          " --presence-penalty 3", " --repetition-penalty 0", " --min-p 2"}) {
+    const auto r = run_cli(base + bad);
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_EQ(test::count_lines(r.output), 1) << bad << "\n" << r.output;
+  }
+}
+
 // --weights q8: generate runs its decode steps on 8-bit block weights, and
 // bench infer reports the format and the bytes of quantized weights it made.
 TEST_F(CliGenerate, WeightsQ8GeneratesAndBenchReportsIt) {

@@ -771,6 +771,59 @@ TEST(Sampling, TemperatureTowardZeroIsGreedy) {
   }
 }
 
+// Logit biases move the greedy choice; the penalties act on what was seen:
+// presence once, frequency per appearance (generated tokens only), the
+// repetition penalty on prompt and generated tokens (dividing a positive
+// logit, multiplying a negative one).
+TEST(Sampling, LogitBiasAndPenaltiesMoveTheChoice) {
+  const std::vector<float> logits = {2.0f, 1.9f, 1.0f, -0.5f};
+  infer::SamplingOptions o;
+  o.temperature = 0.0;
+  o.logit_bias = {{0, -100.0f}};
+  EXPECT_EQ(infer::Sampler(o, 0).sample(logits.data(), 4), 1);
+  o.logit_bias = {{3, 3.0f}};
+  EXPECT_EQ(infer::Sampler(o, 0).sample(logits.data(), 4), 3);
+
+  o.logit_bias.clear();
+  o.presence_penalty = 0.2;  // token 0 at 1.8 after it appeared once: 1 (1.9) wins
+  infer::Sampler presence(o, 0);
+  EXPECT_EQ(presence.sample(logits.data(), 4), 0);
+  EXPECT_EQ(presence.sample(logits.data(), 4), 1);
+  o.presence_penalty = 0.0;
+  o.frequency_penalty = 0.06;  // 2.0 - 0.06 k against 1.9 - 0.06 k': 0, 0, then 1
+  infer::Sampler frequency(o, 0);
+  std::vector<int32_t> got;
+  for (int i = 0; i < 4; ++i) got.push_back(frequency.sample(logits.data(), 4));
+  EXPECT_EQ(got, (std::vector<int32_t>{0, 0, 1, 0}));
+  o.frequency_penalty = 0.0;
+  o.repetition_penalty = 1.1;  // 2.0 / 1.1 = 1.82 < 1.9
+  infer::Sampler repetition(o, 0);
+  repetition.set_prompt({0});
+  EXPECT_EQ(repetition.sample(logits.data(), 4), 1);
+  infer::SamplingOptions bad_repetition, bad_presence, bad_bias;
+  bad_repetition.repetition_penalty = 0.0;
+  EXPECT_THROW(infer::Sampler(bad_repetition, 0), Error);
+  bad_presence.presence_penalty = 2.5;
+  EXPECT_THROW(infer::Sampler(bad_presence, 0), Error);
+  bad_bias.logit_bias = {{1, 101.0f}};
+  EXPECT_THROW(infer::Sampler(bad_bias, 0), Error);
+}
+
+TEST(Sampling, MinPDropsTokensBelowItsShareOfTheBest) {
+  // Probabilities 0.5, 0.3, 0.15, 0.05: min_p 0.25 keeps p >= 0.125.
+  const std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.15f), std::log(0.05f)};
+  infer::SamplingOptions o;
+  o.temperature = 1.0;
+  o.top_p = 1.0;
+  o.min_p = 0.25;
+  const auto d = infer::Sampler(o, 0).distribution(logits.data(), 4);
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_NEAR(d[0].second, 0.5 / 0.95, 1e-6);
+  EXPECT_EQ(d[2].first, 2);
+  o.min_p = 2.0;
+  EXPECT_THROW(infer::Sampler(o, 0), Error);
+}
+
 TEST(Sampling, FixedSeedIsReproducibleAndStreamsDiffer) {
   Rng rng(5);
   const auto logits = random_vec(30, rng, -1.0f, 1.0f);

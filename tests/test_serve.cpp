@@ -79,6 +79,13 @@ class Serve : public ::testing::Test {
     o.sampling.top_k = body.value("top_k", 0);
     o.sampling.seed = body.value("seed", 0);
     if (body.contains("stop")) o.stop = body["stop"].get<std::vector<std::string>>();
+    o.sampling.min_p = body.value("min_p", 0.0);
+    o.sampling.presence_penalty = body.value("presence_penalty", 0.0);
+    o.sampling.frequency_penalty = body.value("frequency_penalty", 0.0);
+    o.sampling.repetition_penalty = body.value("repetition_penalty", 1.0);
+    if (body.contains("logit_bias"))
+      for (const auto& [id, bias] : body["logit_bias"].items())
+        o.sampling.logit_bias.emplace_back(std::stoi(id), bias.get<float>());
     return o;
   }
   static infer::Generation solo(const json& body) {
@@ -172,6 +179,31 @@ TEST_F(Serve, TokenIdPromptsEqualTheirText) {
   one["echo"] = true;
   const json echoed = post(one);
   EXPECT_EQ(echoed["choices"][0]["text"], reference_->decode(a) + by_text["choices"][0]["text"].get<std::string>());
+}
+
+// logit_bias and the penalties reach the sampler: banning the greedy first
+// token changes it, forcing a token makes every token that one, and the
+// request equals the library's generate with the same options.
+TEST_F(Serve, LogitBiasAndPenaltiesReachTheSampler) {
+  json body = {{"prompt", "abc"}, {"max_tokens", 4}, {"temperature", 0}};
+  const infer::Generation free_run = solo(body);
+  ASSERT_FALSE(free_run.tokens.empty());
+  const std::string banned = std::to_string(free_run.tokens[0]);
+  body["logit_bias"] = {{banned, -100}};
+  const json r = post(body);
+  const infer::Generation want = solo(body);
+  ASSERT_FALSE(want.tokens.empty());
+  EXPECT_NE(want.tokens[0], free_run.tokens[0]);
+  EXPECT_EQ(r["choices"][0]["text"], as_sent(want.text));
+  const int32_t forced = reference_->encode("q").front();
+  body["logit_bias"] = {{std::to_string(forced), 100}};
+  EXPECT_EQ(solo(body).tokens, std::vector<int32_t>(4, forced));
+  body.erase("logit_bias");
+  body["frequency_penalty"] = 2.0;
+  body["presence_penalty"] = 2.0;
+  body["repetition_penalty"] = 1.3;
+  body["min_p"] = 0.1;
+  EXPECT_EQ(post(body)["choices"][0]["text"], as_sent(solo(body).text));
 }
 
 TEST_F(Serve, StreamedChunksConcatenateToTheCompletion) {
@@ -304,6 +336,14 @@ TEST_F(Serve, BadRequestsGet400NamingTheField) {
       {R"({"prompt": [[1, 2], []]})", "prompt"},
       {R"({"prompt": [[1], "a"]})", "prompt"},
       {R"({"prompt": [99999999]})", "prompt"},
+      {R"({"prompt": "a", "logit_bias": [1]})", "logit_bias"},
+      {R"({"prompt": "a", "logit_bias": {"x": 1}})", "logit_bias"},
+      {R"({"prompt": "a", "logit_bias": {"1": 101}})", "logit_bias"},
+      {R"({"prompt": "a", "logit_bias": {"99999999": 1}})", "logit_bias"},
+      {R"({"prompt": "a", "presence_penalty": 2.5})", "presence_penalty"},
+      {R"({"prompt": "a", "frequency_penalty": -3})", "frequency_penalty"},
+      {R"({"prompt": "a", "repetition_penalty": 0})", "repetition_penalty"},
+      {R"({"prompt": "a", "min_p": 1.5})", "min_p"},
       {R"({"prompt": ""})", "prompt"},
       {R"({"prompt": "a", "max_tokens": 0})", "max_tokens"},
       {R"({"prompt": "a", "max_tokens": -3})", "max_tokens"},

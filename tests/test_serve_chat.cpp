@@ -223,7 +223,8 @@ TEST_F(ServeChat, BadRequestsAre400NamingTheField) {
       {{{"messages", {user}}, {"stream", true}, {"stream_options", {{"include_usage", 1}}}}, "stream_options.include_usage"},
       {{{"messages", {user}}, {"n", 0}}, "n"},
       {{{"messages", {user}}, {"temperature", -1}}, "temperature"},
-      {{{"messages", {user}}, {"presence_penalty", 0.5}}, "presence_penalty"},
+      {{{"messages", {user}}, {"presence_penalty", 2.5}}, "presence_penalty"},
+      {{{"messages", {user}}, {"logit_bias", {{"x", 1}}}}, "logit_bias"},
   };
   for (const auto& [body, field] : cases) {
     const json r = post("/v1/chat/completions", body, 400);

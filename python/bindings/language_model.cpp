@@ -3,6 +3,7 @@
 // numpy arrays, scoring. Every compute call releases the GIL.
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <optional>
 
 #include "bindings.h"
@@ -60,7 +61,8 @@ std::vector<int32_t> ids_from(const py::array_t<int32_t, py::array::c_style | py
 
 py::list generate(ModelHolder& h, const std::vector<std::string>& prompts, int64_t max_new_tokens, double temperature,
                   int64_t top_k, double top_p, uint64_t seed, const std::vector<std::string>& stop, bool stop_at_eos,
-                  py::object on_text) {
+                  py::object on_text, double min_p, double presence_penalty, double frequency_penalty,
+                  double repetition_penalty, const std::map<int64_t, double>& logit_bias) {
   BusyGuard busy(h);
   infer::GenerateOptions opt;
   opt.max_new_tokens = max_new_tokens;
@@ -68,6 +70,15 @@ py::list generate(ModelHolder& h, const std::vector<std::string>& prompts, int64
   opt.sampling.top_k = top_k;
   opt.sampling.top_p = top_p;
   opt.sampling.seed = seed;
+  opt.sampling.min_p = min_p;
+  opt.sampling.presence_penalty = presence_penalty;
+  opt.sampling.frequency_penalty = frequency_penalty;
+  opt.sampling.repetition_penalty = repetition_penalty;
+  const int64_t vocab = h.lm.config().vocab_size;
+  for (const auto& [id, bias] : logit_bias) {
+    HYMBA_CHECK(id >= 0 && id < vocab, "logit_bias: token id ", id, " is outside the vocabulary (0..", vocab - 1, ")");
+    opt.sampling.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
+  }
   opt.stop = stop;
   opt.stop_at_eos = stop_at_eos;
   // Called as text becomes final: streams it, and lets Ctrl-C stop a long generation.
@@ -184,7 +195,8 @@ void register_language_model(py::module_& m) {
            })
       .def("generate", &generate, py::arg("prompts"), py::arg("max_new_tokens"), py::arg("temperature"),
            py::arg("top_k"), py::arg("top_p"), py::arg("seed"), py::arg("stop"), py::arg("stop_at_eos"),
-           py::arg("on_text"))
+           py::arg("on_text"), py::arg("min_p"), py::arg("presence_penalty"), py::arg("frequency_penalty"),
+           py::arg("repetition_penalty"), py::arg("logit_bias"))
       .def("forward", &forward, py::arg("ids"), py::arg("hidden"))
       .def("token_logprobs",
            [](ModelHolder& h, const py::array_t<int32_t, py::array::c_style | py::array::forcecast>& ids) {

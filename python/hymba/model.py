@@ -100,9 +100,12 @@ class LanguageModel:
     # -- generation ---------------------------------------------------------
 
     def generate(self, prompts, max_new_tokens=128, temperature=0.8, top_k=0, top_p=0.95, seed=0,
-                 stop=None, stop_at_eos=True, stream=False, details=False):
+                 stop=None, stop_at_eos=True, stream=False, details=False, min_p=0.0, presence_penalty=0.0,
+                 frequency_penalty=0.0, repetition_penalty=1.0, logit_bias=None):
         """Continues each prompt as ``hymba generate --prompt`` does, defaults
-        included; sequence i samples from stream i of ``seed``.
+        included; sequence i samples from stream i of ``seed``. min_p, the
+        penalties and logit_bias ({token id: bias in [-100, 100]}) are the
+        flags of the same names.
 
         A str prompt gives a str, a list of prompts a list. details=True gives
         dicts instead: text, ids, prompt_ids, finish_reason. stream=True gives
@@ -112,14 +115,16 @@ class LanguageModel:
         single = isinstance(prompts, str)
         texts = [prompts] if single else list(prompts)
         args = (texts, max_new_tokens, temperature, top_k, top_p, seed, list(stop or []), stop_at_eos)
+        extras = (min_p, presence_penalty, frequency_penalty, repetition_penalty,
+                  {int(k): float(v) for k, v in (logit_bias or {}).items()})
         if stream:
-            return self._stream(args, single)
-        out = self._m.generate(*args, None)
+            return self._stream(args, extras, single)
+        out = self._m.generate(*args, None, *extras)
         if not details:
             out = [g["text"] for g in out]
         return out[0] if single else out
 
-    def _stream(self, args, single):
+    def _stream(self, args, extras, single):
         # The engine calls back as text becomes final; a thread runs it and
         # hands the chunks over, so the caller iterates at its own pace.
         chunks = queue.Queue(maxsize=4)  # the engine waits for a slow consumer
@@ -134,7 +139,7 @@ class LanguageModel:
 
         def run():
             try:
-                self._m.generate(*args, on_text)
+                self._m.generate(*args, on_text, *extras)
             except _Cancelled:
                 pass
             except BaseException as e:  # handed to the consumer

@@ -51,6 +51,19 @@ def test_generate_equals_the_cli_token_for_token(lm, workdir, cli):
     assert lm.generate("the cat", max_new_tokens=16, seed=7) == got["text"]
 
 
+def test_penalties_and_logit_bias_equal_the_cli(lm, workdir, cli):
+    flags = ["--min-p", "0.05", "--presence-penalty", "0.5", "--frequency-penalty", "0.3", "--repetition-penalty",
+             "1.2", "--logit-bias", "7=-100", "--logit-bias", "9=2"]
+    out = cli("generate", "--ckpt", str(workdir / "ck"), "--prompt", "the cat", "--max-new-tokens", "12",
+              "--seed", "5", "--json", *flags).stdout
+    got = lm.generate("the cat", max_new_tokens=12, seed=5, details=True, min_p=0.05, presence_penalty=0.5,
+                      frequency_penalty=0.3, repetition_penalty=1.2, logit_bias={7: -100, 9: 2})
+    assert got["ids"] == json.loads(out.splitlines()[0])["ids"]
+    assert 7 not in got["ids"]
+    with pytest.raises(hymba.HymbaError, match="logit_bias: token id 999999"):
+        lm.generate("the cat", max_new_tokens=2, logit_bias={999999: 1})
+
+
 def test_batched_generate_equals_the_cli(lm, workdir, cli, tmp_path):
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("the cat\na dog\n")

@@ -73,6 +73,7 @@ void register_chat(CLI::App& app, const GlobalOptions& global) {
       ->check(range(int64_t{0}, int64_t{1} << 30))->capture_default_str();
   cmd->add_option("--top-p", g.sampling.top_p, "Nucleus: the most likely tokens holding this probability (1 = all)")
       ->check(range(1e-9, 1.0))->capture_default_str();
+  add_sampling_extras(cmd, g.sampling);
   cmd->add_option("--seed", g.sampling.seed, "Sampling seed (turn t samples with seed + t)")->capture_default_str();
   cmd->add_option("--stop", g.stop, "End a reply when its text contains STR (repeatable)")->allow_extra_args(false);
   add_weights_option(cmd, opts->weights);
@@ -81,6 +82,7 @@ void register_chat(CLI::App& app, const GlobalOptions& global) {
     infer::validate(opts->gen);
     LanguageModel lm = LanguageModel::load(opts->ckpt);
     lm.set_weight_format(opts->weights);
+    check_logit_bias(opts->gen.sampling, lm.config().vocab_size);
     const ChatTemplate chat_template = ChatTemplate::for_checkpoint(lm.source());
     HYMBA_CHECK(opts->gen.max_new_tokens < opts->context, "--max-new-tokens (", opts->gen.max_new_tokens,
                 ") must be below --context (", opts->context, ")");

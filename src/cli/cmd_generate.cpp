@@ -98,6 +98,7 @@ void register_generate(CLI::App& app, const GlobalOptions& global) {
   };
   cmd->add_option("--top-p", g.sampling.top_p, "Nucleus: the most likely tokens holding this probability (1 = all)")
       ->check(CLI::Validator(top_p_range, "(0 - 1]", "top-p range"))->capture_default_str();
+  add_sampling_extras(cmd, g.sampling);
   cmd->add_option("--seed", g.sampling.seed, "Sampling seed (sequence i draws from stream i)")->capture_default_str();
   cmd->add_option("--stop", g.stop, "Stop a sequence when its text contains STR (repeatable)")
       ->allow_extra_args(false);
@@ -121,6 +122,7 @@ void register_generate(CLI::App& app, const GlobalOptions& global) {
     HYMBA_CHECK(opts->chat || opts->system.empty(), "--system: only with --chat");
     LanguageModel lm = LanguageModel::load(opts->ckpt);
     lm.set_weight_format(opts->weights);
+    check_logit_bias(opts->gen.sampling, lm.config().vocab_size);
     // --chat: the model continues the rendered conversation, and only its
     // reply is printed (no echo of the prompt).
     std::vector<std::string> inputs = texts;

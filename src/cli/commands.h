@@ -2,8 +2,13 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <string>
 #include <vector>
+
+namespace hymba::infer {
+struct SamplingOptions;
+}  // namespace hymba::infer
 
 namespace hymba::cli {
 
@@ -55,6 +60,12 @@ std::string closest_name(const std::string& typed, const std::vector<std::string
 // After CLI11's ExtrasError: "unknown subcommand 'gen'; did you mean 'generate'?"
 // or "unknown flag '--top_pp' for 'generate'; did you mean --top-p?" ("" if none left over).
 std::string explain_unexpected_arguments(const CLI::App& app);
+
+// --min-p, --presence-penalty, --frequency-penalty, --repetition-penalty and
+// --logit-bias ID=BIAS (repeatable) into s (cli/sampling_flags.cpp); and the
+// check, once the model is known, that the biased ids are in its vocabulary.
+void add_sampling_extras(CLI::App* cmd, infer::SamplingOptions& s);
+void check_logit_bias(const infer::SamplingOptions& s, int64_t vocab_size);
 
 // Applies the global options (thread count) before a subcommand runs.
 void apply_global_options(const GlobalOptions& global);

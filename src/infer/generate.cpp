@@ -93,6 +93,7 @@ SequenceRun::SequenceRun(const Decoder& decoder, SequenceCache cache, int64_t ca
 void SequenceRun::check_and_prepare(const Decoder& decoder) {
   for (const std::string& s : opt_.stop) longest_stop_ = std::max(longest_stop_, s.size());
   HYMBA_CHECK(!gen_.prompt.empty(), "generate: prompt ", stream_, " has no tokens");
+  if (opt_.sampling.repetition_penalty != 1.0) sampler_.set_prompt(gen_.prompt);
   const ModelConfig& c = decoder.config();
   if (c.position_embedding == PositionEmbedding::kLearned) {
     // Every token but the last generated one is fed back, each at its own learned position.

@@ -1,9 +1,8 @@
 #include "serve/completions.h"
 
-#include <cstdint>
-
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <iterator>
 
 #include "core/error.h"
@@ -78,9 +77,41 @@ json parse_body(const std::string& body_text) {
   return body;
 }
 
-// temperature, top_p, top_k, seed and stop, shared by both protocols.
+// logit_bias: {"token id": bias in [-100, 100]} (ids checked against the
+// vocabulary by the server).
+void parse_logit_bias(const json& body, infer::SamplingOptions& s) {
+  const json* bias = field(body, "logit_bias");
+  if (bias == nullptr || bias->is_null()) return;
+  if (!bias->is_object()) throw BadRequest("logit_bias", "must be an object of token id -> bias");
+  for (auto it = bias->begin(); it != bias->end(); ++it) {
+    const std::string& key = it.key();
+    const bool digits = !key.empty() && key.size() <= 9 && key.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits) throw BadRequest("logit_bias", "keys must be token ids (got '" + key.substr(0, 24) + "')");
+    if (!it.value().is_number() || !(std::fabs(it.value().get<double>()) <= 100.0))
+      throw BadRequest("logit_bias", "the bias of token " + key + " must be a number in [-100, 100]");
+    s.logit_bias.emplace_back(std::stoi(key), it.value().get<float>());
+  }
+}
+
+// The penalties and min_p, as OpenAI, vLLM and llama.cpp's server take them.
+void parse_penalties(const json& body, infer::SamplingOptions& s) {
+  s.presence_penalty = number_field(body, "presence_penalty", 0.0);
+  if (!(std::fabs(s.presence_penalty) <= 2.0)) throw BadRequest("presence_penalty", "must be in [-2, 2]");
+  s.frequency_penalty = number_field(body, "frequency_penalty", 0.0);
+  if (!(std::fabs(s.frequency_penalty) <= 2.0)) throw BadRequest("frequency_penalty", "must be in [-2, 2]");
+  s.repetition_penalty = number_field(body, "repetition_penalty", 1.0);
+  if (!(s.repetition_penalty > 0.0 && s.repetition_penalty <= 100.0))
+    throw BadRequest("repetition_penalty", "must be in (0, 100] (1: off)");
+  s.min_p = number_field(body, "min_p", 0.0);
+  if (!(s.min_p >= 0.0 && s.min_p <= 1.0)) throw BadRequest("min_p", "must be in [0, 1] (0: off)");
+}
+
+// temperature, top_p, top_k, min_p, seed, stop, logit_bias and the
+// penalties, shared by both protocols.
 void parse_sampling(const json& body, infer::GenerateOptions& o) {
   infer::SamplingOptions& s = o.sampling;
+  parse_logit_bias(body, s);
+  parse_penalties(body, s);
   s.temperature = number_field(body, "temperature", 1.0);
   if (!(s.temperature >= 0.0 && s.temperature <= 1e6))
     throw BadRequest("temperature", "must be between 0 and 1e6 (0: greedy)");
@@ -165,10 +196,8 @@ ChatRequest parse_chat_request(const std::string& body_text) {
   // Refused rather than ignored: a client relying on them would get wrong results silently.
   if (bool_field(body, "logprobs", false)) throw BadRequest("logprobs", "is not supported for chat completions");
   if (field(body, "top_logprobs") != nullptr) throw BadRequest("top_logprobs", "is not supported for chat completions");
-  for (const char* unsupported : {"tools", "tool_choice", "functions", "function_call", "logit_bias", "suffix"})
+  for (const char* unsupported : {"tools", "tool_choice", "functions", "function_call", "suffix"})
     if (field(body, unsupported) != nullptr) throw BadRequest(unsupported, "is not supported");
-  for (const char* penalty : {"presence_penalty", "frequency_penalty"})
-    if (number_field(body, penalty, 0.0) != 0.0) throw BadRequest(penalty, "is not supported (only 0)");
   if (const json* format = field(body, "response_format"); format != nullptr) {
     if (!format->is_object() || field(*format, "type") == nullptr || (*format)["type"] != "text")
       throw BadRequest("response_format", "only {\"type\": \"text\"} is supported");

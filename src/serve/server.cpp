@@ -129,6 +129,15 @@ void check_token_prompt(const LanguageModel& lm, const std::vector<int32_t>& ids
                                    std::to_string(max_prompt_tokens));
 }
 
+// logit_bias names tokens of this model's vocabulary.
+void check_logit_bias(const LanguageModel& lm, const infer::SamplingOptions& s) {
+  const int64_t vocab = lm.config().vocab_size;
+  for (const auto& [id, bias] : s.logit_bias)
+    if (id >= vocab)
+      throw BadRequest("logit_bias", "token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                                         std::to_string(vocab - 1) + ")");
+}
+
 // A 400 on max_tokens when the caches would not fit in memory.
 void check_generation_memory(const LanguageModel& lm, const std::vector<std::vector<int32_t>>& prompts,
                              int64_t max_new_tokens) {
@@ -330,6 +339,7 @@ void Server::add_routes() {
     try {
       request = parse_completion_request(req.body);
       if (unknown_model(res, request.model)) return;
+      check_logit_bias(lm_, request.options.sampling);
       const int64_t sequences =
           static_cast<int64_t>(request.prompts.size() + request.prompt_ids.size()) * request.n;
       if (sequences > options_.max_sequences_per_request)
@@ -409,6 +419,7 @@ void Server::add_routes() {
     try {
       request = parse_chat_request(req.body);
       if (unknown_model(res, request.model)) return;
+      check_logit_bias(lm_, request.options.sampling);
       if (request.n > options_.max_sequences_per_request)
         throw BadRequest("n", "is " + std::to_string(request.n) + ", more than this server's " +
                                   "--max-sequences-per-request " + std::to_string(options_.max_sequences_per_request));
