@@ -124,6 +124,17 @@ std::vector<Family> families() {
 
 class ModelGradTest : public ::testing::TestWithParam<Family> {};
 
+// n random input ids and targets below vocab (the same every call).
+void random_tokens(int64_t vocab, int64_t n, std::vector<int32_t>* ids, std::vector<int32_t>* targets) {
+  Rng data(3);
+  ids->resize(static_cast<size_t>(n));
+  targets->resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    (*ids)[static_cast<size_t>(i)] = static_cast<int32_t>(data.below(vocab));
+    (*targets)[static_cast<size_t>(i)] = static_cast<int32_t>(data.below(vocab));
+  }
+}
+
 TEST_P(ModelGradTest, BackwardMatchesFloat64FiniteDifferences) {
   const Family& fam = GetParam();
   const ModelConfig cfg = ModelConfig::from_json(fam.config, fam.name);
@@ -138,12 +149,8 @@ TEST_P(ModelGradTest, BackwardMatchesFloat64FiniteDifferences) {
   });
 
   const int64_t B = fam.B, T = fam.T, n = B * T;
-  Rng data(3);
-  std::vector<int32_t> ids(n), targets(n);
-  for (int64_t i = 0; i < n; ++i) {
-    ids[i] = static_cast<int32_t>(data.below(cfg.vocab_size));
-    targets[i] = static_cast<int32_t>(data.below(cfg.vocab_size));
-  }
+  std::vector<int32_t> ids, targets;
+  random_tokens(cfg.vocab_size, n, &ids, &targets);
   targets[1] = cpu::kIgnoreIndex;  // an ignored position must not contribute
 
   ForwardOptions opt;
@@ -183,13 +190,9 @@ TEST_P(ModelGradTest, RecomputedActivationsGiveBitIdenticalGradients) {
   json config = fam.config;
   config["dropout"] = 0.1;
   const ModelConfig cfg = ModelConfig::from_json(config, fam.name);
-  const int64_t B = fam.B, T = fam.T, n = B * T;
-  Rng data(3);
-  std::vector<int32_t> ids(n), targets(n);
-  for (int64_t i = 0; i < n; ++i) {
-    ids[i] = static_cast<int32_t>(data.below(cfg.vocab_size));
-    targets[i] = static_cast<int32_t>(data.below(cfg.vocab_size));
-  }
+  const int64_t B = fam.B, T = fam.T;
+  std::vector<int32_t> ids, targets;
+  random_tokens(cfg.vocab_size, B * T, &ids, &targets);
   const Rng drop(17);
   auto run = [&](bool recompute, double* loss, size_t* activation_bytes) {
     Model model(cfg, /*training=*/true);
