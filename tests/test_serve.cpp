@@ -246,6 +246,34 @@ TEST_F(Serve, StreamedChunksConcatenateToTheCompletion) {
   }
 }
 
+// stream_options.include_usage: every chunk carries "usage": null and a last
+// chunk without choices carries the usage the plain request reports.
+TEST_F(Serve, StreamedUsageComesLastWhenAskedFor) {
+  json body = {{"prompt", {"Once upon", "a time"}}, {"n", 2}, {"max_tokens", 6}, {"seed", 5}};
+  const json whole = post(body);
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  auto res = client().Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  std::vector<json> chunks;
+  for (size_t at = 0; at < res->body.size();) {
+    const size_t end = res->body.find("\n\n", at);
+    ASSERT_NE(end, std::string::npos);
+    const std::string event = res->body.substr(at, end - at);
+    at = end + 2;
+    if (event != "data: [DONE]") chunks.push_back(json::parse(event.substr(6)));
+  }
+  ASSERT_GE(chunks.size(), 2u);
+  for (size_t i = 0; i + 1 < chunks.size(); ++i)
+    EXPECT_TRUE(chunks[i].contains("usage") && chunks[i]["usage"].is_null()) << chunks[i];
+  EXPECT_TRUE(chunks.back()["choices"].empty()) << chunks.back();
+  EXPECT_EQ(chunks.back()["usage"], whole["usage"]);
+  body.erase("stream");
+  const json refused = post(body, 400);
+  EXPECT_EQ(refused["error"]["param"], "stream_options");
+}
+
 TEST_F(Serve, ConcurrentRequestsEachEqualTheirSoloResult) {
   const std::vector<std::string> prompts = {"First", "Second prompt", "3", "A somewhat longer fourth prompt", "Five",
                                             "sixth"};

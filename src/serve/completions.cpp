@@ -156,6 +156,18 @@ std::string message_content(const json& message, const std::string& where) {
 
 }  // namespace
 
+// stream_options.include_usage (only with stream): a last chunk with the usage.
+bool include_usage_field(const json& body, bool stream) {
+  const json* options = field(body, "stream_options");
+  if (options == nullptr) return false;
+  if (!stream) throw BadRequest("stream_options", "is only allowed with \"stream\": true");
+  if (!options->is_object()) throw BadRequest("stream_options", "must be an object");
+  const json* usage = field(*options, "include_usage");
+  if (usage == nullptr) return false;
+  if (!usage->is_boolean()) throw BadRequest("stream_options.include_usage", "must be true or false");
+  return usage->get<bool>();
+}
+
 ChatRequest parse_chat_request(const std::string& body_text) {
   const json body = parse_body(body_text);
   ChatRequest r;
@@ -185,14 +197,7 @@ ChatRequest parse_chat_request(const std::string& body_text) {
   }
   r.n = integer_field(body, "n", 1, 1, kMaxChoices);
   r.stream = bool_field(body, "stream", false);
-  if (const json* options = field(body, "stream_options"); options != nullptr) {
-    if (!r.stream) throw BadRequest("stream_options", "is only allowed with \"stream\": true");
-    if (!options->is_object()) throw BadRequest("stream_options", "must be an object");
-    if (const json* usage = field(*options, "include_usage"); usage != nullptr) {
-      if (!usage->is_boolean()) throw BadRequest("stream_options.include_usage", "must be true or false");
-      r.include_usage = usage->get<bool>();
-    }
-  }
+  r.include_usage = include_usage_field(body, r.stream);
   // Refused rather than ignored: a client relying on them would get wrong results silently.
   if (bool_field(body, "logprobs", false)) throw BadRequest("logprobs", "is not supported for chat completions");
   if (field(body, "top_logprobs") != nullptr) throw BadRequest("top_logprobs", "is not supported for chat completions");
@@ -248,6 +253,7 @@ CompletionRequest parse_completion_request(const std::string& body_text) {
     if (!stream->is_boolean()) throw BadRequest("stream", "must be true or false");
     r.stream = stream->get<bool>();
   }
+  r.include_usage = include_usage_field(body, r.stream);
   if (const json* echo = field(body, "echo"); echo != nullptr) {
     if (!echo->is_boolean()) throw BadRequest("echo", "must be true or false");
     r.echo = echo->get<bool>();
@@ -278,24 +284,30 @@ json error_body(const std::string& message, const std::string& type, const std::
   return {{"error", {{"message", message}, {"type", type}, {"param", or_null(param)}, {"code", or_null(code)}}}};
 }
 
+json completion_usage(const std::vector<infer::Generation>& generations, int64_t n) {
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  for (size_t i = 0; i < generations.size(); ++i) {
+    if (i % static_cast<size_t>(n) == 0) prompt_tokens += static_cast<int64_t>(generations[i].prompt.size());
+    completion_tokens += static_cast<int64_t>(generations[i].tokens.size());
+  }
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
 json completion_body(const CompletionMeta& meta, const std::vector<infer::Generation>& generations, int64_t n) {
   json choices = json::array();
-  int64_t prompt_tokens = 0, completion_tokens = 0;
   for (size_t i = 0; i < generations.size(); ++i) {
     const infer::Generation& g = generations[i];
     choices.push_back({{"text", g.text}, {"index", i}, {"logprobs", nullptr}, {"finish_reason", finish_reason(g.finish)}});
-    if (i % static_cast<size_t>(n) == 0) prompt_tokens += static_cast<int64_t>(g.prompt.size());
-    completion_tokens += static_cast<int64_t>(g.tokens.size());
   }
-  return {{"id", meta.id},
-          {"object", "text_completion"},
-          {"created", meta.created},
-          {"model", meta.model},
-          {"choices", choices},
-          {"usage",
-           {{"prompt_tokens", prompt_tokens},
-            {"completion_tokens", completion_tokens},
-            {"total_tokens", prompt_tokens + completion_tokens}}}};
+  return {{"id", meta.id},       {"object", "text_completion"}, {"created", meta.created},
+          {"model", meta.model}, {"choices", choices},          {"usage", completion_usage(generations, n)}};
+}
+
+json completion_usage_chunk(const CompletionMeta& meta, const std::vector<infer::Generation>& generations, int64_t n) {
+  return {{"id", meta.id},       {"object", "text_completion"}, {"created", meta.created},
+          {"model", meta.model}, {"choices", json::array()},     {"usage", completion_usage(generations, n)}};
 }
 
 namespace {
@@ -337,11 +349,14 @@ json chat_usage_chunk(const CompletionMeta& meta, const std::vector<infer::Gener
           {"model", meta.model}, {"choices", json::array()},           {"usage", usage_of(generations)}};
 }
 
-json chunk_body(const CompletionMeta& meta, size_t index, const std::string& text, const char* reason) {
+json chunk_body(const CompletionMeta& meta, size_t index, const std::string& text, const char* reason,
+               bool include_usage) {
   json choice = {{"text", text}, {"index", index}, {"logprobs", nullptr},
                  {"finish_reason", reason != nullptr ? json(reason) : json(nullptr)}};
-  return {{"id", meta.id}, {"object", "text_completion"}, {"created", meta.created}, {"model", meta.model},
-          {"choices", json::array({choice})}};
+  json chunk = {{"id", meta.id}, {"object", "text_completion"}, {"created", meta.created}, {"model", meta.model},
+                {"choices", json::array({choice})}};
+  if (include_usage) chunk["usage"] = nullptr;
+  return chunk;
 }
 
 }  // namespace hymba::serve

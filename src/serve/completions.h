@@ -40,6 +40,7 @@ struct CompletionRequest {
   bool stream = false;
   int64_t logprobs = -1;  // top alternatives per token (0..kMaxLogprobs); -1: no logprobs object
   bool echo = false;      // the prompt's tokens come first in text and logprobs; max_tokens 0 scores it alone
+  bool include_usage = false;  // stream_options.include_usage: a last chunk with usage
   infer::GenerateOptions options;    // stop_at_eos; OpenAI's defaults where it has them
 };
 
@@ -63,9 +64,13 @@ struct CompletionMeta {
 nlohmann::json completion_body(const CompletionMeta& meta, const std::vector<infer::Generation>& generations,
                                int64_t n);
 // One server-sent event's data: a text chunk of choice `index`, or its end
-// (text "" and a finish reason).
+// (text "" and a finish reason); "usage": null when the stream will end
+// with a usage chunk (completion_usage_chunk: no choices, the usage of the
+// request's generations, n choices per prompt).
 nlohmann::json chunk_body(const CompletionMeta& meta, size_t index, const std::string& text,
-                          const char* finish_reason);
+                          const char* finish_reason, bool include_usage = false);
+nlohmann::json completion_usage_chunk(const CompletionMeta& meta, const std::vector<infer::Generation>& generations,
+                                      int64_t n);
 
 constexpr int64_t kDefaultChatMaxTokens = 256;  // chat's max_tokens when absent
 constexpr size_t kMaxChatMessages = 4096;

@@ -382,9 +382,11 @@ void Server::add_routes() {
       reply_completion(res, meta, request, job->results(), /*queues=*/false);  // admitted already
       return;
     }
+    const bool include_usage = request.include_usage;
+    const int64_t n = request.n;
     res.set_chunked_content_provider(
         "text/event-stream",
-        [job, meta](size_t, httplib::DataSink& sink) {
+        [job, meta, include_usage, n](size_t, httplib::DataSink& sink) {
           auto send = [&](const json& data) {
             const std::string event = "data: " + dump(data) + "\n\n";
             return sink.write(event.data(), event.size());
@@ -392,12 +394,16 @@ void Server::add_routes() {
           std::vector<Job::Event> events;
           const bool more = job->next_events(events);
           for (const Job::Event& e : events)
-            if (!send(chunk_body(meta, e.sequence, e.text, e.finish ? finish_reason(*e.finish) : nullptr))) {
+            if (!send(chunk_body(meta, e.sequence, e.text, e.finish ? finish_reason(*e.finish) : nullptr,
+                                 include_usage))) {
               job->cancel();  // the client went away
               return false;
             }
           if (!more) {
-            if (const std::string error = job->error(); !error.empty()) send(error_body(error, "server_error"));
+            if (const std::string error = job->error(); !error.empty())
+              send(error_body(error, "server_error"));
+            else if (include_usage)
+              send(completion_usage_chunk(meta, job->results(), n));
             static constexpr std::string_view kDone = "data: [DONE]\n\n";
             sink.write(kDone.data(), kDone.size());
             sink.done();
