@@ -3,6 +3,8 @@
 // flight; bad requests get a 400 naming the field; the command starts,
 // prints its URL and stops cleanly on SIGTERM.
 #include <gtest/gtest.h>
+
+#include <cstring>
 #include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -204,6 +206,52 @@ TEST_F(Serve, LogitBiasAndPenaltiesReachTheSampler) {
   body["repetition_penalty"] = 1.3;
   body["min_p"] = 0.1;
   EXPECT_EQ(post(body)["choices"][0]["text"], as_sent(solo(body).text));
+}
+
+// /v1/embeddings: each input's mean-pooled final hidden states, as
+// LanguageModel::embedding gives them; token inputs equal their text; base64
+// carries the same float32 bytes; bad fields are 400s naming them.
+TEST_F(Serve, EmbeddingsEqualTheLibrarysAndDecodeFromBase64) {
+  auto embed = [&](const json& body, int status = 200) {
+    auto res = client().Post("/v1/embeddings", body.dump(), "application/json");
+    EXPECT_TRUE(res);
+    EXPECT_EQ(res->status, status) << res->body;
+    return json::parse(res->body);
+  };
+  const json r = embed({{"input", {"To be", "or not"}}, {"model", "tiny"}});
+  EXPECT_EQ(r["object"], "list");
+  EXPECT_EQ(r["model"], "tiny");
+  ASSERT_EQ(r["data"].size(), 2u);
+  const std::vector<int32_t> a = reference_->encode("To be"), b = reference_->encode("or not");
+  const std::vector<float> want = reference_->embedding(a);
+  const auto got = r["data"][0]["embedding"].get<std::vector<float>>();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << i;
+  EXPECT_EQ(r["data"][1]["index"], 1);
+  EXPECT_EQ(r["usage"]["prompt_tokens"], a.size() + b.size());
+  EXPECT_EQ(embed({{"input", a}})["data"][0]["embedding"], r["data"][0]["embedding"]);
+  // base64: the little-endian float32 bytes of the same vector.
+  const std::string text = embed({{"input", "To be"}, {"encoding_format", "base64"}})["data"][0]["embedding"];
+  std::string bytes;
+  const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  for (size_t i = 0; i + 3 < text.size() + 3 && i < text.size(); i += 4) {
+    uint32_t v = 0;
+    int pad = 0;
+    for (size_t k = 0; k < 4; ++k) {
+      const char c = text[i + k];
+      v = (v << 6) | (c == '=' ? (++pad, 0u) : static_cast<uint32_t>(alphabet.find(c)));
+    }
+    for (int k = 0; k < 3 - pad; ++k) bytes += static_cast<char>((v >> (16 - 8 * k)) & 0xff);
+  }
+  ASSERT_EQ(bytes.size(), got.size() * sizeof(float));
+  std::vector<float> decoded(got.size());
+  std::memcpy(decoded.data(), bytes.data(), bytes.size());
+  EXPECT_EQ(decoded, got);
+  EXPECT_EQ(embed({{"input", "a"}, {"dimensions", 3}}, 400)["error"]["param"], "dimensions");
+  EXPECT_EQ(embed({{"input", "a"}, {"encoding_format", "int8"}}, 400)["error"]["param"], "encoding_format");
+  EXPECT_EQ(embed({{"model", "tiny"}}, 400)["error"]["param"], "input");
+  EXPECT_EQ(embed({{"input", {99999999}}}, 400)["error"]["param"], "input");
+  EXPECT_EQ(embed({{"input", "a"}, {"model", "gpt-4"}}, 404)["error"]["code"], "model_not_found");
 }
 
 TEST_F(Serve, StreamedChunksConcatenateToTheCompletion) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "classify/head.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/excerpt.h"
@@ -175,6 +176,21 @@ std::vector<double> LanguageModel::token_logprobs(std::span<const int32_t> ids) 
     for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v]) - top);
     out[static_cast<size_t>(t)] = static_cast<double>(row[ids[static_cast<size_t>(t + 1)]]) - top - std::log(sum);
   }
+  return out;
+}
+
+std::vector<float> LanguageModel::embedding(std::span<const int32_t> ids, Pooling pooling) {
+  HYMBA_CHECK(!ids.empty(), "embedding: no token ids");
+  const int64_t T = static_cast<int64_t>(ids.size()), V = config().vocab_size;
+  for (int32_t id : ids) HYMBA_CHECK(id >= 0 && id < V, "embedding: id ", id, " is outside the vocabulary of ", V);
+  require_activation_memory(config(), 1, T, std::to_string(T) + " tokens", "the number of ids", "embedding");
+  ForwardOptions fo;
+  fo.hidden_only = true;
+  model_->forward(ids.data(), nullptr, 1, T, fo);
+  const int64_t M = config().num_memory_tokens, d = config().hidden_size;
+  std::vector<float> out(static_cast<size_t>(d));
+  classify::pool_forward(out.data(), model_->hidden(), 1, M + T, M, d, &T,
+                         pooling == Pooling::kMean ? classify::Pooling::kMean : classify::Pooling::kLast);
   return out;
 }
 

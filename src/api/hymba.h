@@ -147,6 +147,11 @@ class LanguageModel {
   // log p(ids[i + 1] | ids[0..i]) for every i: ids.size() - 1 values, from
   // one forward over the whole sequence (at least two ids).
   std::vector<double> token_logprobs(std::span<const int32_t> ids);
+  // An embedding of ids (at least one): the final-norm hidden states of the
+  // token positions averaged (mean) or the last token's (as `classify`
+  // pools), hidden_size floats. Meta tokens are never pooled.
+  enum class Pooling { kMean, kLast };
+  std::vector<float> embedding(std::span<const int32_t> ids, Pooling pooling = Pooling::kMean);
   // `hymba eval --ckpt DIR [--data SPEC] [--split val|all] ...`.
   CorpusScore score_corpus(const CorpusScoreOptions& options = {});
 

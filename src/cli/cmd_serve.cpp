@@ -51,6 +51,11 @@ void register_serve(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--threads", opts->threads, "CPU threads for kernels (default: the global --threads)")
       ->check(range(0, 4096));
   add_weights_option(cmd, opts->weights);
+  cmd->add_option_function<std::string>(
+         "--embedding-pooling",
+         [opts](const std::string& v) { opts->serve.embedding_mean = v == "mean"; },
+         "/v1/embeddings: average the tokens' final hidden states (mean) or take the last token's (last)")
+      ->check(CLI::IsMember({"mean", "last"}))->default_str("mean");
   cmd->add_option("--model-name", opts->name, "Model id in /v1/models and responses (default: the directory's name)");
   cmd->callback([opts, &global] {
     GlobalOptions g = global;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <iterator>
 
+#include "core/base64.h"
 #include "core/error.h"
 #include "core/json_io.h"
 #include "serve/logprobs.h"
@@ -218,28 +219,29 @@ ChatRequest parse_chat_request(const std::string& body_text) {
 }
 
 // A prompt of token ids: a non-empty list of non-negative integers.
-std::vector<int32_t> token_list(const json& v) {
-  if (!v.is_array() || v.empty()) throw BadRequest("prompt", "a token prompt must be a non-empty array of token ids");
+std::vector<int32_t> token_list(const json& v, const char* name) {
+  if (!v.is_array() || v.empty()) throw BadRequest(name, "a token input must be a non-empty array of token ids");
   std::vector<int32_t> ids;
   ids.reserve(v.size());
   for (const json& t : v) {
     if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
-      throw BadRequest("prompt", "token ids must be non-negative integers (got " + t.dump() + ")");
+      throw BadRequest(name, "token ids must be non-negative integers (got " + t.dump() + ")");
     ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
   }
   return ids;
 }
 
-// "prompt": a string, strings, token ids, or lists of token ids.
-void parse_prompt(const json& body, CompletionRequest& r) {
-  const json* v = field(body, "prompt");
-  if (v == nullptr) throw BadRequest("prompt", "is required");
+// "prompt" / "input": a string, strings, token ids, or lists of token ids.
+void parse_inputs(const json& body, const char* name, std::vector<std::string>& texts,
+                  std::vector<std::vector<int32_t>>& ids) {
+  const json* v = field(body, name);
+  if (v == nullptr) throw BadRequest(name, "is required");
   if (v->is_array() && !v->empty() && (*v)[0].is_number()) {
-    r.prompt_ids.push_back(token_list(*v));
+    ids.push_back(token_list(*v, name));
   } else if (v->is_array() && !v->empty() && (*v)[0].is_array()) {
-    for (const json& p : *v) r.prompt_ids.push_back(token_list(p));
+    for (const json& p : *v) ids.push_back(token_list(p, name));
   } else {
-    r.prompts = strings_field(body, "prompt");
+    texts = strings_field(body, name);
   }
 }
 
@@ -247,7 +249,7 @@ CompletionRequest parse_completion_request(const std::string& body_text) {
   const json body = parse_body(body_text);
   CompletionRequest r;
   r.model = body.value("model", std::string());
-  parse_prompt(body, r);
+  parse_inputs(body, "prompt", r.prompts, r.prompt_ids);
   r.n = integer_field(body, "n", 1, 1, kMaxChoices);
   if (const json* stream = field(body, "stream"); stream != nullptr) {
     if (!stream->is_boolean()) throw BadRequest("stream", "must be true or false");
@@ -282,6 +284,36 @@ json error_body(const std::string& message, const std::string& type, const std::
                 const std::string& code) {
   const auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
   return {{"error", {{"message", message}, {"type", type}, {"param", or_null(param)}, {"code", or_null(code)}}}};
+}
+
+EmbeddingRequest parse_embedding_request(const std::string& body_text) {
+  const json body = parse_body(body_text);
+  EmbeddingRequest r;
+  r.model = body.value("model", std::string());
+  parse_inputs(body, "input", r.texts, r.ids);
+  if (const json* format = field(body, "encoding_format"); format != nullptr) {
+    if (!format->is_string() || (*format != "float" && *format != "base64"))
+      throw BadRequest("encoding_format", "must be \"float\" or \"base64\"");
+    r.base64 = *format == "base64";
+  }
+  r.dimensions = integer_field(body, "dimensions", 0, 1, int64_t{1} << 20);
+  return r;
+}
+
+json embedding_body(const std::string& model, const std::vector<std::vector<float>>& vectors, int64_t prompt_tokens,
+                    bool base64) {
+  json data = json::array();
+  for (size_t i = 0; i < vectors.size(); ++i) {
+    const std::vector<float>& v = vectors[i];
+    // float32 little-endian bytes, as OpenAI's clients decode them (x86 and ARM are little-endian)
+    const json embedding =
+        base64 ? json(base64_encode(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float))) : json(v);
+    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", embedding}});
+  }
+  return {{"object", "list"},
+          {"data", data},
+          {"model", model},
+          {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
 }
 
 json completion_usage(const std::vector<infer::Generation>& generations, int64_t n) {

@@ -86,6 +86,19 @@ struct ChatRequest {
   infer::GenerateOptions options;
 };
 
+// POST /v1/embeddings: inputs as text or token ids (as completion prompts).
+struct EmbeddingRequest {
+  std::string model;
+  std::vector<std::string> texts;
+  std::vector<std::vector<int32_t>> ids;  // token inputs, used as they are
+  bool base64 = false;                    // encoding_format "base64": little-endian float32 bytes
+  int64_t dimensions = 0;                 // 0: not asked (else it must be the model's width)
+};
+EmbeddingRequest parse_embedding_request(const std::string& body);
+// {"object": "list", "data": [{"object": "embedding", "index", "embedding"}], "model", "usage"}.
+nlohmann::json embedding_body(const std::string& model, const std::vector<std::vector<float>>& vectors,
+                              int64_t prompt_tokens, bool base64);
+
 // Parses and checks a chat request body; throws BadRequest naming the field
 // ("messages[1].content"). logprobs, top_logprobs, tools and penalties are
 // refused, not ignored.

@@ -116,17 +116,19 @@ std::vector<int32_t> checked_prompt_ids(const LanguageModel& lm, const std::stri
   return ids;
 }
 
-// A prompt of token ids: each inside the vocabulary, the whole within the cap.
-void check_token_prompt(const LanguageModel& lm, const std::vector<int32_t>& ids, int64_t max_prompt_tokens) {
+// A prompt (or embedding input, `field`) of token ids: each inside the
+// vocabulary, the whole within the cap.
+void check_token_prompt(const LanguageModel& lm, const std::vector<int32_t>& ids, int64_t max_prompt_tokens,
+                        const char* field = "prompt") {
   const int64_t vocab = lm.config().vocab_size;
   for (const int32_t id : ids)
     if (id >= vocab)
-      throw BadRequest("prompt", "token id " + std::to_string(id) + " is outside the vocabulary (0.." +
-                                     std::to_string(vocab - 1) + ")");
+      throw BadRequest(field, "token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                                  std::to_string(vocab - 1) + ")");
   if (static_cast<int64_t>(ids.size()) > max_prompt_tokens)
-    throw BadRequest("prompt", "a prompt of " + std::to_string(ids.size()) +
-                                   " tokens is longer than this server's --max-prompt-tokens " +
-                                   std::to_string(max_prompt_tokens));
+    throw BadRequest(field, "an input of " + std::to_string(ids.size()) +
+                                " tokens is longer than this server's --max-prompt-tokens " +
+                                std::to_string(max_prompt_tokens));
 }
 
 // logit_bias names tokens of this model's vocabulary.
@@ -292,6 +294,60 @@ bool Server::unknown_model(httplib::Response& res, const std::string& name) cons
   return true;
 }
 
+// POST /v1/embeddings: each input's pooled hidden states, computed on the
+// scheduler thread between decode steps (the model's activations are shared).
+void Server::add_embeddings_route() {
+  http_->Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) {
+    EmbeddingRequest request;
+    std::vector<std::vector<int32_t>> inputs;
+    try {
+      request = parse_embedding_request(req.body);
+      if (unknown_model(res, request.model)) return;
+      const int64_t width = lm_.config().hidden_size;
+      if (request.dimensions != 0 && request.dimensions != width)
+        throw BadRequest("dimensions", "this model's embeddings have " + std::to_string(width) + " dimensions");
+      if (static_cast<int64_t>(request.texts.size() + request.ids.size()) > options_.max_sequences_per_request)
+        throw BadRequest("input", "more inputs than this server's --max-sequences-per-request " +
+                                      std::to_string(options_.max_sequences_per_request));
+      for (const std::string& text : request.texts) {
+        std::vector<int32_t> ids = lm_.encode(text);
+        if (ids.empty()) throw BadRequest("input", "an input encodes to no tokens");
+        check_token_prompt(lm_, ids, options_.max_prompt_tokens, "input");
+        inputs.push_back(std::move(ids));
+      }
+      for (std::vector<int32_t>& ids : request.ids) {
+        check_token_prompt(lm_, ids, options_.max_prompt_tokens, "input");
+        inputs.push_back(std::move(ids));
+      }
+    } catch (const BadRequest& e) {
+      reply(res, 400, error_body(e.what(), "invalid_request_error", e.field(), "invalid_value"));
+      return;
+    }
+    std::vector<std::vector<float>> vectors;
+    int64_t tokens = 0;
+    const auto pooling = options_.embedding_mean ? LanguageModel::Pooling::kMean : LanguageModel::Pooling::kLast;
+    Scheduler::Admission admission{};
+    try {
+      admission = scheduler_->run_exclusively(
+          [&] {
+            for (const std::vector<int32_t>& ids : inputs) {
+              vectors.push_back(lm_.embedding(ids, pooling));
+              tokens += static_cast<int64_t>(ids.size());
+            }
+          },
+          static_cast<size_t>(options_.max_queue));
+    } catch (const Error& e) {
+      reply(res, 400, error_body(std::string("input: ") + e.what(), "invalid_request_error", "input", "invalid_value"));
+      return;
+    }
+    if (admission != Scheduler::Admission::kQueued) {
+      refuse_admission(res, admission, options_.max_queue);
+      return;
+    }
+    reply(res, 200, embedding_body(options_.model_name, vectors, tokens, request.base64));
+  });
+}
+
 void Server::add_routes() {
   // One of --max-concurrent-requests slots, or null with the 429 written.
   const auto claim_slot = [this](httplib::Response& res) -> std::shared_ptr<CompletionSlot> {
@@ -329,6 +385,8 @@ void Server::add_routes() {
   http_->Get("/v1/models/(.+)", [this, model](const httplib::Request& req, httplib::Response& res) {
     if (!unknown_model(res, req.matches[1])) reply(res, 200, model);
   });
+
+  add_embeddings_route();
 
   http_->Post("/v1/completions", [this, claim_slot, wait_while_client_stays](const httplib::Request& req,
                                                                              httplib::Response& res) {
@@ -517,7 +575,8 @@ void Server::add_routes() {
   // Unknown paths get a JSON 404, known paths with another method a 405.
   const httplib::Server::HandlerWithResponse on_error = [](const httplib::Request& req, httplib::Response& res) {
     static const std::vector<std::pair<std::string, std::string>> kRoutes = {
-        {"/health", "GET"}, {"/v1/models", "GET"}, {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}};
+        {"/health", "GET"}, {"/v1/models", "GET"}, {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
+        {"/v1/embeddings", "POST"}};
     if (res.status == 404 && res.body.empty()) {  // no route matched (a handler's own 404 has a body)
       for (const auto& route : kRoutes)
         if (req.path == route.first || (route.first == "/v1/models" && req.path.rfind("/v1/models/", 0) == 0)) {

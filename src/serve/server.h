@@ -49,6 +49,7 @@ struct ServeOptions {
   // HTTP worker while it runs; the server keeps kSpareHttpWorkers more, so
   // /health, /v1/models and refusals are answered however busy it is.
   int64_t max_concurrent_requests = 48;
+  bool embedding_mean = true;  // /v1/embeddings pools the token positions' hidden states (false: the last one)
   std::string cors_origin;  // non-empty: Access-Control-Allow-Origin on every response, and OPTIONS preflight
 };
 
@@ -84,6 +85,7 @@ class Server {
   // A request naming a model other than this server's: replies 404 in
   // OpenAI's shape and returns true. An empty name is this server's model.
   bool unknown_model(httplib::Response& res, const std::string& name) const;
+  void add_embeddings_route();
   // 200 with the choices, plus echo and logprobs when asked (scored on the
   // scheduler's thread; queues: the scoring counts against --max-queue).
   void reply_completion(httplib::Response& res, const CompletionMeta& meta, const CompletionRequest& request,
