@@ -536,7 +536,7 @@ TEST_F(Serve, MaxTokensBeyondTheMemoryCheckIs400) {
 }
 
 TEST_F(Serve, UnknownPathsAre404) {
-  for (const char* path : {"/", "/v1/embeddings", "/v1/completions/x", "/v1/model"}) {
+  for (const char* path : {"/", "/v1/embedding", "/v1/completions/x", "/v1/model"}) {
     auto res = client().Get(path);
     ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 404) << path;
