@@ -210,6 +210,19 @@ void register_language_model(py::module_& m) {
              const auto n = static_cast<py::ssize_t>(lp.size());
              return as_numpy(std::move(lp), {n});
            })
+      .def("embedding",
+           [](ModelHolder& h, const py::array_t<int32_t, py::array::c_style | py::array::forcecast>& ids,
+              bool last) {
+             BusyGuard busy(h);
+             const std::vector<int32_t> v = ids_from(ids, "embedding");
+             std::vector<float> e;
+             {
+               py::gil_scoped_release nogil;
+               e = h.lm.embedding(v, last ? LanguageModel::Pooling::kLast : LanguageModel::Pooling::kMean);
+             }
+             const auto n = static_cast<py::ssize_t>(e.size());
+             return as_numpy(std::move(e), {n});
+           })
       .def("score",
            [](ModelHolder& h, const std::string& s, int64_t seq_len, int64_t batch, int64_t max_windows) {
              BusyGuard busy(h);

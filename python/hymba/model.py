@@ -191,6 +191,18 @@ class LanguageModel:
         """log p(ids[i + 1] | ids[..i]) for every i (float64, len(ids) - 1 values)."""
         return self._m.token_logprobs(np.asarray(ids, dtype=np.int32).ravel())
 
+    def embed(self, inputs, pooling="mean"):
+        """The embedding of a text or of token ids (float32, hidden_size
+        values): the final hidden states of its tokens averaged ("mean") or
+        the last one's ("last"), as ``POST /v1/embeddings`` gives them. A list
+        of texts gives a list."""
+        if pooling not in ("mean", "last"):
+            raise ValueError(f"pooling: must be 'mean' or 'last' (got {pooling!r})")
+        if isinstance(inputs, (list, tuple)) and inputs and isinstance(inputs[0], str):
+            return [self.embed(t, pooling) for t in inputs]
+        ids = self.encode(inputs) if isinstance(inputs, str) else inputs
+        return self._m.embedding(np.asarray(ids, dtype=np.int32).ravel(), pooling == "last")
+
     # -- scoring ------------------------------------------------------------
 
     def score(self, texts, seq_len=0, batch=8, max_windows=0):

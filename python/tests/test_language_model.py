@@ -64,6 +64,19 @@ def test_penalties_and_logit_bias_equal_the_cli(lm, workdir, cli):
         lm.generate("the cat", max_new_tokens=2, logit_bias={999999: 1})
 
 
+def test_embeddings_pool_the_hidden_states(lm):
+    ids = lm.encode("the cat sat")
+    h = lm.hidden_states(ids)
+    mean = lm.embed("the cat sat")
+    last = lm.embed(ids, pooling="last")
+    assert mean.dtype == np.float32 and mean.shape == last.shape == (h.shape[1],)
+    assert np.allclose(mean, h.mean(axis=0), atol=1e-5)
+    assert np.allclose(last, h[-1], atol=1e-6)
+    assert len(lm.embed(["a", "b"])) == 2
+    with pytest.raises(ValueError, match="pooling"):
+        lm.embed("a", pooling="max")
+
+
 def test_batched_generate_equals_the_cli(lm, workdir, cli, tmp_path):
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("the cat\na dog\n")
