@@ -134,6 +134,31 @@ TEST_F(ServeChat, ReplyEqualsTheCompletionOfTheRenderedPrompt) {
   EXPECT_GT(chat["usage"]["prompt_tokens"].get<int>(), 40);  // the template's text was encoded, not the bare messages
 }
 
+// logprobs: true gives each generated token its log-probability, bytes and
+// top alternatives (OpenAI's chat shape); the tokens spell the reply.
+TEST_F(ServeChat, LogprobsCoverEveryGeneratedToken) {
+  const json r = post("/v1/chat/completions", {{"messages", kMessages}, {"max_tokens", 5}, {"temperature", 0},
+                                               {"logprobs", true}, {"top_logprobs", 2}});
+  const json& choice = r["choices"][0];
+  const json& content = choice["logprobs"]["content"];
+  ASSERT_TRUE(content.is_array()) << r;
+  ASSERT_EQ(content.size(), r["usage"]["completion_tokens"].get<size_t>()) << r;
+  std::string spelled;
+  for (const json& t : content) {
+    spelled += t["token"].get<std::string>();
+    EXPECT_LE(t["logprob"].get<double>(), 0.0);
+    EXPECT_EQ(t["bytes"].size(), t["token"].get<std::string>().size());
+    ASSERT_EQ(t["top_logprobs"].size(), 2u) << t;
+    EXPECT_GE(t["top_logprobs"][0]["logprob"].get<double>(), t["top_logprobs"][1]["logprob"].get<double>());
+    // Greedy: the chosen token is the likeliest.
+    EXPECT_NEAR(t["logprob"].get<double>(), t["top_logprobs"][0]["logprob"].get<double>(), 1e-9) << t;
+  }
+  EXPECT_EQ(spelled, choice["message"]["content"]);
+  const json plain = post("/v1/chat/completions", {{"messages", kMessages}, {"max_tokens", 5}, {"temperature", 0}});
+  EXPECT_TRUE(plain["choices"][0]["logprobs"].is_null());
+  EXPECT_EQ(plain["choices"][0]["message"], choice["message"]);
+}
+
 TEST_F(ServeChat, StreamedChunksAddUpToTheReplyAndEndWithUsage) {
   json body = {{"messages", kMessages}, {"max_tokens", 12}, {"temperature", 0.8}, {"seed", 5}, {"n", 2}};
   const json whole = post("/v1/chat/completions", body);
@@ -214,8 +239,9 @@ TEST_F(ServeChat, BadRequestsAre400NamingTheField) {
       {{{"messages", {{{"role", "assistant"}, {"content", "x"}, {"tool_calls", json::array()}}}}},
        "messages[0].tool_calls"},
       {{{"messages", {{{"role", "tool"}, {"content", "x"}}}}}, "messages"},  // the template refuses it
-      {{{"messages", {user}}, {"logprobs", true}}, "logprobs"},
+      {{{"messages", {user}}, {"logprobs", true}, {"stream", true}}, "logprobs"},
       {{{"messages", {user}}, {"top_logprobs", 2}}, "top_logprobs"},
+      {{{"messages", {user}}, {"logprobs", true}, {"top_logprobs", 9}}, "top_logprobs"},
       {{{"messages", {user}}, {"tools", json::array()}}, "tools"},
       {{{"messages", {user}}, {"max_tokens", 2}, {"max_completion_tokens", 2}}, "max_tokens"},
       {{{"messages", {user}}, {"max_completion_tokens", 0}}, "max_completion_tokens"},

@@ -200,8 +200,12 @@ ChatRequest parse_chat_request(const std::string& body_text) {
   r.stream = bool_field(body, "stream", false);
   r.include_usage = include_usage_field(body, r.stream);
   // Refused rather than ignored: a client relying on them would get wrong results silently.
-  if (bool_field(body, "logprobs", false)) throw BadRequest("logprobs", "is not supported for chat completions");
-  if (field(body, "top_logprobs") != nullptr) throw BadRequest("top_logprobs", "is not supported for chat completions");
+  if (bool_field(body, "logprobs", false)) {
+    if (r.stream) throw BadRequest("logprobs", "is not supported with stream");
+    r.top_logprobs = integer_field(body, "top_logprobs", 0, 0, kMaxLogprobs);
+  } else if (field(body, "top_logprobs") != nullptr) {
+    throw BadRequest("top_logprobs", "needs \"logprobs\": true");
+  }
   for (const char* unsupported : {"tools", "tool_choice", "functions", "function_call", "suffix"})
     if (field(body, unsupported) != nullptr) throw BadRequest(unsupported, "is not supported");
   if (const json* format = field(body, "response_format"); format != nullptr) {

@@ -80,6 +80,7 @@ struct ChatRequest {
   // content a string (text parts of an array joined with "\n").
   nlohmann::ordered_json messages;
   std::string model;  // "" when the request names none
+  int64_t top_logprobs = -1;  // logprobs: true: alternatives per token (0..kMaxLogprobs); -1: no logprobs
   int64_t n = 1;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk with usage

@@ -60,4 +60,36 @@ json logprobs_object(LanguageModel& lm, const std::vector<int32_t>& ids, size_t 
   return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
+namespace {
+
+json utf8_bytes(const std::string& text) {
+  json out = json::array();
+  for (const char c : text) out.push_back(static_cast<int>(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+json chat_logprobs_object(LanguageModel& lm, const std::vector<int32_t>& prompt, const std::vector<int32_t>& tokens,
+                          int64_t k) {
+  std::vector<int32_t> ids = prompt;
+  ids.insert(ids.end(), tokens.begin(), tokens.end());
+  const json completion = logprobs_object(lm, ids, prompt.size(), k);
+  json content = json::array();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const std::string token = completion["tokens"][i];
+    json alternatives = json::array();
+    if (const json& top = completion["top_logprobs"][i]; top.is_object())
+      for (auto it = top.begin(); it != top.end(); ++it)
+        alternatives.push_back({{"token", it.key()}, {"logprob", it.value()}, {"bytes", utf8_bytes(it.key())}});
+    std::sort(alternatives.begin(), alternatives.end(),
+              [](const json& a, const json& b) { return a["logprob"].get<double>() > b["logprob"].get<double>(); });
+    content.push_back({{"token", token},
+                       {"logprob", completion["token_logprobs"][i]},
+                       {"bytes", utf8_bytes(token)},
+                       {"top_logprobs", alternatives}});
+  }
+  return {{"content", content}};
+}
+
 }  // namespace hymba::serve

@@ -20,4 +20,10 @@ constexpr int64_t kMaxLogprobs = 5;  // top alternatives per token, as OpenAI's 
 // nothing else does (Scheduler::run_exclusively).
 nlohmann::json logprobs_object(LanguageModel& lm, const std::vector<int32_t>& ids, size_t first, int64_t k);
 
+// The chat form of the same figures for the generated tokens of a choice:
+// {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token",
+// "logprob", "bytes"}, ...]}, ...]}, with k alternatives per token (0..5).
+nlohmann::json chat_logprobs_object(LanguageModel& lm, const std::vector<int32_t>& prompt,
+                                    const std::vector<int32_t>& tokens, int64_t k);
+
 }  // namespace hymba::serve

@@ -287,6 +287,23 @@ std::string default_model_name(const std::string& ckpt_dir) {
   return name;
 }
 
+bool Server::add_chat_logprobs(httplib::Response& res, json& body, const std::vector<infer::Generation>& generations,
+                               int64_t top) {
+  try {
+    // The admitted request scores its choices next, before other sequences queue up behind it.
+    const Scheduler::Admission admission = scheduler_->run_exclusively([&] {
+      for (size_t i = 0; i < generations.size(); ++i)
+        body["choices"][i]["logprobs"] = chat_logprobs_object(lm_, generations[i].prompt, generations[i].tokens, top);
+    });
+    if (admission == Scheduler::Admission::kQueued) return true;
+    refuse_admission(res, admission, options_.max_queue);
+  } catch (const Error& e) {
+    reply(res, 400, error_body(std::string("logprobs: cannot score the reply: ") + e.what(), "invalid_request_error",
+                               "logprobs", "invalid_value"));
+  }
+  return false;
+}
+
 bool Server::unknown_model(httplib::Response& res, const std::string& name) const {
   if (name.empty() || name == options_.model_name) return false;
   reply(res, 404, error_body("The model '" + name + "' does not exist (this server has '" + options_.model_name + "')",
@@ -516,7 +533,9 @@ void Server::add_routes() {
     }
     if (!request.stream) {
       if (!wait_while_client_stays(req, res, *job)) return;
-      reply(res, 200, chat_completion_body(meta, job->results()));
+      json body = chat_completion_body(meta, job->results());
+      if (request.top_logprobs >= 0 && !add_chat_logprobs(res, body, job->results(), request.top_logprobs)) return;
+      reply(res, 200, body);
       return;
     }
     const auto choices = static_cast<size_t>(request.n);

@@ -86,6 +86,10 @@ class Server {
   // OpenAI's shape and returns true. An empty name is this server's model.
   bool unknown_model(httplib::Response& res, const std::string& name) const;
   void add_embeddings_route();
+  // Puts each choice's chat logprobs (top alternatives per token) into body;
+  // false when it replied with an error instead.
+  bool add_chat_logprobs(httplib::Response& res, nlohmann::json& body,
+                         const std::vector<infer::Generation>& generations, int64_t top);
   // 200 with the choices, plus echo and logprobs when asked (scored on the
   // scheduler's thread; queues: the scoring counts against --max-queue).
   void reply_completion(httplib::Response& res, const CompletionMeta& meta, const CompletionRequest& request,
