@@ -57,7 +57,7 @@ struct TrainOptions {
   cpu::MatmulPrecision precision = cpu::MatmulPrecision::kF32;
   // Keep only each layer's input in the forward and run the layer again in
   // the backward (ForwardOptions::recompute): activation memory of about one
-  // layer plus the layer inputs, for about a third more time per step. The
+  // layer plus the layer inputs, for one more forward pass per step. The
   // weights come out bit-identical, so it is not part of the recipe.
   bool recompute = false;
   // bf16's kernels. Unset: the CPU's best, refused where that is the portable
