@@ -13,7 +13,8 @@
 // blocks' sums are added to C in order of k. Threads split the rows of C, so
 // results do not depend on the thread count. The instruction sets need not
 // give the same bits: vdpbf16ps flushes subnormal inputs and results to zero,
-// the portable path does not.
+// the portable path does not, and a CPU may round a pair's two products once
+// rather than after each (AMD Zen 5 rounds after each, as the portable path).
 #pragma once
 
 #include <cstdint>
