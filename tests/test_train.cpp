@@ -167,6 +167,10 @@ TEST_F(Train, RecomputedActivationsTrainTheSameRun) {
   const json kept = json::parse(std::ifstream(path("kept/summary.json")));
   const json recomputed = json::parse(std::ifstream(path("recomputed/summary.json")));
   EXPECT_EQ(recomputed["final_val_loss"], kept["final_val_loss"]);
+  // The sharded gradient (--grad-shards) recomputes the same way.
+  ASSERT_EQ(run_cli(train_args(path("shards"), 4) + " --grad-shards 2").exit_code, 0);
+  ASSERT_EQ(run_cli(train_args(path("shards_recomputed"), 4) + " --grad-shards 2 --recompute").exit_code, 0);
+  EXPECT_EQ(losses("shards_recomputed"), losses("shards"));
 }
 
 TEST_F(Train, BadInputGivesOneLineErrors) {
