@@ -254,6 +254,11 @@ TEST_F(Ablate, RerunSkipsFinishedRowsAndKeepsTheirResults) {
   EXPECT_EQ(again.output.find("model: "), std::string::npos) << "a row trained again:\n" << again.output;
   EXPECT_EQ(fs::last_write_time(dir_ / "out/runs/mamba/summary.json"), stamp);
   EXPECT_EQ(results("out")["rows"], before["rows"]);
+  // --recompute changes memory, not results: the rows still count as measured.
+  const auto recomputed = run_cli(command("out", "--recompute"));
+  ASSERT_EQ(recomputed.exit_code, 0) << recomputed.output;
+  EXPECT_EQ(count(recomputed.output, "measured earlier, skipped"), 3) << recomputed.output;
+  EXPECT_NE(run_cli(command("out", "--precision fp16")).exit_code, 0);
 }
 
 // --repeats N on a finished suite adds repeats 1 .. N-1 (seeds --seed + r)

@@ -36,8 +36,8 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
     int64_t steps = 0, batch = 0, seq_len = 0, warmup = 0, eval_interval = 0, eval_windows = 0, seed = 0;
     int32_t tokenizer_vocab = 0;
     double epochs = 0, lr = 0;
-    std::string tokenizer_type, init_scheme, budget;
-    bool no_plots = false, list = false;
+    std::string tokenizer_type, init_scheme, budget, precision;
+    bool no_plots = false, list = false, recompute = false;
   };
   auto o = std::make_shared<Options>();
   ablate::AblateOptions& a = o->ablate;
@@ -99,6 +99,12 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
                        ->check(CLI::IsMember({"byte", "bpe", "unigram", "byte-level-bpe", "hf-unigram"}));
   auto* tok_vocab = cmd->add_option("--tokenizer-vocab", o->tokenizer_vocab, "Vocabulary of a trained tokenizer")
                         ->check(range(16, 1 << 20));
+  auto* precision = cmd->add_option("--precision", o->precision,
+                                    "Matrix products of every row's training: f32 or bf16 (needs AVX512-BF16; "
+                                    "docs/training.md)")
+                       ->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->add_flag("--recompute", o->recompute,
+                "Recompute each layer's activations in the backward pass (less memory, the same results)");
   auto* init_scheme = cmd->add_option("--init-scheme", o->init_scheme,
                                       "Parameter init of every row: normal, torch or mamba_ssm (docs/model-config.md)");
   cmd->add_option("--cache-context", a.cache_context, "Context length of the KV-cache / Mamba-state figures")
@@ -120,7 +126,7 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--quiet", a.quiet, "No per-row training progress (row start/end lines remain)");
   cmd->add_flag("--list", o->list, "List the built-in suites, their rows and recipes, and exit");
   cmd->callback([o, &global, scale, repeats, stop_epochs, temperature, top_k, top_p, sample_length, steps, epochs, batch, seq_len, lr, warmup, eval_interval, eval_windows, seed, tok_type,
-                 tok_vocab, init_scheme] {
+                 tok_vocab, init_scheme, precision] {
     apply_global_options(global);
     ablate::AblateOptions& run = o->ablate;
     if (o->list) {
@@ -147,6 +153,8 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
     if (seed->count()) t["seed"] = o->seed;
     if (tok_type->count()) t["tokenizer"] = o->tokenizer_type;
     if (tok_vocab->count()) t["tokenizer_vocab"] = o->tokenizer_vocab;
+    if (precision->count()) t["precision"] = o->precision;
+    if (o->recompute) t["recompute"] = true;
     if (init_scheme->count())
       run.model_overrides["init_scheme"] = to_string(parse_init_scheme_flag(o->init_scheme));
     if (o->no_plots) run.gnuplot.clear();
