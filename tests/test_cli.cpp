@@ -88,12 +88,19 @@ TEST(Cli, GlobalFlagsMayFollowTheSubcommand) {
   EXPECT_NE(typo.output.find("did you mean --threads?"), std::string::npos) << typo.output;
 }
 
-// Errors in the command line itself exit 2 whatever their kind; errors found
-// while the command runs exit 1; --help and --version 0.
+// Errors in the command line itself exit 2 whatever their kind, found by the
+// parser or by the command (a flag's value or a combination of flags); errors
+// found while the command runs exit 1; --help and --version 0.
 TEST(Cli, UsageErrorsExitTwo) {
   for (const char* args : {"generate --ckpt x --temperature -1", "generate --bogus", "info --threads x",
-                           "ablate --suite demo --out"})
-    EXPECT_EQ(run_cli(args).exit_code, 2) << args;
+                           "ablate --suite demo --out", "generate --ckpt x --prompt y --system z",
+                           "generate --ckpt x", "train --init x --init-scheme torch --out y",
+                           "info --preset hybrid-official --weights q5", "ablate --out y",
+                           "chat --ckpt x --context 8 --max-new-tokens 9"}) {
+    const auto r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    EXPECT_EQ(test::count_lines(r.output), 1) << args << "\n" << r.output;
+  }
   EXPECT_EQ(run_cli("generate --ckpt /no/such/dir --prompt x").exit_code, 1);
   EXPECT_EQ(run_cli("--help").exit_code, 0);
   EXPECT_EQ(run_cli("--version").exit_code, 0);

@@ -84,7 +84,7 @@ TEST_F(CliChat, GenerateChatRendersThePromptAsOneUserMessage) {
   EXPECT_EQ(plain.output.rfind(reply(ordered_json::array({user("Hello")}), 6) + "\n", 0), 0u) << plain.output;
 
   const auto refused = test::run_cli("generate --ckpt " + ckpt() + " --system x --prompt 'Hello'");
-  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_EQ(refused.exit_code, 2);  // a usage error
   EXPECT_NE(refused.output.find("--system: only with --chat"), std::string::npos) << refused.output;
 }
 

@@ -133,8 +133,8 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
       list_suites(run.scale);
       return;
     }
-    HYMBA_CHECK(!run.suite.empty(), "--suite: give a suite name or a suite .json file (see 'hymba ablate --list')");
-    HYMBA_CHECK(!run.out_dir.empty(), "--out: give an output directory");
+    HYMBA_USAGE_CHECK(!run.suite.empty(), "--suite: give a suite name or a suite .json file (see 'hymba ablate --list')");
+    HYMBA_USAGE_CHECK(!run.out_dir.empty(), "--out: give an output directory");
     nlohmann::json& t = run.train_overrides;
     if (steps->count()) t["steps"] = o->steps;
     if (epochs->count()) t["epochs"] = o->epochs;

@@ -115,11 +115,11 @@ void register_generate(CLI::App& app, const GlobalOptions& global) {
     if (!opts->prompt_file.empty()) {
       texts = read_prompt_file(opts->prompt_file);
     } else {
-      HYMBA_CHECK(prompt->count() > 0, "--prompt: give the text to continue (or --prompt-file FILE)");
-      HYMBA_CHECK(!opts->prompt.empty(), "--prompt: the prompt is empty");
+      HYMBA_USAGE_CHECK(prompt->count() > 0, "--prompt: give the text to continue (or --prompt-file FILE)");
+      HYMBA_USAGE_CHECK(!opts->prompt.empty(), "--prompt: the prompt is empty");
       texts.push_back(opts->prompt);
     }
-    HYMBA_CHECK(opts->chat || opts->system.empty(), "--system: only with --chat");
+    HYMBA_USAGE_CHECK(opts->chat || opts->system.empty(), "--system: only with --chat");
     LanguageModel lm = LanguageModel::load(opts->ckpt);
     lm.set_weight_format(opts->weights);
     check_logit_bias(opts->gen.sampling, lm.config().vocab_size);

@@ -95,9 +95,9 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
     apply_global_options(global);
     opts->train.threads = command_threads(global);
     opts->train.check_model = !opts->model.preset.empty() || !opts->model.config_path.empty();
-    HYMBA_CHECK(opts->train.init_from.empty() || opts->model.init_scheme.empty(),
+    HYMBA_USAGE_CHECK(opts->train.init_from.empty() || opts->model.init_scheme.empty(),
                 "--init-scheme: --init starts from the weights of its checkpoint; drop one of the two");
-    HYMBA_CHECK(!opts->train.resume || opts->model.init_scheme.empty() || opts->train.check_model,
+    HYMBA_USAGE_CHECK(!opts->train.resume || opts->model.init_scheme.empty() || opts->train.check_model,
                 "--init-scheme: a resumed run keeps its weights; give the flag only with the run's --preset or --config");
     const ModelConfig cfg = resolve_model(opts->model,  // --resume and --init take the model of their checkpoint
                                           opts->train.resume || !opts->train.init_from.empty() ? "hybrid-official" : "");

@@ -4,13 +4,29 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "core/error.h"
 
 namespace hymba::infer {
 struct SamplingOptions;
 }  // namespace hymba::infer
 
 namespace hymba::cli {
+
+// A usage error a command finds after parsing: a flag's value or a
+// combination of flags (`--system` without `--chat`). main exits 2 for it,
+// as for the parser's own errors; every other error exits 1.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+template <typename... Parts>
+[[noreturn]] void usage_fail(Parts&&... parts) {
+  throw UsageError(detail::concat(std::forward<Parts>(parts)...));
+}
 
 // Options every subcommand shares.
 struct GlobalOptions {
@@ -74,3 +90,9 @@ void apply_global_options(const GlobalOptions& global);
 int command_threads(const GlobalOptions& global);
 
 }  // namespace hymba::cli
+
+// Checks a condition on the command line's flags (a UsageError: exit 2).
+#define HYMBA_USAGE_CHECK(cond, ...)                     \
+  do {                                                   \
+    if (!(cond)) ::hymba::cli::usage_fail(__VA_ARGS__);  \
+  } while (0)

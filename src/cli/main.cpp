@@ -171,6 +171,9 @@ int run_command(int argc, char** argv, bool* interrupted) {
     if (hymba::dist::world().is_root()) std::fprintf(stderr, "%s: %s\n", who().c_str(), e.what());
     *interrupted = true;
     return e.exit_status();  // 128 + signal, as a shell reports a killed command
+  } catch (const hymba::cli::UsageError& e) {
+    std::fprintf(stderr, "%s: error: %s\n", who().c_str(), hymba::excerpt(e.what(), 1000).c_str());
+    return 2;
   } catch (const hymba::Error& e) {
     // Messages quote at most ~80 bytes of a value (hymba::excerpt); the cap is
     // a last resort for one that did not, so a line is never megabytes long.

@@ -1,5 +1,6 @@
 #include "cli/model_options.h"
 
+#include "cli/commands.h"
 #include "core/error.h"
 #include "formats/checkpoint.h"
 #include "model/presets.h"
@@ -27,11 +28,11 @@ namespace {
 ModelConfig chosen_config(const ModelChoice& choice, const std::string& fallback_preset) {
   const Scale scale = parse_scale(choice.scale);
   if (!choice.config_path.empty()) {
-    HYMBA_CHECK(choice.scale == "seed", "--scale applies to presets only, not to --config ", choice.config_path);
+    HYMBA_USAGE_CHECK(choice.scale == "seed", "--scale applies to presets only, not to --config ", choice.config_path);
     return load_config_file(choice.config_path);
   }
   const std::string name = choice.preset.empty() ? fallback_preset : choice.preset;
-  HYMBA_CHECK(!name.empty(), "give a model with --preset NAME or --config FILE");
+  HYMBA_USAGE_CHECK(!name.empty(), "give a model with --preset NAME or --config FILE");
   return preset_config(name, scale);
 }
 
@@ -45,7 +46,7 @@ ModelConfig resolve_model(const ModelChoice& choice, const std::string& fallback
 
 InitScheme parse_init_scheme_flag(const std::string& value) {
   InitScheme s = InitScheme::kNormal;
-  HYMBA_CHECK(parse_init_scheme(value, s), "--init-scheme: unknown scheme '", value, "' (one of ", kInitSchemeNames,
+  HYMBA_USAGE_CHECK(parse_init_scheme(value, s), "--init-scheme: unknown scheme '", value, "' (one of ", kInitSchemeNames,
               ")");
   return s;
 }
@@ -61,7 +62,7 @@ void add_weights_option(CLI::App* cmd, infer::WeightFormat& format) {
          "--weights",
          [&format](const std::string& name) {
            const auto parsed = infer::parse_weight_format(name);
-           HYMBA_CHECK(parsed.has_value(), "--weights: unknown format '", name, "' (f32, bf16, q8 or q4)");
+           HYMBA_USAGE_CHECK(parsed.has_value(), "--weights: unknown format '", name, "' (f32, bf16, q8 or q4)");
            format = *parsed;
          },
          "Weight format of the linear layers in prefill and decoding: f32, bf16, q8 (8-bit blocks) or "

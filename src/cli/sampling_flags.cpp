@@ -58,7 +58,7 @@ void add_sampling_extras(CLI::App* cmd, infer::SamplingOptions& s) {
 
 void check_logit_bias(const infer::SamplingOptions& s, int64_t vocab_size) {
   for (const auto& [id, bias] : s.logit_bias)
-    HYMBA_CHECK(id < vocab_size, "--logit-bias: token id ", id, " is outside the vocabulary (0..", vocab_size - 1, ")");
+    HYMBA_USAGE_CHECK(id < vocab_size, "--logit-bias: token id ", id, " is outside the vocabulary (0..", vocab_size - 1, ")");
 }
 
 }  // namespace hymba::cli
