@@ -348,13 +348,9 @@ json completion_usage_chunk(const CompletionMeta& meta, const std::vector<infer:
 
 namespace {
 
+// A chat request's choices all continue its one prompt.
 json usage_of(const std::vector<infer::Generation>& generations) {
-  const int64_t prompt_tokens = generations.empty() ? 0 : static_cast<int64_t>(generations[0].prompt.size());
-  int64_t completion_tokens = 0;
-  for (const infer::Generation& g : generations) completion_tokens += static_cast<int64_t>(g.tokens.size());
-  return {{"prompt_tokens", prompt_tokens},
-          {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens}};
+  return completion_usage(generations, std::max<int64_t>(1, static_cast<int64_t>(generations.size())));
 }
 
 }  // namespace
