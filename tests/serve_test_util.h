@@ -39,8 +39,11 @@ class RunningServer {
   }
 
  private:
+  // A context of 1M tokens unless the test sets one: the endless streams
+  // below ask for 100,000.
   static serve::ServeOptions at_any_port(serve::ServeOptions o) {
     o.port = 0;
+    if (o.context == 0) o.context = int64_t{1} << 20;
     return o;
   }
   serve::Server server_;

@@ -107,9 +107,9 @@ std::vector<int32_t> LanguageModel::encode_prompt(std::string_view text) const {
 }
 
 void LanguageModel::require_generation_memory(const std::vector<std::vector<int32_t>>& prompts,
-                                              int64_t max_new_tokens) const {
-  // Caches are allocated for prompt + max_new_tokens tokens up front:
-  // refuse now, with the figure, rather than fail midway.
+                                              int64_t max_new_tokens, const GenerationLimitNames& names) const {
+  // Caches grow to prompt + max_new_tokens tokens when a sequence runs to
+  // its limit: refuse now, with the figure, rather than fail midway.
   MemoryEstimate need;
   double cache_bytes = 0;
   int64_t longest = 0;
@@ -118,11 +118,11 @@ void LanguageModel::require_generation_memory(const std::vector<std::vector<int3
     cache_bytes += static_cast<double>(infer::expected_cache_bytes(config(), len + max_new_tokens));
     longest = std::max(longest, len);
   }
-  need.add("caches of " + std::to_string(prompts.size()) + " sequence(s) x (prompt + --max-new-tokens " +
+  need.add("caches of " + std::to_string(prompts.size()) + " sequence(s) x (prompt + " + names.new_tokens + " " +
                std::to_string(max_new_tokens) + ")",
-           cache_bytes, "--max-new-tokens or --batch");
-  need.add("prefill activations", activation_bytes(config(), 1, longest, false), "the prompt length");
-  need.require_available("generate");
+           cache_bytes, names.new_tokens + " or " + names.sequences);
+  need.add("prefill activations", activation_bytes(config(), 1, longest, false), names.prompt);
+  need.require_available(names.action);
 }
 
 

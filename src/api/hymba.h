@@ -67,6 +67,15 @@ struct CorpusScore {
   int64_t seq_len = 0;
 };
 
+// What a memory refusal of generation tells the user to lower: the
+// command's flags by default, a server's request fields when it passes them.
+struct GenerationLimitNames {
+  std::string new_tokens = "--max-new-tokens";
+  std::string sequences = "--batch";
+  std::string prompt = "the prompt length";
+  std::string action = "generate";  // what needs the memory, as the message says
+};
+
 // A language model with its tokenizer. Move-only; not safe to use from
 // several threads at once (the kernels are parallel already).
 class LanguageModel {
@@ -139,7 +148,8 @@ class LanguageModel {
   std::vector<int32_t> encode_prompt(std::string_view text) const;
   // Throws, with the figure, when caches for these prompts plus
   // max_new_tokens each (and the longest prefill) would not fit in memory.
-  void require_generation_memory(const std::vector<std::vector<int32_t>>& prompts, int64_t max_new_tokens) const;
+  void require_generation_memory(const std::vector<std::vector<int32_t>>& prompts, int64_t max_new_tokens,
+                                 const GenerationLimitNames& names = {}) const;
 
   // Loss (nats per token), perplexity and next-token accuracy of a text.
   EvalResult score(std::string_view text, const ScoreOptions& options = {});

@@ -34,6 +34,10 @@ void register_serve(CLI::App& app, const GlobalOptions& global) {
                   "Prompt tokens prefilled between two decode steps: a long prompt is fed in chunks this size, "
                   "interleaved with the other sequences' decoding")
       ->check(range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+  cmd->add_option("--context", opts->serve.context,
+                  "Tokens one sequence may hold, prompt and completion together; a request asking for more gets "
+                  "HTTP 400 (0: the model's context: max_position_embeddings less meta tokens, else 16384)")
+      ->check(range(int64_t{0}, int64_t{1} << 24))->capture_default_str();
   cmd->add_option("--max-prompt-tokens", opts->serve.max_prompt_tokens,
                   "Longest prompt accepted, in tokens (longer: HTTP 400)")
       ->check(range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
@@ -74,8 +78,9 @@ void register_serve(CLI::App& app, const GlobalOptions& global) {
                    server.chat_template_error().c_str());
     const int port = server.bind();
     // The one line scripts wait for: the address, then the model.
-    std::printf("hymba serve: listening on http://%s:%d (model %s, max batch %lld)\n", so.host.c_str(), port,
-                so.model_name.c_str(), static_cast<long long>(so.max_batch));
+    std::printf("hymba serve: listening on http://%s:%d (model %s, max batch %lld, context %lld)\n", so.host.c_str(),
+                port, so.model_name.c_str(), static_cast<long long>(so.max_batch),
+                static_cast<long long>(server.options().context));
     std::fflush(stdout);
     StopSignals signals;
     std::thread listener([&] { server.listen(); });

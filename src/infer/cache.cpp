@@ -11,15 +11,36 @@ KvLayerCache::KvLayerCache(int64_t num_meta, int64_t window, int64_t max_tokens,
     : meta_(num_meta), global_(window <= 0), ring_(window > 0 ? window - 1 : 0), k_width_(k_width), v_width_(v_width) {
   // A window of w shows the current token and the w - 1 before it; fewer
   // slots suffice when the sequence can never hold that many tokens.
-  token_slots_ = window > 0 ? std::min(max_tokens, ring_) : max_tokens;
+  max_slots_ = window > 0 ? std::min(max_tokens, ring_) : max_tokens;
+  token_slots_ = global_ ? 0 : max_slots_;  // a global layer's rows come with reserve()
   const auto rows = static_cast<size_t>(meta_ + token_slots_);
   k_.assign(rows * static_cast<size_t>(k_width_), 0.0f);
   v_.assign(rows * static_cast<size_t>(v_width_), 0.0f);
 }
 
+void KvLayerCache::reserve(int64_t tokens) {
+  if (!global_ || tokens <= token_slots_) return;
+  HYMBA_CHECK(tokens <= max_slots_, "cache: ", tokens, " tokens do not fit a cache sized for ", max_slots_);
+  // Half again of what is held, in whole pages: copies stay linear in the
+  // tokens generated, and the waste at most a third of the rows.
+  const int64_t grown = std::max(tokens, token_slots_ + token_slots_ / 2);
+  const int64_t slots = std::min(max_slots_, (grown + kPageTokens - 1) / kPageTokens * kPageTokens);
+  const auto grow = [&](std::vector<float, CacheLineAllocator<float>>& rows, int64_t width) {
+    std::vector<float, CacheLineAllocator<float>> bigger;
+    bigger.reserve(static_cast<size_t>((meta_ + slots) * width));  // exactly: bytes() reports capacity
+    bigger.assign(rows.begin(), rows.end());
+    bigger.resize(static_cast<size_t>((meta_ + slots) * width), 0.0f);
+    rows.swap(bigger);
+  };
+  grow(k_, k_width_);
+  grow(v_, v_width_);
+  token_slots_ = slots;
+}
+
 int64_t KvLayerCache::slot_of_token(int64_t t) const {
   if (ring_ > 0) return meta_ + t % ring_;
-  if (token_slots_ == 0 || t >= token_slots_) return -1;
+  if (!global_) return -1;  // a window of 1 keeps no past token
+  HYMBA_CHECK(t < token_slots_, "cache: token ", t, " has no row (", token_slots_, " reserved)");
   return meta_ + t;
 }
 
@@ -78,6 +99,12 @@ void SequenceCache::start_from(const SequenceCache& prefix) {
     mamba_[l].conv = prefix.mamba_[l].conv;
     mamba_[l].ssm = prefix.mamba_[l].ssm;
   }
+}
+
+void SequenceCache::reserve(int64_t tokens) {
+  HYMBA_CHECK(tokens <= max_tokens_, "cache: ", tokens, " tokens do not fit a cache sized for ", max_tokens_);
+  for (KvLayerCache& c : kv_)
+    if (c.k_width() > 0) c.reserve(tokens);  // layers that produce no K/V have no cache
 }
 
 void SequenceCache::set_tokens(int64_t n) {

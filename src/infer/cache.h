@@ -6,9 +6,12 @@
 //     Consumer layers read their producer's rows.
 //   - per Mamba layer: the conv state [d_inner, d_conv - 1] (the last
 //     d_conv - 1 conv inputs, oldest first) and the SSM state [d_inner, d_state].
-// Storage is allocated once for a maximum number of tokens, so a sequence
-// never reallocates while decoding; sizes match summary.h's kv_positions()
-// and mamba_state_elements() at that many tokens.
+// A cache is sized for a maximum number of tokens, but global layers
+// allocate their token rows as tokens arrive (reserve(): in pages, growing
+// by half of what they hold), so a request for a million tokens that stops
+// after ten holds ten tokens' pages, not a million's. Sliding-window rings
+// and Mamba states are small and allocated whole. Full to max_tokens, the
+// sizes match summary.h's kv_positions() and mamba_state_elements().
 #pragma once
 
 #include <cstddef>
@@ -25,8 +28,15 @@ namespace hymba::infer {
 class KvLayerCache {
  public:
   KvLayerCache() = default;
-  // window 0: global (one slot per token up to max_tokens).
+  // window 0: global (one slot per token up to max_tokens, allocated by reserve()).
   KvLayerCache(int64_t num_meta, int64_t window, int64_t max_tokens, int64_t k_width, int64_t v_width);
+
+  // Token rows allocated at a time, at least: a page holds 256 tokens.
+  static constexpr int64_t kPageTokens = 256;
+  // Makes room for `tokens` tokens (a global layer grows; a ring has room).
+  // Row pointers taken before a call that grows are no longer valid.
+  void reserve(int64_t tokens);
+  int64_t allocated_token_slots() const { return token_slots_; }
 
   // A global layer keeps every token in order, at slot meta + t.
   bool global() const { return global_; }
@@ -51,6 +61,7 @@ class KvLayerCache {
   bool global_ = true;
   int64_t ring_ = 0;         // window - 1 for sliding-window layers, 0 for global
   int64_t token_slots_ = 0;  // token rows allocated
+  int64_t max_slots_ = 0;    // token rows at max_tokens
   int64_t k_width_ = 0, v_width_ = 0;
   std::vector<float, CacheLineAllocator<float>> k_, v_;  // rows of 64 floats or more start on a cache line
 };
@@ -77,7 +88,7 @@ class SequenceCache {
   MambaLayerCache& mamba(int64_t layer) { return mamba_[static_cast<size_t>(layer)]; }
   const MambaLayerCache& mamba(int64_t layer) const { return mamba_[static_cast<size_t>(layer)]; }
 
-  // Bytes actually allocated.
+  // Bytes allocated now (global layers grow with the tokens reserved).
   size_t kv_bytes() const;
   size_t mamba_bytes() const;
   size_t bytes() const { return kv_bytes() + mamba_bytes(); }
@@ -90,6 +101,9 @@ class SequenceCache {
   void start_from(const SequenceCache& prefix);
   void set_tokens(int64_t n);
   void advance() { set_tokens(tokens_ + 1); }
+  // Room for `tokens` tokens in every layer (at most max_tokens); the
+  // decoder calls it before it writes rows.
+  void reserve(int64_t tokens);
 
  private:
   int64_t num_meta_ = 0, max_tokens_ = 0, tokens_ = 0;
@@ -97,7 +111,8 @@ class SequenceCache {
   std::vector<MambaLayerCache> mamba_;  // per layer; empty without Mamba
 };
 
-// The bytes summary.h's formula gives for a cache of max_tokens tokens (fp32).
+// The bytes summary.h's formula gives for a cache of max_tokens tokens (fp32):
+// what a SequenceCache holds once it is full.
 int64_t expected_cache_bytes(const ModelConfig& cfg, int64_t max_tokens);
 
 }  // namespace hymba::infer

@@ -101,6 +101,8 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
     HYMBA_CHECK(sc.tokens() < sc.max_tokens(), "step: sequence ", b, " is full (", sc.max_tokens(), " tokens)");
     positions_[b] = sc.next_position();
   }
+  // Rows for this step's token, before any cache pointer is taken.
+  for (SequenceCache* sc : caches) sc->reserve(sc->tokens() + 1);
 
   arena_.reset();
   const int64_t d = c.hidden_size, V = c.vocab_size, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;

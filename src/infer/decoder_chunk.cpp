@@ -79,6 +79,7 @@ void Decoder::run_chunk(SequenceCache& cache, const int32_t* ids, int64_t C, flo
   const bool meta = ids == nullptr;
   const int64_t d = c.hidden_size, V = c.vocab_size;
   const int64_t first_position = meta ? 0 : cache.next_position();
+  if (!meta) cache.reserve(cache.tokens() + C);  // rows for the chunk's tokens
   chunk_positions_.resize(static_cast<size_t>(C));
   for (int64_t i = 0; i < C; ++i) chunk_positions_[static_cast<size_t>(i)] = first_position + i;
 

@@ -218,6 +218,7 @@ ChatRequest parse_chat_request(const std::string& body_text) {
     throw BadRequest("max_tokens", "give max_tokens or max_completion_tokens, not both");
   const char* limit_field = max_completion_tokens != nullptr ? "max_completion_tokens" : "max_tokens";
   r.options.max_new_tokens = integer_field(body, limit_field, kDefaultChatMaxTokens, 1, kMaxTokensLimit);
+  if (field(body, limit_field) != nullptr) r.max_tokens_field = limit_field;
   parse_sampling(body, r.options);
   return r;
 }
@@ -276,6 +277,7 @@ CompletionRequest parse_completion_request(const std::string& body_text) {
   if (field(body, "suffix") != nullptr) throw BadRequest("suffix", "is not supported");
   infer::GenerateOptions& o = r.options;
   o.max_new_tokens = integer_field(body, "max_tokens", 16, 0, kMaxTokensLimit);
+  if (field(body, "max_tokens") != nullptr) r.max_tokens_field = "max_tokens";
   if (o.max_new_tokens == 0 && !r.echo)
     throw BadRequest("max_tokens", "must be at least 1 (0 only with echo, to score the prompt)");
   parse_sampling(body, o);

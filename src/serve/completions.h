@@ -42,6 +42,7 @@ struct CompletionRequest {
   bool echo = false;      // the prompt's tokens come first in text and logprobs; max_tokens 0 scores it alone
   bool include_usage = false;  // stream_options.include_usage: a last chunk with usage
   infer::GenerateOptions options;    // stop_at_eos; OpenAI's defaults where it has them
+  std::string max_tokens_field;      // "max_tokens" when the request set it; "" when defaulted
 };
 
 // Parses and checks a request body; throws BadRequest naming the field.
@@ -85,6 +86,7 @@ struct ChatRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk with usage
   infer::GenerateOptions options;
+  std::string max_tokens_field;  // max_tokens or max_completion_tokens as the request set it; "" when defaulted
 };
 
 // POST /v1/embeddings: inputs as text or token ids (as completion prompts).

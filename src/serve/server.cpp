@@ -49,6 +49,9 @@ constexpr size_t kMaxBodyBytes = size_t{16} << 20;
 // would reconnect constantly and bursts would be refused by the kernel.
 constexpr size_t kKeepAliveMaxRequests = 1000;
 constexpr int kListenBacklog = 512;
+// The status a request ends with when its client went away before the
+// answer (nginx's 499): the log says it was cancelled, not served.
+constexpr int kClientClosedRequest = 499;
 
 // Whether host:port is taken by another socket: a bare bind (SO_REUSEADDR
 // only, so sockets in TIME_WAIT do not count) that fails with EADDRINUSE.
@@ -140,13 +143,32 @@ void check_logit_bias(const LanguageModel& lm, const infer::SamplingOptions& s) 
                                          std::to_string(vocab - 1) + ")");
 }
 
-// A 400 on max_tokens when the caches would not fit in memory.
-void check_generation_memory(const LanguageModel& lm, const std::vector<std::vector<int32_t>>& prompts,
-                             int64_t max_new_tokens) {
+// Fits a request into the server's context (prompt + max_tokens tokens per
+// sequence), then checks the memory of its caches at that length. A default
+// max_tokens shrinks to what the context leaves; one the request set is a
+// 400, as OpenAI and vLLM answer. `field`: the request's max_tokens field ("" if
+// defaulted); `prompt_field` names the prompt.
+void fit_generation(const LanguageModel& lm, const std::vector<std::vector<int32_t>>& prompts, int64_t context,
+                    const std::string& field, const char* prompt_field, int64_t& max_new_tokens) {
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  const auto prompt = static_cast<int64_t>(longest);
+  if (prompt >= context)
+    throw BadRequest(prompt_field, "the prompt has " + std::to_string(prompt) + " tokens, which leaves no room in " +
+                                       "this server's context of " + std::to_string(context) + " tokens (--context)");
+  if (prompt + max_new_tokens > context) {
+    if (!field.empty())
+      throw BadRequest(field, "the context is " + std::to_string(context) + " tokens (--context) but " +
+                                  std::to_string(prompt + max_new_tokens) + " were asked for (" +
+                                  std::to_string(prompt) + " in the prompt, " + std::to_string(max_new_tokens) +
+                                  " in the completion); lower " + field + " or the prompt");
+    max_new_tokens = context - prompt;
+  }
+  const std::string limit = field.empty() ? "max_tokens" : field;
   try {
-    lm.require_generation_memory(prompts, max_new_tokens);
+    lm.require_generation_memory(prompts, max_new_tokens, {limit, "n", "the prompt", "this request"});
   } catch (const Error& e) {
-    throw BadRequest("max_tokens", std::string("too large for the memory available: ") + e.what());
+    throw BadRequest(limit, std::string("too large for the memory available: ") + e.what());
   }
 }
 
@@ -160,6 +182,16 @@ void refuse_admission(httplib::Response& res, Scheduler::Admission admission, in
 }
 
 }  // namespace
+
+int64_t resolve_context(const ModelConfig& cfg, int64_t asked) {
+  HYMBA_CHECK(asked >= 0, "--context must be >= 0 (0: the model's), got ", asked);
+  const int64_t trained = cfg.max_position_embeddings - cfg.num_memory_tokens;
+  if (cfg.position_embedding == PositionEmbedding::kLearned)
+    HYMBA_CHECK(asked <= trained, "--context ", asked, " is beyond the model's learned positions (",
+                cfg.max_position_embeddings, " less ", cfg.num_memory_tokens, " meta tokens)");
+  if (asked > 0) return asked;
+  return cfg.max_position_embeddings > 0 ? std::max<int64_t>(trained, 2) : kDefaultContext;
+}
 
 Server::Server(LanguageModel& lm, ServeOptions options)
     : lm_(lm), options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
@@ -179,6 +211,7 @@ Server::Server(LanguageModel& lm, ServeOptions options)
   for (const char c : options_.cors_origin)
     HYMBA_CHECK(static_cast<unsigned char>(c) >= 0x20 && c != 0x7f, "--cors-origin must not hold control characters");
   HYMBA_CHECK(options_.max_queue >= 1, "--max-queue must be >= 1, got ", options_.max_queue);
+  options_.context = resolve_context(lm_.config(), options_.context);
   // Without TCP_NODELAY every response after the first on a keep-alive
   // connection waits ~40 ms for Nagle's algorithm and delayed ACKs. Linux
   // copies the option from the listening socket to accepted ones.
@@ -384,6 +417,7 @@ void Server::add_routes() {
     while (!job.wait_for(std::chrono::milliseconds(100)))
       if (client_socket >= 0 && peer_has_closed(client_socket)) {
         job.cancel();
+        res.status = kClientClosedRequest;  // for the log: nothing reaches the client
         return false;
       }
     if (const std::string error = job.error(); !error.empty()) {
@@ -430,7 +464,9 @@ void Server::add_routes() {
         request.prompts.push_back(lm_.decode(ids));  // the text echo shows
         for (int64_t c = 0; c < request.n; ++c) prompts.push_back(ids);
       }
-      check_generation_memory(lm_, prompts, request.options.max_new_tokens);
+      if (request.options.max_new_tokens > 0)
+        fit_generation(lm_, prompts, options_.context, request.max_tokens_field, "prompt",
+                       request.options.max_new_tokens);
     } catch (const BadRequest& e) {
       reply(res, 400, error_body(e.what(), "invalid_request_error", e.field(), "invalid_value"));
       return;
@@ -461,7 +497,7 @@ void Server::add_routes() {
     const int64_t n = request.n;
     res.set_chunked_content_provider(
         "text/event-stream",
-        [job, meta, include_usage, n](size_t, httplib::DataSink& sink) {
+        [job, meta, include_usage, n, &res](size_t, httplib::DataSink& sink) {
           auto send = [&](const json& data) {
             const std::string event = "data: " + dump(data) + "\n\n";
             return sink.write(event.data(), event.size());
@@ -472,6 +508,7 @@ void Server::add_routes() {
             if (!send(chunk_body(meta, e.sequence, e.text, e.finish ? finish_reason(*e.finish) : nullptr,
                                  include_usage))) {
               job->cancel();  // the client went away
+              res.status = kClientClosedRequest;
               return false;
             }
           if (!more) {
@@ -516,7 +553,8 @@ void Server::add_routes() {
       }
       prompts.assign(static_cast<size_t>(request.n),
                      checked_prompt_ids(lm_, text, options_.max_prompt_tokens, "messages", "the chat prompt"));
-      check_generation_memory(lm_, prompts, request.options.max_new_tokens);
+      fit_generation(lm_, prompts, options_.context, request.max_tokens_field, "messages",
+                     request.options.max_new_tokens);
     } catch (const BadRequest& e) {
       reply(res, 400, error_body(e.what(), "invalid_request_error", e.field(), "invalid_value"));
       return;
@@ -542,11 +580,12 @@ void Server::add_routes() {
     const bool include_usage = request.include_usage;
     res.set_chunked_content_provider(
         "text/event-stream",
-        [job, meta, choices, include_usage, started = false](size_t, httplib::DataSink& sink) mutable {
+        [job, meta, choices, include_usage, &res, started = false](size_t, httplib::DataSink& sink) mutable {
           auto send = [&](const json& data) {
             const std::string event = "data: " + dump(data) + "\n\n";
             if (sink.write(event.data(), event.size())) return true;
             job->cancel();  // the client went away
+            res.status = kClientClosedRequest;
             return false;
           };
           if (!started) {  // OpenAI's first chunk of each choice: the role, empty content
@@ -625,7 +664,11 @@ void Server::add_routes() {
   });
   if (options_.log)
     http_->set_logger([](const httplib::Request& req, const httplib::Response& res) {
-      std::fprintf(stderr, "%s %s %d\n", req.method.c_str(), req.path.c_str(), res.status);
+      if (res.status == kClientClosedRequest)
+        std::fprintf(stderr, "%s %s %d cancelled: the client went away\n", req.method.c_str(), req.path.c_str(),
+                     res.status);
+      else
+        std::fprintf(stderr, "%s %s %d\n", req.method.c_str(), req.path.c_str(), res.status);
     });
 }
 

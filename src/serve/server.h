@@ -32,6 +32,13 @@ namespace hymba::serve {
 // run. Requests naming another model get 404.
 std::string default_model_name(const std::string& ckpt_dir);
 
+// The context a server gives each sequence: `asked`, or when 0 the model's
+// trained context (max_position_embeddings less its meta tokens) or
+// kDefaultContext where the config names none. Learned positions end there:
+// asking beyond them is an error.
+constexpr int64_t kDefaultContext = 16384;
+int64_t resolve_context(const ModelConfig& cfg, int64_t asked);
+
 struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;         // 0: any free port
@@ -40,7 +47,10 @@ struct ServeOptions {
   // how long one long prompt holds up everyone else's next token.
   int64_t prefill_chunk = 256;
   std::string model_name;  // reported by /v1/models and in responses
-  bool log = false;        // one stderr line per request: method, path, status
+  bool log = false;        // one stderr line per request: method, path, status ("cancelled" when the client left)
+  // Tokens one sequence may hold, prompt and completion together; a request
+  // asking for more is a 400. 0: the model's own (resolve_context).
+  int64_t context = 0;
   // Caps on one request and on the queue (docs/serve.md "Limits").
   int64_t max_prompt_tokens = 8192;            // tokens in one prompt
   int64_t max_sequences_per_request = 256;     // prompts x n
@@ -74,6 +84,7 @@ class Server {
   void stop();
 
   const Scheduler& scheduler() const { return *scheduler_; }
+  const ServeOptions& options() const { return options_; }  // as resolved (context)
   // Why /v1/chat/completions cannot be served ("" when it can): the
   // checkpoint's chat template does not parse.
   const std::string& chat_template_error() const { return chat_template_error_; }
