@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/hymba.h"
+#include "infer/json_prefix.h"
 #include "cli_util.h"
 #include "model/held_weights.h"
 #include "serve/scheduler.h"
@@ -533,6 +534,42 @@ TEST_F(Serve, MaxTokensBeyondTheMemoryCheckIs400) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
   EXPECT_EQ(json::parse(res->body)["error"]["param"], "max_tokens") << res->body;
+}
+
+// response_format json_object on both routes: every choice that stops is a
+// JSON object, every choice cut by max_tokens a prefix of one. '"' and '}'
+// are favoured so that a random model closes its objects within the limit.
+TEST_F(Serve, JsonModeOutputsParseAsObjects) {
+  const json favour = {{"34", 4}, {"125", 4}};
+  int closed = 0;
+  for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
+    json body = {{"n", 6}, {"max_tokens", 120}, {"seed", 3}, {"logit_bias", favour},
+                 {"response_format", {{"type", "json_object"}}}};
+    if (std::string(path) == "/v1/completions")
+      body["prompt"] = "Answer in JSON:";
+    else
+      body["messages"] = json::array({{{"role", "user"}, {"content", "Answer in JSON"}}});
+    auto res = client().Post(path, body.dump(), "application/json");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    const json reply = json::parse(res->body);
+    for (const json& choice : reply["choices"]) {
+      const std::string text = choice.contains("text") ? choice["text"] : choice["message"]["content"];
+      infer::JsonPrefix prefix;
+      EXPECT_TRUE(prefix.feed(text)) << path << ": " << text;
+      if (choice["finish_reason"] == "stop") {
+        ++closed;
+        ASSERT_TRUE(json::accept(text)) << path << ": " << text;
+        EXPECT_TRUE(json::parse(text).is_object()) << text;
+      }
+    }
+  }
+  EXPECT_GT(closed, 0) << "no choice closed its object";
+  const json schema = {{"prompt", "x"}, {"response_format", {{"type", "json_schema"}}}};
+  auto res = client().Post("/v1/completions", schema.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(json::parse(res->body)["error"]["param"], "response_format");
 }
 
 TEST_F(Serve, UnknownPathsAre404) {

@@ -124,7 +124,13 @@ std::string_view SequenceRun::prefill_some(Decoder& decoder, const Tokenizer& to
 std::string_view SequenceRun::take(const float* logits, const Tokenizer& tokenizer) {
   const int64_t vocab = tokenizer.vocab_size();
   check_finite_logits(logits, vocab, stream_);
-  return accept(sampler_.sample(logits, vocab), tokenizer);
+  if (!opt_.json_object) return accept(sampler_.sample(logits, vocab), tokenizer);
+  if (!json_) json_.emplace(token_pieces(tokenizer), tokenizer.eos_id());
+  masked_.assign(logits, logits + vocab);
+  json_->mask(masked_.data(), vocab);
+  const int32_t token = sampler_.sample(masked_.data(), vocab);
+  json_->accept(token);
+  return accept(token, tokenizer);
 }
 
 // Ends the sequence on EOS, a stop string or the limit, and returns whatever
@@ -142,6 +148,9 @@ std::string_view SequenceRun::accept(int32_t token, const Tokenizer& tokenizer) 
     stop_checked_ = gen_.text.size() - std::min(gen_.text.size(), longest_stop_ > 0 ? longest_stop_ - 1 : 0);
     if (cut != std::string::npos) {
       gen_.text.resize(cut);
+      gen_.finish = FinishReason::kStop;
+      done_ = true;
+    } else if (json_ && json_->complete()) {  // JSON mode: the object is closed
       gen_.finish = FinishReason::kStop;
       done_ = true;
     } else if (static_cast<int64_t>(gen_.tokens.size()) >= opt_.max_new_tokens) {

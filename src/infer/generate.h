@@ -5,12 +5,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "data/tokenizer.h"
 #include "infer/decoder.h"
+#include "infer/json_constraint.h"
 #include "infer/sampler.h"
 
 namespace hymba::infer {
@@ -20,6 +22,9 @@ struct GenerateOptions {
   SamplingOptions sampling;          // sequence i samples from stream i
   std::vector<std::string> stop;     // stop strings, matched on the decoded text
   bool stop_at_eos = true;           // the tokenizer's eos ends a sequence
+  // JSON mode: the text is one JSON object and the sequence ends when it
+  // closes (FinishReason::kStop); infer/json_constraint.h.
+  bool json_object = false;
 };
 
 enum class FinishReason { kLength, kEos, kStop };
@@ -104,6 +109,8 @@ class SequenceRun {
   Generation gen_;
   SequenceCache cache_;
   Sampler sampler_;
+  std::optional<JsonConstraint> json_;  // JSON mode's state, from the first token on
+  std::vector<float> masked_;           // JSON mode: the logits with the refused tokens at -inf
   int64_t sampled_ = 0;
   int64_t prefilled_ = 0;    // prompt tokens in the cache
   size_t emitted_ = 0;       // bytes of gen_.text already passed on

@@ -169,6 +169,23 @@ bool include_usage_field(const json& body, bool stream) {
   return usage->get<bool>();
 }
 
+namespace {
+// response_format: {"type": "text"} (the default) or {"type": "json_object"}
+// (JSON mode, infer/json_constraint.h); a schema is refused, not ignored.
+void parse_response_format(const json& body, infer::GenerateOptions& o) {
+  const json* format = field(body, "response_format");
+  if (format == nullptr) return;
+  const json* type = format->is_object() ? field(*format, "type") : nullptr;
+  if (type == nullptr || !type->is_string())
+    throw BadRequest("response_format", "must be an object with a \"type\"");
+  if (*type == "json_object")
+    o.json_object = true;
+  else if (*type != "text")
+    throw BadRequest("response_format", "type " + type->dump() +
+                                            " is not supported (\"text\" and \"json_object\" are)");
+}
+}  // namespace
+
 ChatRequest parse_chat_request(const std::string& body_text) {
   const json body = parse_body(body_text);
   ChatRequest r;
@@ -208,10 +225,7 @@ ChatRequest parse_chat_request(const std::string& body_text) {
   }
   for (const char* unsupported : {"tools", "tool_choice", "functions", "function_call", "suffix"})
     if (field(body, unsupported) != nullptr) throw BadRequest(unsupported, "is not supported");
-  if (const json* format = field(body, "response_format"); format != nullptr) {
-    if (!format->is_object() || field(*format, "type") == nullptr || (*format)["type"] != "text")
-      throw BadRequest("response_format", "only {\"type\": \"text\"} is supported");
-  }
+  parse_response_format(body, r.options);
   const json* max_tokens = field(body, "max_tokens");
   const json* max_completion_tokens = field(body, "max_completion_tokens");
   if (max_tokens != nullptr && max_completion_tokens != nullptr)
@@ -281,6 +295,7 @@ CompletionRequest parse_completion_request(const std::string& body_text) {
   if (o.max_new_tokens == 0 && !r.echo)
     throw BadRequest("max_tokens", "must be at least 1 (0 only with echo, to score the prompt)");
   parse_sampling(body, o);
+  parse_response_format(body, o);
   return r;
 }
 
