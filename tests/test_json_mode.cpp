@@ -7,10 +7,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -98,7 +97,8 @@ TEST(JsonPrefix, EveryPrefixOfAnObjectIsAcceptedAndOnlyTheWholeIsComplete) {
 // Each document with one byte changed, dropped or doubled: the recognizer
 // takes it whole exactly when the parser does (as one object).
 TEST(JsonPrefix, AgreesWithAStrictParserOnMutatedDocuments) {
-  const std::string alphabet = std::string("{}[]\":,. -+0123456789trufalsn\\/bu\t\nxA") + "\xC3\xA9\xED\xA0\xE0\x80\xF4\x90\x01";
+  const std::string alphabet =
+      std::string("{}[]\":,. -+0123456789trufalsn\\/bu\t\nxA") + "\xC3\xA9\xED\xA0\xE0\x80\xF4\x90\x01";
   Rng rng(11);
   int agreed_valid = 0;
   for (const std::string& doc : random_documents(150)) {
@@ -120,10 +120,10 @@ TEST(JsonPrefix, AgreesWithAStrictParserOnMutatedDocuments) {
 }
 
 TEST(JsonPrefix, RefusesWhatStrictParsersRefuse) {
-  for (const char* bad : {"[1]", "{\"a\":01}", "{\"a\":1,}", "{,}", "{\"a\" 1}", "{'a':1}", "{\"a\":tru}",
-                          "{\"a\":\"\x01\"}", "{\"a\":\"\xC0\xAF\"}", "{\"a\":\"\xED\xA0\x80\"}",
-                          "{\"a\":\"\\ud800\"}", "{\"a\":\"\\udc00\"}", "{\"a\":\"\\x\"}", "{\"a\":-}", "{\"a\":1.}",
-                          "{\"a\":1e}", "{} ", "{1:2}", "{\"a\":[1,]}"}) {
+  for (const char* bad :
+       {"[1]", "{\"a\":01}", "{\"a\":1,}", "{,}", "{\"a\" 1}", "{'a':1}", "{\"a\":tru}", "{\"a\":\"\x01\"}",
+        "{\"a\":\"\xC0\xAF\"}", "{\"a\":\"\xED\xA0\x80\"}", "{\"a\":\"\\ud800\"}", "{\"a\":\"\\udc00\"}",
+        "{\"a\":\"\\x\"}", "{\"a\":-}", "{\"a\":1.}", "{\"a\":1e}", "{} ", "{1:2}", "{\"a\":[1,]}"}) {
     bool complete = false;
     prefix_accepts(bad, complete);
     EXPECT_FALSE(complete) << bad;
@@ -181,7 +181,8 @@ std::vector<fs::path> tokenizer_fixtures() {
 TEST(JsonMode, ConstrainedWalksParseAsObjectsOnEveryTokenizerFamily) {
   std::vector<std::pair<std::string, std::unique_ptr<Tokenizer>>> tokenizers;
   tokenizers.emplace_back("byte", make_byte_tokenizer());
-  for (const fs::path& dir : tokenizer_fixtures()) tokenizers.emplace_back(dir.filename().string(), load_tokenizer_or_directory(dir.string()));
+  for (const fs::path& dir : tokenizer_fixtures())
+    tokenizers.emplace_back(dir.filename().string(), load_tokenizer_or_directory(dir.string()));
   ASSERT_GE(tokenizers.size(), 8u);
   for (const auto& [name, tok] : tokenizers) {
     SCOPED_TRACE(name);

@@ -4,7 +4,6 @@
 // for the tokens it has generated, not for the million, and a request whose
 // client goes away is logged as cancelled.
 #include <gtest/gtest.h>
-
 #include <httplib.h>
 #include <unistd.h>
 
@@ -13,10 +12,9 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "api/hymba.h"
 #include "serve/scheduler.h"
@@ -177,8 +175,8 @@ TEST_F(ServeContext, AnAbandonedNonStreamedRequestIsLoggedCancelled) {
   testing::internal::CaptureStderr();
   httplib::Client c = s.client();
   c.set_read_timeout(1);
-  auto res = c.Post("/v1/completions", R"({"prompt": "endless", "max_tokens": 100000, "temperature": 0})",
-                    "application/json");
+  auto res =
+      c.Post("/v1/completions", R"({"prompt": "endless", "max_tokens": 100000, "temperature": 0})", "application/json");
   EXPECT_FALSE(res) << "the request should still be running after 1 s";
   c.stop();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);

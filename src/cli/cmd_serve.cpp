@@ -22,7 +22,7 @@ void register_serve(CLI::App& app, const GlobalOptions& global) {
     infer::WeightFormat weights = infer::WeightFormat::kF32;
   };
   auto opts = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("serve", "Serve a checkpoint over HTTP: OpenAI-style /v1/completions and /v1/chat/completions");
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a checkpoint over HTTP: OpenAI-style /v1/completions, /v1/chat/completions, /v1/embeddings, and Ollama's /api/*");
   cmd->add_option("--ckpt", opts->ckpt, "Checkpoint or training run directory (as `hymba generate --ckpt`)")
       ->required();
   cmd->add_option("--host", opts->serve.host, "Address to listen on")->capture_default_str();

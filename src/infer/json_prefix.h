@@ -54,7 +54,7 @@ class JsonPrefix {
     kExp,
     kExpSign,
     kExpDigits,
-    kLiteral,       // the rest of true / false / null
+    kLiteral,  // the rest of true / false / null
     kDone,
   };
   bool in_string() const;
@@ -71,10 +71,10 @@ class JsonPrefix {
   Mode mode_ = Mode::kStart;
   uint8_t depth_ = 0;
   uint8_t ws_run_ = 0;
-  bool key_ = false;            // the string being read is an object key
+  bool key_ = false;  // the string being read is an object key
   uint8_t hex_left_ = 0;
-  uint16_t code_ = 0;           // the \u value being read
-  bool want_low_ = false;       // the \u being read must be a low surrogate
+  uint16_t code_ = 0;      // the \u value being read
+  bool want_low_ = false;  // the \u being read must be a low surrogate
   uint8_t utf8_left_ = 0;
   uint8_t utf8_lo_ = 0x80, utf8_hi_ = 0xBF;  // range of the next continuation byte
   const char* literal_ = nullptr;            // the literal's bytes still expected

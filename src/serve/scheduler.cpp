@@ -39,6 +39,16 @@ void Job::cancel() {
   changed_.notify_all();
 }
 
+void Job::note_token() {
+  std::lock_guard lock(mutex_);
+  if (!first_token_) first_token_ = std::chrono::steady_clock::now();
+}
+
+std::optional<std::chrono::steady_clock::time_point> Job::first_token_time() const {
+  std::lock_guard lock(mutex_);
+  return first_token_;
+}
+
 void Job::add_text(size_t sequence, std::string_view text) {
   if (text.empty()) return;
   std::lock_guard lock(mutex_);
@@ -265,6 +275,7 @@ void Scheduler::step() {
 }
 
 void Scheduler::report(Running& r, std::string_view text) {
+  if (r.run.sampled() > 0) r.job->note_token();
   r.job->add_text(r.sequence, text);
   if (r.run.done()) r.job->finish(r.sequence, r.run.release());
 }

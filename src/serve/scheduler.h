@@ -50,12 +50,16 @@ class Job {
   const std::vector<infer::Generation>& results() const { return results_; }
   // The client went away: the scheduler drops its sequences.
   void cancel();
+  // When the first token of any sequence was sampled (the prompts are in);
+  // unset before.
+  std::optional<std::chrono::steady_clock::time_point> first_token_time() const;
 
   // Scheduler side.
   size_t size() const { return prompts_.size(); }
   const std::vector<int32_t>& prompt(size_t i) const { return prompts_[i]; }
   const infer::GenerateOptions& options() const { return options_; }
   void add_text(size_t sequence, std::string_view text);
+  void note_token();  // a sequence sampled a token (first_token_time)
   void finish(size_t sequence, infer::Generation generation);
   void fail(const std::string& message);
   bool abandoned() const;  // cancelled or failed: nothing more to do
@@ -72,6 +76,7 @@ class Job {
   size_t finished_ = 0;
   std::string error_;
   bool cancelled_ = false;
+  std::optional<std::chrono::steady_clock::time_point> first_token_;
 };
 
 class Scheduler {

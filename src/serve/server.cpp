@@ -21,6 +21,7 @@
 #include "serve/client_socket.h"
 #include "serve/completions.h"
 #include "serve/logprobs.h"
+#include "serve/request_checks.h"
 #include "serve/scheduler.h"
 #include "train/run_state.h"
 
@@ -29,15 +30,6 @@ namespace hymba::serve {
 namespace {
 
 using nlohmann::json;
-
-// Generated text may hold bytes that are not UTF-8 (a byte-level model can
-// sample anything): they become U+FFFD rather than failing the response.
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-void reply(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(dump(body), "application/json");
-}
 
 // Completions hold an HTTP worker each while they run (--max-concurrent-
 // requests of them at most); the spare workers answer everything else, and
@@ -49,10 +41,6 @@ constexpr size_t kMaxBodyBytes = size_t{16} << 20;
 // would reconnect constantly and bursts would be refused by the kernel.
 constexpr size_t kKeepAliveMaxRequests = 1000;
 constexpr int kListenBacklog = 512;
-// The status a request ends with when its client went away before the
-// answer (nginx's 499): the log says it was cancelled, not served.
-constexpr int kClientClosedRequest = 499;
-
 // Whether host:port is taken by another socket: a bare bind (SO_REUSEADDR
 // only, so sockets in TIME_WAIT do not count) that fails with EADDRINUSE.
 bool port_in_use(const std::string& host, int port) {
@@ -87,89 +75,6 @@ std::string random_id_prefix(const char* kind = "cmpl-") {
 void refuse(httplib::Response& res, int status, const std::string& message, const char* code, int retry_after_s) {
   res.set_header("Retry-After", std::to_string(retry_after_s));
   reply(res, status, error_body(message, status == 429 ? "rate_limit_error" : "server_error", "", code));
-}
-
-// One of --max-concurrent-requests slots, given back when the last owner
-// (the handler, or a stream's content provider) lets go.
-class CompletionSlot {
- public:
-  explicit CompletionSlot(std::shared_ptr<std::atomic<int64_t>> active) : active_(std::move(active)) {}
-  ~CompletionSlot() { --*active_; }
-  CompletionSlot(const CompletionSlot&) = delete;
-  CompletionSlot& operator=(const CompletionSlot&) = delete;
-
- private:
-  std::shared_ptr<std::atomic<int64_t>> active_;
-};
-
-// A prompt's ids (what generate() feeds), refused with a 400 on `field` when
-// the text encodes to nothing or is longer than --max-prompt-tokens.
-std::vector<int32_t> checked_prompt_ids(const LanguageModel& lm, const std::string& text, int64_t max_prompt_tokens,
-                                        const char* field, const std::string& what) {
-  std::vector<int32_t> ids;
-  try {
-    ids = lm.encode_prompt(text);
-  } catch (const Error&) {
-    throw BadRequest(field, what + " encodes to no tokens");
-  }
-  if (static_cast<int64_t>(ids.size()) > max_prompt_tokens)
-    throw BadRequest(field, what + " of " + std::to_string(ids.size()) +
-                                " tokens is longer than this server's --max-prompt-tokens " +
-                                std::to_string(max_prompt_tokens));
-  return ids;
-}
-
-// A prompt (or embedding input, `field`) of token ids: each inside the
-// vocabulary, the whole within the cap.
-void check_token_prompt(const LanguageModel& lm, const std::vector<int32_t>& ids, int64_t max_prompt_tokens,
-                        const char* field = "prompt") {
-  const int64_t vocab = lm.config().vocab_size;
-  for (const int32_t id : ids)
-    if (id >= vocab)
-      throw BadRequest(field, "token id " + std::to_string(id) + " is outside the vocabulary (0.." +
-                                  std::to_string(vocab - 1) + ")");
-  if (static_cast<int64_t>(ids.size()) > max_prompt_tokens)
-    throw BadRequest(field, "an input of " + std::to_string(ids.size()) +
-                                " tokens is longer than this server's --max-prompt-tokens " +
-                                std::to_string(max_prompt_tokens));
-}
-
-// logit_bias names tokens of this model's vocabulary.
-void check_logit_bias(const LanguageModel& lm, const infer::SamplingOptions& s) {
-  const int64_t vocab = lm.config().vocab_size;
-  for (const auto& [id, bias] : s.logit_bias)
-    if (id >= vocab)
-      throw BadRequest("logit_bias", "token id " + std::to_string(id) + " is outside the vocabulary (0.." +
-                                         std::to_string(vocab - 1) + ")");
-}
-
-// Fits a request into the server's context (prompt + max_tokens tokens per
-// sequence), then checks the memory of its caches at that length. A default
-// max_tokens shrinks to what the context leaves; one the request set is a
-// 400, as OpenAI and vLLM answer. `field`: the request's max_tokens field ("" if
-// defaulted); `prompt_field` names the prompt.
-void fit_generation(const LanguageModel& lm, const std::vector<std::vector<int32_t>>& prompts, int64_t context,
-                    const std::string& field, const char* prompt_field, int64_t& max_new_tokens) {
-  size_t longest = 0;
-  for (const auto& p : prompts) longest = std::max(longest, p.size());
-  const auto prompt = static_cast<int64_t>(longest);
-  if (prompt >= context)
-    throw BadRequest(prompt_field, "the prompt has " + std::to_string(prompt) + " tokens, which leaves no room in " +
-                                       "this server's context of " + std::to_string(context) + " tokens (--context)");
-  if (prompt + max_new_tokens > context) {
-    if (!field.empty())
-      throw BadRequest(field, "the context is " + std::to_string(context) + " tokens (--context) but " +
-                                  std::to_string(prompt + max_new_tokens) + " were asked for (" +
-                                  std::to_string(prompt) + " in the prompt, " + std::to_string(max_new_tokens) +
-                                  " in the completion); lower " + field + " or the prompt");
-    max_new_tokens = context - prompt;
-  }
-  const std::string limit = field.empty() ? "max_tokens" : field;
-  try {
-    lm.require_generation_memory(prompts, max_new_tokens, {limit, "n", "the prompt", "this request"});
-  } catch (const Error& e) {
-    throw BadRequest(limit, std::string("too large for the memory available: ") + e.what());
-  }
 }
 
 // 429 or 503 for a request the queue or a stopping scheduler turned away.
@@ -398,33 +303,29 @@ void Server::add_embeddings_route() {
   });
 }
 
+std::shared_ptr<CompletionSlot> Server::try_claim_slot() {
+  if (active_completions_->fetch_add(1) >= options_.max_concurrent_requests) {
+    --*active_completions_;
+    return nullptr;
+  }
+  return std::make_shared<CompletionSlot>(active_completions_);
+}
+
 void Server::add_routes() {
   // One of --max-concurrent-requests slots, or null with the 429 written.
   const auto claim_slot = [this](httplib::Response& res) -> std::shared_ptr<CompletionSlot> {
-    if (active_completions_->fetch_add(1) >= options_.max_concurrent_requests) {
-      --*active_completions_;
+    std::shared_ptr<CompletionSlot> slot = try_claim_slot();
+    if (!slot)
       refuse(res, 429, "the server is busy: " + std::to_string(options_.max_concurrent_requests) +
                            " completions are being served (--max-concurrent-requests); retry later",
              "rate_limit_exceeded", 1);
-      return nullptr;
-    }
-    return std::make_shared<CompletionSlot>(active_completions_);
+    return slot;
   };
-  // Waits for a non-streamed job; false when the client went away (the job
-  // is cancelled: an SDK's retry would start a copy) or it failed (500 written).
+  // A non-streamed job's wait; a failed job gets a 500 in OpenAI's shape.
   const auto wait_while_client_stays = [](const httplib::Request& req, httplib::Response& res, Job& job) {
-    const int client_socket = find_client_socket(req.remote_addr, req.remote_port, req.local_port);
-    while (!job.wait_for(std::chrono::milliseconds(100)))
-      if (client_socket >= 0 && peer_has_closed(client_socket)) {
-        job.cancel();
-        res.status = kClientClosedRequest;  // for the log: nothing reaches the client
-        return false;
-      }
-    if (const std::string error = job.error(); !error.empty()) {
+    return serve::wait_while_client_stays(req, res, job, [&res](const std::string& error) {
       reply(res, 500, error_body(error, "server_error"));
-      return false;
-    }
-    return true;
+    });
   };
 
   http_->Get("/health", [](const httplib::Request&, httplib::Response& res) { reply(res, 200, {{"status", "ok"}}); });
@@ -438,6 +339,7 @@ void Server::add_routes() {
   });
 
   add_embeddings_route();
+  add_ollama_routes();
 
   http_->Post("/v1/completions", [this, claim_slot, wait_while_client_stays](const httplib::Request& req,
                                                                              httplib::Response& res) {
@@ -634,7 +536,9 @@ void Server::add_routes() {
   const httplib::Server::HandlerWithResponse on_error = [](const httplib::Request& req, httplib::Response& res) {
     static const std::vector<std::pair<std::string, std::string>> kRoutes = {
         {"/health", "GET"}, {"/v1/models", "GET"}, {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
-        {"/v1/embeddings", "POST"}};
+        {"/v1/embeddings", "POST"}, {"/api/generate", "POST"}, {"/api/chat", "POST"}, {"/api/embed", "POST"},
+        {"/api/embeddings", "POST"}, {"/api/show", "POST"}, {"/api/tags", "GET"}, {"/api/ps", "GET"},
+        {"/api/version", "GET"}};
     if (res.status == 404 && res.body.empty()) {  // no route matched (a handler's own 404 has a body)
       for (const auto& route : kRoutes)
         if (req.path == route.first || (route.first == "/v1/models" && req.path.rfind("/v1/models/", 0) == 0)) {

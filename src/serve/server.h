@@ -8,15 +8,18 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "api/hymba.h"
 
 namespace httplib {
 class Server;
+struct Request;
 struct Response;
 }
 
@@ -64,6 +67,8 @@ struct ServeOptions {
 };
 
 class Scheduler;
+class CompletionSlot;
+struct OllamaRequest;
 struct CompletionMeta;
 struct CompletionRequest;
 
@@ -97,6 +102,19 @@ class Server {
   // OpenAI's shape and returns true. An empty name is this server's model.
   bool unknown_model(httplib::Response& res, const std::string& name) const;
   void add_embeddings_route();
+  // Ollama's API beside OpenAI's (ollama_routes.cpp): /api/generate,
+  // /api/chat, /api/embed, /api/embeddings, /api/tags, /api/show, /api/ps,
+  // /api/version.
+  void add_ollama_routes();
+  void add_ollama_generation_routes();
+  void add_ollama_embedding_routes();
+  std::vector<int32_t> ollama_prompt_ids(const OllamaRequest& r) const;
+  // Runs one prompt for /api/generate or /api/chat: a reply, or NDJSON lines.
+  void serve_ollama_generation(const httplib::Request& req, httplib::Response& res,
+                               std::vector<std::vector<int32_t>> prompts, const OllamaRequest& r, bool chat,
+                               std::chrono::steady_clock::time_point started);
+  // One of --max-concurrent-requests completion slots, or null when all are taken.
+  std::shared_ptr<CompletionSlot> try_claim_slot();
   // Puts each choice's chat logprobs (top alternatives per token) into body;
   // false when it replied with an error instead.
   bool add_chat_logprobs(httplib::Response& res, nlohmann::json& body,
