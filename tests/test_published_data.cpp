@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 
+#include "cli_util.h"
 #include "core/error.h"
 #include "data/corpus.h"
 #include "data/published_corpus.h"
@@ -186,6 +187,31 @@ TEST_F(PublishedData, TokenDatasetUsesThePublishedSplits) {
   EXPECT_EQ(vec(stories.val()), tokens_of(read_documents(fixture("tinystories"), CorpusSplit::kValid)));
   expect_error([&] { TokenDataset::build(fixture("tinystories"), *tok, o); }, {"no published test split"});
   expect_error([&] { TokenDataset::build(fixture("TinyStories_all_data"), *tok, o); }, {"publishes no test split"});
+}
+
+// Through the command line: a run on WikiText-103 validates on wiki.valid.raw,
+// and `eval --split test` scores wiki.test.raw (byte tokens: one per byte).
+TEST_F(PublishedData, TrainAndEvalUseThePublishedSplits) {
+  const std::string wiki = copy("wikitext-103-raw");
+  const std::string run = (dir_ / "run").string();
+  const auto trained = test::run_cli("--threads 1 train --config " + std::string(HYMBA_FIXTURES_DIR) +
+                                     "/tiny_hybrid/config.json --data " + wiki + " --out " + run +
+                                     " --steps 2 --batch 2 --seq-len 16 --quiet");
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  auto eval = [&](const std::string& split) {
+    const auto r = test::run_cli_stdout("--threads 1 eval --ckpt " + run + " --split " + split + " --json");
+    EXPECT_EQ(r.exit_code, 0) << r.errors;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.output) : nlohmann::json();
+  };
+  const int64_t valid = static_cast<int64_t>(fs::file_size(fs::path(wiki) / "wiki.valid.raw"));
+  const int64_t test = static_cast<int64_t>(fs::file_size(fs::path(wiki) / "wiki.test.raw"));
+  EXPECT_EQ(eval("val")["tokens"], (valid - 1) / 16 * 16) << "every window of wiki.valid.raw";
+  EXPECT_EQ(eval("test")["tokens"], (test - 1) / 16 * 16) << "every window of wiki.test.raw";
+  std::ofstream(dir_ / "plain.txt") << std::string(200, 'a');
+  const auto none = test::run_cli_stdout("--threads 1 eval --ckpt " + run + " --data " + (dir_ / "plain.txt").string() +
+                                         " --split test");
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.errors.find("publishes no test split"), std::string::npos) << none.errors;
 }
 
 }  // namespace
