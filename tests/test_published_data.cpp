@@ -121,6 +121,9 @@ TEST(PublishedCorpus, Pg19MapsItsSplitFolders) {
   // One split folder alone is a plain directory of books.
   EXPECT_FALSE(has_published_splits(fixture("pg19/train")));
   EXPECT_EQ(read_documents(fixture("pg19/train")), train);
+  // IMDB's aclImdb/ has train/ and test/ too, of pos/ and neg/ folders: not PG-19.
+  EXPECT_FALSE(has_published_splits(fixture("aclImdb")));
+  EXPECT_EQ(read_documents(fixture("aclImdb")).size(), 8u) << "every .txt below it, as any folder";
 }
 
 TEST_F(PublishedData, WrongLayoutsNameWhatIsMissing) {

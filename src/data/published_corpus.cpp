@@ -108,7 +108,9 @@ std::optional<PublishedCorpus> published_in_dir(const fs::path& dir) {
   if (is_file(dir / "wiki.train.raw") || is_file(dir / "wiki.valid.raw") || is_file(dir / "wiki.test.raw"))
     return wikitext_in(dir);
   if (const std::string prefix = tinystories_prefix_in(dir); !prefix.empty()) return tinystories_in(dir, prefix);
-  if (is_dir(dir / "train") && (is_dir(dir / "validation") || is_dir(dir / "test"))) return pg19_in(dir);
+  // IMDB's aclImdb/ (train/pos, train/neg) stays a plain folder of texts.
+  const bool imdb = is_dir(dir / "train" / "pos") || is_dir(dir / "train" / "neg");
+  if (is_dir(dir / "train") && (is_dir(dir / "validation") || is_dir(dir / "test")) && !imdb) return pg19_in(dir);
   return std::nullopt;
 }
 
