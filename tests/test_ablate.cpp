@@ -237,6 +237,12 @@ TEST_F(Ablate, ByteLevelBpeSuiteTokenizerIsTrainedOnceAndKeptByTheRows) {
   const std::string report = slurp(out / "report.md");
   EXPECT_NE(report.find("byte-level-bpe 4096, min_frequency 2, alphabet corpus"), std::string::npos) << report;
   EXPECT_NE(report.find("per-token PPL is comparable"), std::string::npos) << report;
+  // Cut otherwise than seed 001 (blocks, random windows): every row says so.
+  EXPECT_NE(report.find("validates on random 256-token blocks, not the seed's 10 % of shuffled 256-token chunks "
+                        "(`data_split: chunks-shuffled`)"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("(`batching: epochs`)"), std::string::npos) << report;
 
   const auto again = run_cli(cmd);
   ASSERT_EQ(again.exit_code, 0) << again.output;
@@ -328,7 +334,8 @@ TEST_F(Ablate, Seed001SuiteWritesTheNotebooksOutputs) {
       {"seed", "001"},
       {"sort", "best_ppl"},
       {"train", {{"steps", 40}, {"batch", 2}, {"seq_len", 32}, {"eval_interval", 2}, {"eval_windows", 4},
-                 {"warmup", 2}, {"lr", 3e-3}, {"tokenizer", "byte"}, {"seed", 7}}},
+                 {"warmup", 2}, {"lr", 3e-3}, {"tokenizer", "byte"}, {"seed", 7},
+                 {"data_split", "chunks-shuffled"}, {"batching", "epochs"}}},
       {"prompts", {"the "}},
       {"sampling", {{"tokens", 5}, {"untrained", true}}},
       {"rows", {{{"id", "hybrid-mine"}, {"implementation", "Mine"}, {"config", "hybrid.json"}},
@@ -361,6 +368,10 @@ TEST_F(Ablate, Seed001SuiteWritesTheNotebooksOutputs) {
   EXPECT_NE(md.find("no top-p"), std::string::npos) << md;
   EXPECT_NE(md.find("Untrained:"), std::string::npos) << md;
   EXPECT_NE(md.find("## Differences from seed 001"), std::string::npos) << md;
+  // Cut as seed 001 cuts: no data difference in the rows.
+  EXPECT_NE(md.find("this run 10 % of shuffled seq_len-token chunks"), std::string::npos) << md;
+  EXPECT_EQ(md.find("draws random windows"), std::string::npos) << md;
+  EXPECT_EQ(md.find("validates on random 256-token blocks"), std::string::npos) << md;
   EXPECT_NE(slurp(dir_ / "out001/results.csv").find(",implementation,"), std::string::npos);
   if (gnuplot_on_path())
     for (const char* n : {"seed001_ppl_bars", "seed001_val_ppl", "seed001_mine_vs_official", "seed001_params_vs_ppl"}) {

@@ -184,6 +184,8 @@ TEST_F(CliHostile, ResumeRefusesAChangedRecipeByName) {
   const std::vector<Case> cases = {
       {"--weight-decay 0.2", {"--weight-decay 0.1 -> 0.2"}},
       {"--weight-decay-scope all", {"--weight-decay-scope \"matrices\" -> \"all\""}},
+      {"--data-split chunks-shuffled --batching epochs",
+       {"--data-split \"blocks\" -> \"chunks-shuffled\"", "--batching \"random-windows\" -> \"epochs\""}},
       {"--grad-clip 0.5", {"--grad-clip 1.0 -> 0.5"}},
       {"--precision bf16", {"--precision"}},
       {"--beta1 0.8 --beta2 0.9", {"--beta1 0.9 -> 0.8", "--beta2 0.95 -> 0.9"}},

@@ -51,6 +51,8 @@ TrainOptions train_options(const json& kw) {
   int64_t tokenizer_vocab = o.tokenizer_vocab, threads = 0;
   int64_t seed = static_cast<int64_t>(o.seed);
   std::string precision = cpu::to_string(o.precision), decay_scope = o.adamw.decay_all ? "all" : "matrices";
+  std::string data_split = to_string(o.data_split), batching = batching_name(o.batching_epochs),
+              chunk_last_target = chunk_last_target_name(o.chunk_last_eos);
   const std::map<std::string, Setter> setters = {
       {"data", str(o.data)},
       {"out", str(o.out_dir)},
@@ -70,6 +72,9 @@ TrainOptions train_options(const json& kw) {
       {"weight_decay", f64(o.adamw.weight_decay)},
       {"weight_decay_scope", str(decay_scope)},
       {"precision", str(precision)},
+      {"data_split", str(data_split)},
+      {"batching", str(batching)},
+      {"chunk_last_target", str(chunk_last_target)},
       {"beta1", f64(o.adamw.beta1)},
       {"beta2", f64(o.adamw.beta2)},
       {"grad_clip", f64(o.grad_clip)},
@@ -102,6 +107,13 @@ TrainOptions train_options(const json& kw) {
   HYMBA_CHECK(decay_scope == "matrices" || decay_scope == "all",
               "weight_decay_scope: must be 'matrices' or 'all' (got '", decay_scope, "')");
   o.adamw.decay_all = decay_scope == "all";
+  o.data_split = parse_data_split(data_split, "data_split");
+  HYMBA_CHECK(batching == "random-windows" || batching == "epochs",
+              "batching: must be 'random-windows' or 'epochs' (got '", batching, "')");
+  o.batching_epochs = batching == "epochs";
+  HYMBA_CHECK(chunk_last_target == "next" || chunk_last_target == "eos",
+              "chunk_last_target: must be 'next' or 'eos' (got '", chunk_last_target, "')");
+  o.chunk_last_eos = chunk_last_target == "eos";
   HYMBA_CHECK(tokenizer_vocab >= 1 && tokenizer_vocab <= (1 << 24), "tokenizer_vocab: out of range");
   HYMBA_CHECK(threads >= 0 && threads <= 4096, "threads: must be in [0, 4096]");
   o.seed = static_cast<uint64_t>(seed);

@@ -226,21 +226,22 @@ TrainOptions row_train_options(const TrainOptions& base, const SuiteRow& row, co
 // at that row, after the others, advising --seq-len, which such a suite refuses).
 void check_validation_holds_longest_t(const std::vector<std::pair<const SuiteRow*, TrainOptions>>& to_train,
                                       const Tokenizer& tok) {
-  std::map<std::pair<double, uint64_t>, int64_t> longest;  // (val_fraction, split seed) -> largest T
+  // One dataset per distinct split (fraction, seed, data keys), with the largest T still to train.
+  std::map<std::string, TrainOptions> longest;
   for (const auto& row : to_train) {
-    int64_t& T = longest[{row.second.val_fraction, row.second.seed}];
-    T = std::max(T, row.second.seq_len);
+    const TrainOptions& o = row.second;
+    const std::string key = json{o.val_fraction, o.seed, to_string(o.data_split), o.chunk_last_eos}.dump();
+    auto [it, added] = longest.try_emplace(key, o);
+    if (!added && o.seq_len > it->second.seq_len) it->second = o;
   }
   for (const auto& split : longest) {
-    DatasetOptions d;
-    d.val_fraction = split.first.first;
-    d.split_seed = split.first.second;
+    const TrainOptions& o = split.second;
     const std::string& data = to_train.front().second.data;
-    const TokenDataset set = TokenDataset::build(data, tok, d);
-    const int64_t have = static_cast<int64_t>(set.val().size()), T = split.second;
-    HYMBA_CHECK(num_eval_windows(set.val(), T) > 0, "--seq-lens: T ", T, " needs a validation window of ", T + 1,
-                " tokens but the validation split of ", data, " has ", have, "; give --seq-lens up to ", have - 1,
-                " or a larger --data");
+    const TokenDataset set = TokenDataset::build(data, tok, dataset_options(o));
+    const int64_t have = static_cast<int64_t>(set.val().size()), T = o.seq_len;
+    HYMBA_CHECK(num_eval_windows(set.val(), T, set.window_stride()) > 0, "--seq-lens: T ", T,
+                " needs a validation window of ", T + 1, " tokens but the validation split of ", data, " has ", have,
+                "; give --seq-lens up to ", have - 1, " or a larger --data");
   }
 }
 

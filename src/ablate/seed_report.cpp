@@ -93,9 +93,25 @@ std::string seed_steps(const std::string& seed, const json& settings) {
   return "";
 }
 
+// How this run cut its data where the seed cut it otherwise (seeds 000/001:
+// shuffled 256-token chunks 90/10, epochs with drop_last; 002: 512-token
+// chunks 95/5, EOS as each chunk's last target, batches with drop_last).
+std::vector<std::string> data_cut_differences(const std::string& seed, const json& t) {
+  std::vector<std::string> d;
+  if (seed != "000" && seed != "001" && seed != "002") return d;
+  const std::string chunks = seed == "002" ? "5 % of shuffled 512-token chunks" : "10 % of shuffled 256-token chunks";
+  if (t.value("data_split", std::string("blocks")) != "chunks-shuffled")
+    d.push_back("validates on random 256-token blocks, not the seed's " + chunks + " (`data_split: chunks-shuffled`)");
+  if (t.value("batching", std::string("random-windows")) != "epochs")
+    d.push_back("draws random windows each step, not epochs of shuffled batches with drop_last (`batching: epochs`)");
+  if (seed == "002" && t.value("chunk_last_target", std::string("next")) != "eos")
+    d.push_back("each chunk's last target is the next token, not seed 002's EOS (`chunk_last_target: eos`)");
+  return d;
+}
+
 std::string row_differences(const std::string& seed, const RowResult& r, const json& settings,
                             const std::string& scale) {
-  std::vector<std::string> d;
+  std::vector<std::string> d = data_cut_differences(seed, settings.value("train", json::object()));
   const std::string theirs = seed == "000"   ? "not stated"
                              : seed == "001" ? "1,675"
                              : seed == "002" ? (settings.value("train", json::object()).contains("stop_epochs") ? "~33" : "150")
@@ -142,10 +158,12 @@ std::string suite_differences(const std::string& seed, const json& settings) {
     s << "; seed " << seed << ": Hugging Face `karpathy/tiny_shakespeare`, train split only (1,003,854 characters; "
       << "the shared file is the whole 1,115,394). The seed's split is the file's first 1,003,854 bytes: "
       << "`head -c 1003854 tinyshakespeare.txt > tinyshakespeare-train.txt`.";
-    if (seed == "001" || seed == "000")
-      s << " Seed 001 holds out 10 % of shuffled 256-token chunks; the engine holds out the last "
-        << t.value("val_fraction", 0.1) * 100 << " % of tokens.";
-    if (seed == "002") s << " Seed 002 holds out 5 % of shuffled 512-token chunks; the engine the last 5 % of tokens.";
+    const bool chunked = t.value("data_split", std::string("blocks")) == "chunks-shuffled";
+    const std::string held = fmt("%g %% of ", t.value("val_fraction", 0.1) * 100) +
+                             (chunked ? "shuffled seq_len-token chunks (`data_split: chunks-shuffled`)"
+                                      : "random 256-token blocks (`data_split: blocks`)");
+    if (seed == "001" || seed == "000") s << " Seed 001 holds out 10 % of shuffled 256-token chunks; this run " << held << ".";
+    if (seed == "002") s << " Seed 002 holds out 5 % of shuffled 512-token chunks; this run " << held << ".";
     s << "\n";
   }
   s << "- **Tokenizer**: this run " << t.value("tokenizer", std::string("?"));

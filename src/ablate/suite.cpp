@@ -155,6 +155,9 @@ Suite builtin(const std::string& name, Scale scale, const SuiteChoices& choices)
                     : "Hymba design roadmap (paper Table 1, seed 002's matrix)";
     s.seed = "002";
     s.train = seed002_recipe();
+    // Seed 002 cuts 512-token chunks, splits them 95/5 at random, sets each
+    // chunk's last target to EOS, and batches with shuffle and drop_last.
+    s.train.update(json{{"data_split", "chunks-shuffled"}, {"batching", "epochs"}, {"chunk_last_target", "eos"}});
     if (epoch) s.train["stop_epochs"] = 1.0;
     s.prompts = {"ROMEO:"};
     for (int i = 1; i <= 13; ++i) {
@@ -167,6 +170,9 @@ Suite builtin(const std::string& name, Scale scale, const SuiteChoices& choices)
     s.sort = SortOrder::kBestPpl;  // as seed 001's summary table
     s.seed = "001";
     s.train = seed001_recipe();
+    // Seed 001 shuffles its 256-token chunks once (seed 42), splits them
+    // 90/10 and trains epochs of shuffled batches with drop_last.
+    s.train.update(json{{"data_split", "chunks-shuffled"}, {"batching", "epochs"}});
     s.sampling = seed001_sampling();
     s.prompts = {"ROMEO:", "First Citizen:"};
     for (const char* p : {"mamba-only", "transformer-global", "hybrid-mine", "hybrid-nometa", "hybrid-nokvshare",
@@ -391,6 +397,28 @@ Suite load_suite(const std::string& name_or_file, const SuiteChoices& choices) {
   return s;
 }
 
+namespace {
+
+// The recipe's data keys (docs/training.md, "Splits and batches").
+void apply_data_setting(TrainOptions& o, const std::string& k, const json& v, const std::string& source) {
+  const std::string value = v.is_string() ? v.get<std::string>() : std::string();
+  if (k == "data_split") {
+    HYMBA_CHECK(value == "blocks" || value == "chunks-shuffled", source,
+                ": 'data_split' must be \"blocks\" or \"chunks-shuffled\" (got ", json_excerpt(v), ")");
+    o.data_split = parse_data_split(value, source + ": 'data_split'");
+  } else if (k == "batching") {
+    HYMBA_CHECK(value == "random-windows" || value == "epochs", source,
+                ": 'batching' must be \"random-windows\" or \"epochs\" (got ", json_excerpt(v), ")");
+    o.batching_epochs = value == "epochs";
+  } else {
+    HYMBA_CHECK(value == "next" || value == "eos", source,
+                ": 'chunk_last_target' must be \"next\" or \"eos\" (got ", json_excerpt(v), ")");
+    o.chunk_last_eos = value == "eos";
+  }
+}
+
+}  // namespace
+
 void apply_train_settings(TrainOptions& o, const json& settings, const std::string& source) {
   HYMBA_CHECK(settings.is_object(), source, ": training settings must be a JSON object");
   for (auto it = settings.begin(); it != settings.end(); ++it) {
@@ -430,6 +458,7 @@ void apply_train_settings(TrainOptions& o, const json& settings, const std::stri
       HYMBA_CHECK(v.is_boolean(), source, ": 'recompute' must be true or false (got ", json_excerpt(v), ")");
       o.recompute = v.get<bool>();
     }
+    else if (k == "data_split" || k == "batching" || k == "chunk_last_target") apply_data_setting(o, k, v, source);
     else if (k == "beta1") o.adamw.beta1 = num();
     else if (k == "beta2") o.adamw.beta2 = num();
     else if (k == "grad_clip") o.grad_clip = num();
@@ -457,7 +486,7 @@ void apply_train_settings(TrainOptions& o, const json& settings, const std::stri
     } else {
       fail(source, ": unknown training setting '", k,
            "' (known: steps, epochs, stop_epochs, batch, seq_len, grad_accum, grad_shards, lr, min_lr_ratio, warmup, weight_decay, "
-           "weight_decay_scope, precision, recompute, beta1, "
+           "weight_decay_scope, precision, recompute, data_split, batching, chunk_last_target, beta1, "
            "beta2, grad_clip, label_smoothing, dropout, eval_interval, eval_windows, log_interval, save_interval, "
            "val_fraction, seed, tokenizer, tokenizer_vocab, tokenizer_min_frequency, tokenizer_alphabet)");
     }

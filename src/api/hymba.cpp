@@ -198,38 +198,44 @@ CorpusScore LanguageModel::score_corpus(const CorpusScoreOptions& options) {
   CorpusScore out;
   out.data = options.data;
   out.seq_len = options.seq_len;
-  double val_fraction = 0.1;
-  uint64_t seed = 1234;
-  // Defaults from the training run when this is one of its checkpoints
-  // (its best/ included): its data, its windows, its validation split.
+  // The run's recipe decides the split (seed, fraction, chunks); a
+  // checkpoint without one is split as `hymba train` does by default.
+  TrainOptions recipe;
+  recipe.seq_len = 0;
   const std::string state_path = run_state_for_checkpoint(source_);
   if (!state_path.empty()) {
     const nlohmann::json state = read_json_file(state_path);
     const JsonFields run = JsonFields(state, state_path).object("run");
     if (out.data.empty()) out.data = run.str("data");
-    if (out.seq_len == 0) out.seq_len = run.i64("seq_len");
-    val_fraction = run.f64("val_fraction");
-    seed = run.u64("seed");
+    recipe.seq_len = run.i64("seq_len");
+    recipe.val_fraction = run.f64("val_fraction");
+    recipe.seed = run.u64("seed");
+    if (run.has("data_split")) recipe.data_split = parse_data_split(run.str("data_split"), run.where("data_split"));
+    recipe.chunk_last_eos = run.has("chunk_last_target") && run.str("chunk_last_target") == "eos";
   }
+  if (out.seq_len == 0) out.seq_len = recipe.seq_len;
   HYMBA_CHECK(!out.data.empty(), "--data: give the text to evaluate on (the checkpoint has no training run record)");
   if (out.seq_len == 0) out.seq_len = 256;
-  DatasetOptions dopt;
-  dopt.val_fraction = val_fraction;
-  dopt.split_seed = seed;
+  HYMBA_CHECK(recipe.data_split != DataSplit::kChunksShuffled || out.seq_len == recipe.seq_len, "--seq-len ",
+              out.seq_len, ": the run's data_split chunks-shuffled cut chunks of ", recipe.seq_len,
+              " tokens; evaluate with --seq-len ", recipe.seq_len);
+  DatasetOptions dopt = dataset_options(recipe);
+  dopt.with_test = options.test_split;
   const TokenDataset ds = TokenDataset::build(out.data, *tokenizer_, dopt);
   std::vector<int32_t> all;
-  std::span<const int32_t> tokens = ds.val();
+  std::span<const int32_t> tokens = options.test_split ? ds.test() : ds.val();
   if (options.all_tokens) {
     all.assign(ds.train().begin(), ds.train().end());
     all.insert(all.end(), ds.val().begin(), ds.val().end());
     tokens = all;
   }
+  const int64_t stride = ds.window_stride();
   require_activation_memory(config(), options.batch, out.seq_len,
                             "--batch " + std::to_string(options.batch) + " x --seq-len " + std::to_string(out.seq_len),
                             "--batch or --seq-len", "eval");
   out.result = naming_source(source_, [&] {
     if (weight_format_ == infer::WeightFormat::kF32 && !model_->held_format() && !options.keep_top1)
-      return evaluate(*model_, tokens, out.seq_len, options.batch, options.max_windows, options.on_progress);
+      return evaluate(*model_, tokens, out.seq_len, options.batch, options.max_windows, options.on_progress, stride);
     // Quantized weights (made from float32 or held by the checkpoint) live
     // in the decoder: each window is one prefill of its inputs, every
     // position's logits kept.
@@ -239,7 +245,7 @@ CorpusScore LanguageModel::score_corpus(const CorpusScoreOptions& options) {
     return evaluate_logits(
         tokens, out.seq_len, options.max_windows, config().vocab_size,
         [&](std::span<const int32_t> ids, std::vector<float>& logits) { decoder.prefill(cache, ids, &logits); },
-        options.on_progress);
+        options.on_progress, stride);
   });
   return out;
 }

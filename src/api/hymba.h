@@ -52,6 +52,7 @@ struct ScoreOptions {
 struct CorpusScoreOptions {
   std::string data;         // corpus SPEC (data/corpus.h); "": the training run's data
   bool all_tokens = false;  // every token (--split all) instead of the held-out split (--split val)
+  bool test_split = false;  // a published test split (--split test: WikiText-103, PG-19)
   int64_t seq_len = 0;      // 0: the training run's, else 256
   int64_t batch = 8;
   int64_t max_windows = 0;  // 0: all

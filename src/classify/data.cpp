@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "classify/data_formats.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_io.h"
@@ -80,8 +81,13 @@ LabeledText parse_jsonl_line(std::string_view line, const std::string& where, co
 
 std::vector<LabeledText> read_labeled(const std::string& path, const ReadOptions& opt) {
   std::string format = opt.format;
-  if (format == "auto") format = ends_with(path, ".jsonl") || ends_with(path, ".json") ? "jsonl" : "tsv";
-  HYMBA_CHECK(format == "tsv" || format == "jsonl", "--format: expected auto, tsv or jsonl (got '", opt.format, "')");
+  if (format == "auto" && is_acl_imdb(path)) return read_acl_imdb(path);
+  if (format == "auto") format = ends_with(path, ".jsonl") || ends_with(path, ".json") ? "jsonl"
+                                 : ends_with(path, ".csv")                            ? "csv"
+                                                                                      : "tsv";
+  HYMBA_CHECK(format == "tsv" || format == "jsonl" || format == "csv",
+              "--format: expected auto, tsv, jsonl or csv (got '", opt.format, "')");
+  if (format == "csv") return read_csv_labeled(path, opt);
   const std::string text = read_file(path);
   std::vector<LabeledText> out;
   size_t pos = 0;
@@ -98,6 +104,10 @@ std::vector<LabeledText> read_labeled(const std::string& path, const ReadOptions
   }
   HYMBA_CHECK(!out.empty(), path, ": no examples (the file is empty)");
   return out;
+}
+
+std::string resolve_val_path(const std::string& data_path, const std::string& val_path) {
+  return val_path.empty() ? published_heldout(data_path) : val_path;
 }
 
 std::vector<std::string> class_list(const std::vector<LabeledText>& examples, const std::string& given) {

@@ -6,6 +6,7 @@
 //          multi-line document fits on one line). Blank lines are skipped.
 //   JSONL: one object a line, {"label": ..., "text": ...}; the field names are
 //          options; a label may be a string or an integer.
+//   CSV and IMDB's aclImdb folder: classify/data_formats.h.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,7 @@ struct LabeledText {
 };
 
 struct ReadOptions {
-  std::string format = "auto";  // auto (.jsonl/.json -> jsonl, else tsv) | tsv | jsonl
+  std::string format = "auto";  // auto (aclImdb folder; .jsonl/.json -> jsonl, .csv -> csv, else tsv) | tsv | jsonl | csv
   std::string label_field = "label";
   std::string text_field = "text";
 };
@@ -32,6 +33,10 @@ struct ReadOptions {
 // field): missing or empty file, a line without a tab, an empty label or
 // text, bad JSON, a missing or mistyped field.
 std::vector<LabeledText> read_labeled(const std::string& path, const ReadOptions& opt = {});
+
+// The validation file a run uses: `val_path`, else the data's published
+// held-out split (aclImdb's test/), else "" (split val_fraction off the data).
+std::string resolve_val_path(const std::string& data_path, const std::string& val_path);
 
 // The class names: `given` (comma-separated, in that order; duplicates are an
 // error) or else the sorted distinct labels of the examples.

@@ -74,7 +74,8 @@ void validate(const ClassifySuiteOptions& o) {
 json settings_json(const ClassifySuiteOptions& o) {
   return {{"suite", o.suite},
           {"data", o.data},
-          {"val", o.val_path.empty() ? json("split of --data") : json(o.val_path)},
+          {"val", resolve_val_path(o.data, o.val_path).empty() ? json("split of --data")
+                                                                : json(resolve_val_path(o.data, o.val_path))},
           {"val_fraction", o.val_fraction},
           {"gpt_neo", o.gpt_neo},
           {"mamba", o.mamba},
@@ -99,7 +100,7 @@ json settings_json(const ClassifySuiteOptions& o) {
 // them, never from the validation texts).
 std::vector<std::string> training_texts(const ClassifySuiteOptions& o) {
   std::vector<LabeledText> all = read_labeled(o.data, o.read), train, val;
-  if (o.val_path.empty()) split_train_val(all, o.val_fraction, o.seed, train, val);
+  if (resolve_val_path(o.data, o.val_path).empty()) split_train_val(all, o.val_fraction, o.seed, train, val);
   else train = std::move(all);
   std::vector<std::string> out;
   for (LabeledText& t : train) out.push_back(std::move(t.text));
@@ -219,7 +220,7 @@ ClassifySuiteSummary run_classify_suite(const ClassifySuiteOptions& opt) {
   std::FILE* log = stderr;
   const auto t_suite = Clock::now();
   (void)read_labeled(opt.data, opt.read);  // a bad --data stops before anything is made
-  if (!opt.val_path.empty()) (void)read_labeled(opt.val_path, opt.read);
+  if (const std::string val = resolve_val_path(opt.data, opt.val_path); !val.empty()) (void)read_labeled(val, opt.read);
   const fs::path out(opt.out_dir);
   std::error_code ec;
   fs::create_directories(out / "rows", ec);
@@ -261,7 +262,7 @@ ClassifySuiteSummary run_classify_suite(const ClassifySuiteOptions& opt) {
     ClassifyTrainOptions t;
     for (const std::string& role : row.backbones) t.backbones.push_back(backbones[role]["dir"].get<std::string>());
     t.train_path = opt.data;
-    t.val_path = opt.val_path;
+    t.val_path = resolve_val_path(opt.data, opt.val_path);
     t.read = opt.read;
     t.out_dir = row_dir.string();
     t.pooling = opt.pooling;

@@ -101,7 +101,8 @@ std::vector<std::string> differences(const SeedClassifyRow& row, const json& tra
   const int64_t n_train = data.at("train_examples").get<int64_t>(), n_val = data.at("val_examples").get<int64_t>();
   std::string sizes = "data: " + opt.data + " (" + with_commas(n_train) + " training examples";
   if (s.value("train_size", int64_t{0}) > 0) sizes += " of " + with_commas(data.value("train_examples_read", n_train));
-  sizes += "), validation " + (opt.val_path.empty() ? fmt("%.0f%% split off --data", 100 * opt.val_fraction) : opt.val_path) +
+  sizes += "), validation " + (resolve_val_path(opt.data, opt.val_path).empty() ? fmt("%.0f%% split off --data", 100 * opt.val_fraction)
+                                                                : resolve_val_path(opt.data, opt.val_path)) +
            " (" + with_commas(n_val) + " examples";
   if (s.value("eval_size", int64_t{0}) > 0) sizes += " of " + with_commas(data.value("val_examples_read", n_val));
   sizes += "); the seed: IMDB (25,000 training / 25,000 test reviews), train size " +

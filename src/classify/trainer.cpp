@@ -1,5 +1,7 @@
 #include "classify/trainer.h"
 
+#include "classify/data_formats.h"
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -7,6 +9,7 @@
 #include <fstream>
 
 #include "classify/classifier.h"
+#include "classify/data_formats.h"
 #include "classify/metrics.h"
 #include "classify/report.h"
 #include "core/atomic_file.h"
@@ -119,12 +122,13 @@ json train_classifier(const ClassifyTrainOptions& opt) {
   HYMBA_CHECK(!ec, opt.out_dir, ": cannot create directory (", ec.message(), ")");
 
   const std::vector<LabeledText> all = read_labeled(opt.train_path, opt.read);
+  const std::string val_path = resolve_val_path(opt.train_path, opt.val_path);
   std::vector<LabeledText> train_texts, val_texts;
-  if (opt.val_path.empty()) {
+  if (val_path.empty()) {
     split_train_val(all, opt.val_fraction, opt.seed, train_texts, val_texts);
   } else {
     train_texts = all;
-    val_texts = read_labeled(opt.val_path, opt.read);
+    val_texts = read_labeled(val_path, opt.read);
   }
   const size_t read_train = train_texts.size(), read_val = val_texts.size();
   train_texts = sample_examples(train_texts, opt.train_size, opt.seed);
@@ -294,7 +298,7 @@ json train_classifier(const ClassifyTrainOptions& opt) {
 
   const json settings = {{"backbones", opt.backbones},
                          {"train", opt.train_path},
-                         {"val", opt.val_path.empty() ? "split of --data" : opt.val_path},
+                         {"val", val_path.empty() ? "split of --data" : val_path},
                          {"val_fraction", opt.val_fraction},
                          {"train_size", opt.train_size},
                          {"eval_size", opt.eval_size},
@@ -350,7 +354,9 @@ json eval_classifier(const ClassifyEvalOptions& opt) {
   HYMBA_CHECK(!opt.data_path.empty(), "--data: a labelled file is required");
   const auto t_start = Clock::now();
   auto clf = Classifier::load(opt.classifier_dir);
-  const std::vector<Example> ex = clf->encode(read_labeled(opt.data_path, opt.read));
+  // A dataset with a published held-out split (aclImdb) is scored on it.
+  const std::string heldout = published_heldout(opt.data_path);
+  const std::vector<Example> ex = clf->encode(read_labeled(heldout.empty() ? opt.data_path : heldout, opt.read));
   const auto t0 = Clock::now();
   double loss = 0.0;
   int64_t tokens = 0;

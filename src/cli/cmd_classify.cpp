@@ -14,10 +14,11 @@ namespace hymba::cli {
 namespace {
 
 void add_read_options(CLI::App* cmd, classify::ReadOptions& r) {
-  cmd->add_option("--format", r.format, "auto (.jsonl/.json: JSONL, else TSV), tsv or jsonl")
-      ->check(CLI::IsMember({"auto", "tsv", "jsonl"}))->capture_default_str();
-  cmd->add_option("--label-field", r.label_field, "JSONL field holding the label")->capture_default_str();
-  cmd->add_option("--text-field", r.text_field, "JSONL field holding the text")->capture_default_str();
+  cmd->add_option("--format", r.format,
+                  "auto (an aclImdb folder; .jsonl/.json: JSONL, .csv: CSV with a header, else TSV), tsv, jsonl or csv")
+      ->check(CLI::IsMember({"auto", "tsv", "jsonl", "csv"}))->capture_default_str();
+  cmd->add_option("--label-field", r.label_field, "JSONL field / CSV column holding the label")->capture_default_str();
+  cmd->add_option("--text-field", r.text_field, "JSONL field / CSV column holding the text")->capture_default_str();
 }
 
 void print_metrics(const nlohmann::json& s) {

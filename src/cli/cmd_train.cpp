@@ -24,16 +24,31 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
     TrainOptions train;
     std::string weight_decay_scope = "matrices";
     std::string precision = "f32";
+    std::string data_split = "blocks", batching = "random-windows", chunk_last_target = "next";
     bool json = false;
   };
   auto opts = std::make_shared<Options>();
   TrainOptions& t = opts->train;
   CLI::App* cmd = app.add_subcommand("train", "Train a model on text and write checkpoints, metrics and a summary");
   add_model_options(cmd, opts->model);
-  cmd->add_option("--data", t.data, "Corpus: .txt file, directory of .txt, .jsonl with \"text\", or 'default'")
+  cmd->add_option("--data", t.data,
+                  "Corpus: .txt file, directory of .txt, .jsonl with \"text\", TinyStories (-train.txt or .json), "
+                  "WikiText-103 raw, a PG-19 folder, or 'default' (docs/training.md)")
       ->capture_default_str();
   cmd->add_option("--out", t.out_dir, "Run directory (checkpoints, metrics.jsonl, summary.json); locked while training")
       ->required();
+  cmd->add_option("--data-split", opts->data_split,
+                  "blocks: hold out random 256-token blocks (or a published valid split); chunks-shuffled: cut "
+                  "--seq-len chunks, shuffle them once by --seed, hold out the last --val-fraction (seeds 001, 002)")
+      ->check(CLI::IsMember({"blocks", "chunks-shuffled"}))->capture_default_str();
+  cmd->add_option("--batching", opts->batching,
+                  "random-windows: each step draws windows at random offsets; epochs: every epoch a new shuffle of "
+                  "whole windows, the last partial batch dropped")
+      ->check(CLI::IsMember({"random-windows", "epochs"}))->capture_default_str();
+  cmd->add_option("--chunk-last-target", opts->chunk_last_target,
+                  "next: a chunk's last target is the next token; eos: EOS (seed 002; needs --data-split "
+                  "chunks-shuffled)")
+      ->check(CLI::IsMember({"next", "eos"}))->capture_default_str();
   cmd->add_flag("--resume", t.resume,
                 "Continue the run in --out from its latest checkpoint (the recipe must not change; "
                 "Ctrl-C/SIGTERM save one and exit 130/143)");
@@ -92,6 +107,13 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
   cmd->callback([opts, &global] {
     opts->train.adamw.decay_all = opts->weight_decay_scope == "all";
     opts->train.precision = *cpu::parse_matmul_precision(opts->precision);
+    opts->train.data_split = parse_data_split(opts->data_split, "--data-split");
+    opts->train.batching_epochs = opts->batching == "epochs";
+    opts->train.chunk_last_eos = opts->chunk_last_target == "eos";
+    HYMBA_USAGE_CHECK(!opts->train.chunk_last_eos || opts->train.data_split == DataSplit::kChunksShuffled,
+                      "--chunk-last-target eos needs --data-split chunks-shuffled (it rewrites each chunk's last target)");
+    HYMBA_USAGE_CHECK(opts->train.data_split == DataSplit::kBlocks || opts->train.batching_epochs,
+                      "--data-split chunks-shuffled needs --batching epochs (random windows would cross chunk borders)");
     apply_global_options(global);
     opts->train.threads = command_threads(global);
     opts->train.check_model = !opts->model.preset.empty() || !opts->model.config_path.empty();
@@ -131,8 +153,10 @@ void register_eval(CLI::App& app, const GlobalOptions& global) {
   CLI::App* cmd = app.add_subcommand("eval", "Loss, perplexity and token accuracy of a checkpoint on text");
   cmd->add_option("--ckpt", opts->ckpt, "Checkpoint or run directory")->required();
   cmd->add_option("--data", opts->data, "Corpus SPEC (default: the run's training data)");
-  cmd->add_option("--split", opts->split, "val: the held-out split (as in training); all: every token")
-      ->check(CLI::IsMember({"val", "all"}))->capture_default_str();
+  cmd->add_option("--split", opts->split,
+                  "val: the held-out split (as in training; a published valid split); all: every token of train and "
+                  "val; test: a published test split (WikiText-103, PG-19)")
+      ->check(CLI::IsMember({"val", "all", "test"}))->capture_default_str();
   cmd->add_option("--seq-len", opts->seq_len, "Window length (default: the run's)")->check(range(1, 1 << 24));
   cmd->add_option("--batch", opts->batch, "Windows per forward")->check(range(1, 1 << 20))->capture_default_str();
   cmd->add_option("--max-windows", opts->windows, "Evaluate at most this many windows (0 = all)")->check(range(0, 1 << 30));
@@ -157,6 +181,7 @@ void register_eval(CLI::App& app, const GlobalOptions& global) {
     CorpusScoreOptions so;
     so.data = opts->data;
     so.all_tokens = opts->split == "all";
+    so.test_split = opts->split == "test";
     so.seq_len = opts->seq_len;
     so.batch = opts->batch;
     so.max_windows = opts->windows;

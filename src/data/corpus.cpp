@@ -13,6 +13,8 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_io.h"
+#include "data/published_corpus.h"
+#include "data/text_file.h"
 
 namespace hymba {
 
@@ -20,76 +22,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-enum class SpecKind { kDefault, kTextFile, kDirectory, kJsonl };
+enum class SpecKind { kDefault, kTextFile, kDirectory, kJsonl, kStoryJson, kPublished };
 
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
-bool is_blank(std::string_view s) {
-  return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; });
-}
-
-// Offset of the first byte that does not start or continue a well-formed
-// UTF-8 sequence (no overlongs, surrogates or code points past U+10FFFF), or
-// npos when all of `s` is valid.
-size_t first_invalid_utf8(std::string_view s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  size_t i = 0;
-  while (i < n) {
-    // Fast path: eight ASCII bytes at a time.
-    if (i + 8 <= n) {
-      uint64_t w;
-      std::memcpy(&w, p + i, 8);
-      if ((w & 0x8080808080808080ull) == 0) {
-        i += 8;
-        continue;
-      }
-    }
-    unsigned c = p[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    unsigned lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;  // overlong
-      if (c == 0xED) hi = 0x9F;  // surrogates
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;  // overlong
-      if (c == 0xF4) hi = 0x8F;  // past U+10FFFF
-    } else {
-      return i;
-    }
-    if (i + len > n) return i;
-    if (p[i + 1] < lo || p[i + 1] > hi) return i;
-    for (size_t k = 2; k < len; ++k)
-      if (p[i + k] < 0x80 || p[i + k] > 0xBF) return i;
-    i += len;
-  }
-  return std::string_view::npos;
-}
-
-// Fails with "path:line: invalid UTF-8 at byte N" when `text` is not UTF-8.
-void check_utf8(const std::string& path, std::string_view text) {
-  size_t bad = first_invalid_utf8(text);
-  if (bad == std::string_view::npos) return;
-  size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad), '\n'));
-  fail(path, ":", line, ": invalid UTF-8 at byte ", bad, " (the data must be UTF-8 text)");
-}
-
-// The file's text, checked to be UTF-8, without a leading byte order mark.
-std::string read_text(const std::string& path) {
-  std::string text = read_file(path);
-  check_utf8(path, text);
-  if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);
-  return text;
 }
 
 SpecKind classify(const std::string& spec) {
@@ -100,15 +36,19 @@ SpecKind classify(const std::string& spec) {
   if (ec || !fs::exists(st)) {
     fail(spec, ": no such file or directory", ec && ec != std::errc::no_such_file_or_directory ? " (" + ec.message() + ")" : "");
   }
+  if (find_published_corpus(spec)) return SpecKind::kPublished;
   if (fs::is_directory(st)) return SpecKind::kDirectory;
   if (fs::is_regular_file(st)) {
     if (ends_with(spec, ".txt")) return SpecKind::kTextFile;
     if (ends_with(spec, ".jsonl")) return SpecKind::kJsonl;
+    if (ends_with(spec, ".json")) return SpecKind::kStoryJson;
   }
-  fail(spec, ": unsupported corpus (expected a .txt or .jsonl file, a directory of .txt files, or \"default\")");
+  fail(spec, ": unsupported corpus (expected a .txt, .jsonl or TinyStories .json file, TinyStories-train.txt, "
+       "wiki.train.raw, a directory of .txt files, a PG-19 folder, or \"default\")");
 }
 
-std::vector<std::string> list_txt_files(const std::string& dir) {
+// Every file with extension `ext` below `dir`, sorted by path.
+std::vector<std::string> list_files(const std::string& dir, const char* ext) {
   std::vector<std::string> files;
   std::error_code ec;
   // Directory symlinks are not followed (no loops); file symlinks are.
@@ -118,11 +58,19 @@ std::vector<std::string> list_txt_files(const std::string& dir) {
     if (ec) break;
     const fs::path& p = it->path();
     std::error_code sec;
-    if (p.extension() == ".txt" && fs::is_regular_file(p, sec)) files.push_back(p.string());
+    if (p.extension() == ext && fs::is_regular_file(p, sec)) files.push_back(p.string());
   }
   if (ec) fail(dir, ": cannot read directory: ", ec.message());
-  HYMBA_CHECK(!files.empty(), dir, ": no .txt files in this directory (searched recursively)");
   std::sort(files.begin(), files.end());
+  return files;
+}
+
+// The .txt files below `dir`, or else its TinyStories .json files.
+std::vector<std::string> list_txt_files(const std::string& dir) {
+  std::vector<std::string> files = list_files(dir, ".txt");
+  if (files.empty()) files = list_files(dir, ".json");
+  HYMBA_CHECK(!files.empty(), dir, ": no .txt files (nor TinyStories .json files) in this directory (searched "
+              "recursively)");
   return files;
 }
 
@@ -161,7 +109,7 @@ void split_fortunes(const std::string& text, std::vector<std::string>& docs) {
   size_t doc_begin = 0, pos = 0;
   auto flush = [&](size_t end) {
     std::string_view d(text.data() + doc_begin, end - doc_begin);
-    if (!is_blank(d)) docs.emplace_back(d);
+    if (!is_blank_text(d)) docs.emplace_back(d);
   };
   while (pos < text.size()) {
     size_t nl = text.find('\n', pos);
@@ -178,7 +126,7 @@ void split_fortunes(const std::string& text, std::vector<std::string>& docs) {
 }
 
 void read_jsonl(const std::string& path, std::vector<std::string>& docs) {
-  const std::string text = read_text(path);
+  const std::string text = read_utf8_text(path);
   size_t pos = 0;
   int64_t line_no = 0;
   while (pos < text.size()) {
@@ -187,7 +135,7 @@ void read_jsonl(const std::string& path, std::vector<std::string>& docs) {
     size_t end = nl == std::string::npos ? text.size() : nl;
     std::string_view line(text.data() + pos, end - pos);
     pos = nl == std::string::npos ? text.size() : nl + 1;
-    if (is_blank(line)) continue;
+    if (is_blank_text(line)) continue;
     const nlohmann::json j = parse_json(line, path + ":" + std::to_string(line_no));
     HYMBA_CHECK(j.is_object(), path, ":", line_no, ": expected a JSON object with a string \"text\" field, got ",
                 j.type_name());
@@ -195,49 +143,72 @@ void read_jsonl(const std::string& path, std::vector<std::string>& docs) {
     HYMBA_CHECK(it != j.end(), path, ":", line_no, ": the object has no \"text\" field");
     HYMBA_CHECK(it->is_string(), path, ":", line_no, ": \"text\" is a ", it->type_name(), ", expected a string");
     std::string doc = it->get<std::string>();
-    if (!is_blank(doc)) docs.push_back(std::move(doc));
+    if (!is_blank_text(doc)) docs.push_back(std::move(doc));
   }
 }
 
 }  // namespace
 
-std::vector<std::string> corpus_files(const std::string& spec) {
-  switch (classify(spec)) {
+std::vector<std::string> corpus_files(const std::string& spec, CorpusSplit split) {
+  const SpecKind kind = classify(spec);
+  if (kind == SpecKind::kPublished) {
+    const PublishedCorpus c = *find_published_corpus(spec);
+    HYMBA_CHECK(!c.files(split).empty(), spec, ": this ", c.format, " corpus has no published ", to_string(split),
+                " split");
+    return c.files(split);
+  }
+  HYMBA_CHECK(split == CorpusSplit::kTrain, spec, ": publishes no ", to_string(split),
+              " split (only TinyStories' .txt pair, WikiText-103 and PG-19 do)");
+  switch (kind) {
     case SpecKind::kDefault:
       return list_fortune_files(kFortunesDir);
     case SpecKind::kDirectory:
       return list_txt_files(spec);
-    case SpecKind::kTextFile:
-    case SpecKind::kJsonl:
+    default:
       break;
   }
   return {spec};
 }
 
+bool has_published_splits(const std::string& spec) { return classify(spec) == SpecKind::kPublished; }
+
 std::vector<std::string> read_fortunes(const std::string& dir) {
   std::vector<std::string> docs;
-  for (const std::string& f : list_fortune_files(dir)) split_fortunes(read_text(f), docs);
+  for (const std::string& f : list_fortune_files(dir)) split_fortunes(read_utf8_text(f), docs);
   HYMBA_CHECK(!docs.empty(), dir, ": the fortune files hold no text");
   return docs;
 }
 
-std::vector<std::string> read_documents(const std::string& spec) {
+std::vector<std::string> read_documents(const std::string& spec, CorpusSplit split) {
   std::vector<std::string> docs;
-  switch (classify(spec)) {
+  const SpecKind kind = classify(spec);
+  if (kind == SpecKind::kPublished) return read_published_split(*find_published_corpus(spec), split);
+  (void)corpus_files(spec, split);  // names the split an unsplit corpus lacks
+  switch (kind) {
+    case SpecKind::kPublished:
+      break;
     case SpecKind::kDefault:
       return read_fortunes(kFortunesDir);
     case SpecKind::kTextFile: {
-      std::string text = read_text(spec);
-      HYMBA_CHECK(!is_blank(text), spec, ": empty corpus (the file holds no text)");
+      std::string text = read_utf8_text(spec);
+      HYMBA_CHECK(!is_blank_text(text), spec, ": empty corpus (the file holds no text)");
       docs.push_back(std::move(text));
       return docs;
     }
     case SpecKind::kDirectory:
       for (const std::string& f : list_txt_files(spec)) {
-        std::string text = read_text(f);
-        if (!is_blank(text)) docs.push_back(std::move(text));
+        if (ends_with(f, ".json")) {
+          read_story_json(f, docs);
+          continue;
+        }
+        std::string text = read_utf8_text(f);
+        if (!is_blank_text(text)) docs.push_back(std::move(text));
       }
-      HYMBA_CHECK(!docs.empty(), spec, ": empty corpus (every .txt file in it is empty)");
+      HYMBA_CHECK(!docs.empty(), spec, ": empty corpus (every file in it is empty)");
+      return docs;
+    case SpecKind::kStoryJson:
+      read_story_json(spec, docs);
+      HYMBA_CHECK(!docs.empty(), spec, ": empty corpus (no item has a non-empty \"story\")");
       return docs;
     case SpecKind::kJsonl:
       read_jsonl(spec, docs);

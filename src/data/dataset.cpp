@@ -20,6 +20,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "data/chunk_split.h"
 #include "data/corpus.h"
 
 namespace hymba {
@@ -260,8 +261,7 @@ void write_cache(const std::string& path, const Expected& e, const std::vector<i
 // and only a space prefixes a word), so byte-level BPE ids are those of one
 // long encode call, as are sentencepiece BPE's; unigram may tokenise the
 // characters at a cut differently (about one token per 64 KiB).
-std::vector<int32_t> tokenize_corpus(const std::string& spec, const Tokenizer& tok) {
-  const std::vector<std::string> docs = read_documents(spec);
+std::vector<int32_t> tokenize_corpus(const std::vector<std::string>& docs, const Tokenizer& tok) {
   struct Piece {
     size_t doc;
     std::string_view text;
@@ -313,66 +313,45 @@ std::vector<int32_t> tokenize_corpus(const std::string& spec, const Tokenizer& t
   return out;
 }
 
-}  // namespace
 
-struct TokenDataset::Impl {
-  std::optional<MappedFile> map;   // the cache file, while the tokens are read from it
-  std::vector<int32_t> stream;     // freshly built tokens, while not split
-  std::vector<int32_t> train_buf;  // copies of the blocks of each split
-  std::vector<int32_t> val_buf;
-  std::span<const int32_t> train;
-  std::span<const int32_t> val;
+// One split's tokens: mapped from its cache file, or freshly built (and cached).
+struct TokenStream {
+  std::optional<MappedFile> map;
+  std::vector<int32_t> owned;
+  std::span<const int32_t> tokens;
   std::string cache_path;
   bool from_cache = false;
 };
 
-TokenDataset::TokenDataset() : impl_(std::make_unique<Impl>()) {}
-TokenDataset::~TokenDataset() = default;
-TokenDataset::TokenDataset(TokenDataset&&) noexcept = default;
-TokenDataset& TokenDataset::operator=(TokenDataset&&) noexcept = default;
-
-std::span<const int32_t> TokenDataset::train() const { return impl_->train; }
-std::span<const int32_t> TokenDataset::val() const { return impl_->val; }
-const std::string& TokenDataset::cache_path() const { return impl_->cache_path; }
-bool TokenDataset::loaded_from_cache() const { return impl_->from_cache; }
-
-TokenDataset TokenDataset::build(const std::string& spec, const Tokenizer& tok, const DatasetOptions& opt) {
-  HYMBA_CHECK(std::isfinite(opt.val_fraction) && opt.val_fraction >= 0.0 && opt.val_fraction < 1.0,
-              "val_fraction must be in [0, 1), got ", opt.val_fraction);
-  HYMBA_CHECK(opt.block_tokens > 0, "block_tokens must be positive, got ", opt.block_tokens);
-
-  const std::vector<std::string> files = corpus_files(spec);
-  std::string spec_id = spec;
-  if (spec != kDefaultCorpus) {
-    fs::path p = fs::absolute(spec).lexically_normal();
-    if (!p.has_filename() && p.has_parent_path()) p = p.parent_path();  // "data/" -> "data"
-    spec_id = p.string();
-  }
-  const Expected expect{source_hash(spec_id, files), fnv1a(tok.fingerprint()), tok.vocab_size(), tok.eos_id()};
-
-  TokenDataset ds;
-  Impl& im = *ds.impl_;
-  im.cache_path = cache_path_for(spec_id, opt.cache_dir, expect.tokenizer_hash);
-  std::span<const int32_t> all;
-  if ((im.map = load_cache(im.cache_path, expect))) {
-    im.from_cache = true;
-    const auto* base = reinterpret_cast<const int32_t*>(im.map->data() + sizeof(CacheHeader));
-    all = {base, (im.map->size() - sizeof(CacheHeader)) / sizeof(int32_t)};
+// The tokens of `split` of `spec`. A published split is cached under its own
+// name (`<data>.train.<hash>.tokens`); an unsplit corpus keeps its old name.
+TokenStream load_stream(const std::string& spec, const std::string& spec_id, CorpusSplit split, bool published,
+                        const Tokenizer& tok, const std::string& cache_dir) {
+  const std::vector<std::string> files = corpus_files(spec, split);
+  const std::string id = published ? spec_id + "." + to_string(split) : spec_id;
+  const Expected expect{source_hash(id, files), fnv1a(tok.fingerprint()), tok.vocab_size(), tok.eos_id()};
+  TokenStream s;
+  s.cache_path = cache_path_for(id, cache_dir, expect.tokenizer_hash);
+  if ((s.map = load_cache(s.cache_path, expect))) {
+    s.from_cache = true;
+    const auto* base = reinterpret_cast<const int32_t*>(s.map->data() + sizeof(CacheHeader));
+    s.tokens = {base, (s.map->size() - sizeof(CacheHeader)) / sizeof(int32_t)};
   } else {
-    im.stream = tokenize_corpus(spec, tok);
-    write_cache(im.cache_path, expect, im.stream);
-    all = im.stream;
+    s.owned = tokenize_corpus(read_documents(spec, split), tok);
+    write_cache(s.cache_path, expect, s.owned);
+    s.tokens = s.owned;
   }
+  return s;
+}
 
-  // The split: blocks of block_tokens (the last may be shorter), a seeded
-  // partial Fisher-Yates shuffle picks the validation blocks.
+// The block split of an unsplit corpus: blocks of `B` tokens (the last may
+// be shorter), a seeded partial Fisher-Yates shuffle picks the validation
+// blocks; each side keeps the stream order.
+void split_blocks(std::span<const int32_t> all, const std::string& spec, const DatasetOptions& opt,
+                  std::vector<int32_t>& train, std::vector<int32_t>& val) {
   const int64_t n = static_cast<int64_t>(all.size());
   const int64_t B = opt.block_tokens;
   const int64_t blocks = (n + B - 1) / B;
-  if (opt.val_fraction == 0.0) {
-    im.train = all;
-    return ds;
-  }
   HYMBA_CHECK(blocks >= 2, spec, ": too few tokens to hold out validation data: ", n, " tokens make ", blocks,
               " block(s) of block_tokens=", B, ", need at least 2");
   int64_t n_val = std::max<int64_t>(1, std::llround(opt.val_fraction * static_cast<double>(blocks)));
@@ -388,53 +367,101 @@ TokenDataset TokenDataset::build(const std::string& spec, const Tokenizer& tok, 
     is_val[static_cast<size_t>(order[static_cast<size_t>(i)])] = 1;
   }
   const int64_t val_len = (n_val - is_val.back()) * B + (is_val.back() ? n - (blocks - 1) * B : 0);
-  im.val_buf.reserve(static_cast<size_t>(val_len));
-  im.train_buf.reserve(static_cast<size_t>(n - val_len));
+  val.reserve(static_cast<size_t>(val_len));
+  train.reserve(static_cast<size_t>(n - val_len));
   for (int64_t b = 0; b < blocks; ++b) {
     auto block = all.subspan(static_cast<size_t>(b * B), static_cast<size_t>(std::min(B, n - b * B)));
-    auto& dst = is_val[static_cast<size_t>(b)] ? im.val_buf : im.train_buf;
+    auto& dst = is_val[static_cast<size_t>(b)] ? val : train;
     dst.insert(dst.end(), block.begin(), block.end());
   }
+}
+
+void check_options(const DatasetOptions& opt) {
+  HYMBA_CHECK(std::isfinite(opt.val_fraction) && opt.val_fraction >= 0.0 && opt.val_fraction < 1.0,
+              "val_fraction must be in [0, 1), got ", opt.val_fraction);
+  HYMBA_CHECK(opt.block_tokens > 0, "block_tokens must be positive, got ", opt.block_tokens);
+  HYMBA_CHECK(opt.split == DataSplit::kChunksShuffled || !opt.chunk_last_eos,
+              "chunk_last_target eos needs data_split chunks-shuffled (the EOS replaces each chunk's last target)");
+}
+
+}  // namespace
+
+const char* to_string(DataSplit split) { return split == DataSplit::kBlocks ? "blocks" : "chunks-shuffled"; }
+
+DataSplit parse_data_split(const std::string& name, const std::string& where) {
+  if (name == "blocks") return DataSplit::kBlocks;
+  if (name == "chunks-shuffled") return DataSplit::kChunksShuffled;
+  fail(where, ": expected blocks or chunks-shuffled (got '", name, "')");
+}
+
+struct TokenDataset::Impl {
+  TokenStream streams[3];          // train, valid, test as read (valid/test: published splits only)
+  std::vector<int32_t> train_buf;  // copies when this dataset splits the stream itself
+  std::vector<int32_t> val_buf;
+  std::span<const int32_t> train, val, test;
+  int64_t window_stride = 0;
+};
+
+TokenDataset::TokenDataset() : impl_(std::make_unique<Impl>()) {}
+TokenDataset::~TokenDataset() = default;
+TokenDataset::TokenDataset(TokenDataset&&) noexcept = default;
+TokenDataset& TokenDataset::operator=(TokenDataset&&) noexcept = default;
+
+std::span<const int32_t> TokenDataset::train() const { return impl_->train; }
+std::span<const int32_t> TokenDataset::val() const { return impl_->val; }
+std::span<const int32_t> TokenDataset::test() const { return impl_->test; }
+int64_t TokenDataset::window_stride() const { return impl_->window_stride; }
+const std::string& TokenDataset::cache_path() const { return impl_->streams[0].cache_path; }
+bool TokenDataset::loaded_from_cache() const {
+  for (const TokenStream& s : impl_->streams)
+    if (!s.cache_path.empty() && !s.from_cache) return false;
+  return true;
+}
+
+TokenDataset TokenDataset::build(const std::string& spec, const Tokenizer& tok, const DatasetOptions& opt) {
+  check_options(opt);
+  const bool published = has_published_splits(spec);
+  HYMBA_CHECK(!opt.with_test || published, spec, ": publishes no test split (only WikiText-103 and PG-19 do)");
+  std::string spec_id = spec;
+  if (spec != kDefaultCorpus) {
+    fs::path p = fs::absolute(spec).lexically_normal();
+    if (!p.has_filename() && p.has_parent_path()) p = p.parent_path();  // "data/" -> "data"
+    spec_id = p.string();
+  }
+  TokenDataset ds;
+  Impl& im = *ds.impl_;
+  auto load = [&](CorpusSplit split) {
+    TokenStream& s = im.streams[static_cast<int>(split)];
+    s = load_stream(spec, spec_id, split, published, tok, opt.cache_dir);
+    return s.tokens;
+  };
+  const std::span<const int32_t> all = load(CorpusSplit::kTrain);
+  if (opt.with_test) im.test = load(CorpusSplit::kTest);
+  if (opt.split == DataSplit::kChunksShuffled) {
+    // The seeds cut their training text alone; a published valid split is not read.
+    HYMBA_CHECK(!opt.chunk_last_eos || tok.eos_id() >= 0,
+                "chunk_last_target eos: the tokenizer has no end-of-sequence token");
+    ChunkSplit c = split_chunks(all, opt.chunk_tokens, opt.val_fraction, opt.split_seed,
+                                opt.chunk_last_eos ? tok.eos_id() : -1);
+    im.train_buf = std::move(c.train);
+    im.val_buf = std::move(c.val);
+    im.window_stride = opt.chunk_tokens + 1;
+  } else if (published) {
+    im.train = all;
+    im.val = load(CorpusSplit::kValid);
+    return ds;
+  } else if (opt.val_fraction == 0.0) {
+    im.train = all;
+    return ds;
+  } else {
+    split_blocks(all, spec, opt, im.train_buf, im.val_buf);
+  }
   // The copies are all that is needed now.
-  im.map.reset();
-  std::vector<int32_t>().swap(im.stream);
+  im.streams[0].map.reset();
+  std::vector<int32_t>().swap(im.streams[0].owned);
   im.train = im.train_buf;
   im.val = im.val_buf;
   return ds;
-}
-
-BatchSampler::BatchSampler(std::span<const int32_t> tokens, int64_t batch, int64_t seq_len, uint64_t seed)
-    : tokens_(tokens), batch_(batch), seq_len_(seq_len), rng_(seed) {
-  HYMBA_CHECK(batch > 0, "batch must be positive, got ", batch);
-  HYMBA_CHECK(seq_len > 0, "seq_len must be positive, got ", seq_len);
-  HYMBA_CHECK(static_cast<int64_t>(tokens.size()) >= seq_len + 1, "seq_len=", seq_len, " needs at least ",
-              seq_len + 1, " training tokens, but there are only ", tokens.size(),
-              " (use a shorter seq_len or more data)");
-}
-
-void BatchSampler::batch_at(int64_t step, std::vector<int32_t>& ids, std::vector<int32_t>& targets) const {
-  HYMBA_CHECK(step >= 0, "step must be non-negative, got ", step);
-  const size_t T = static_cast<size_t>(seq_len_);
-  ids.resize(static_cast<size_t>(batch_) * T);
-  targets.resize(ids.size());
-  const Rng step_rng = rng_.split(static_cast<uint64_t>(step));
-  const uint64_t starts = tokens_.size() - T;  // offsets 0 .. n-T-1 leave room for the last target
-  for (int64_t b = 0; b < batch_; ++b) {
-    Rng row = step_rng.split(static_cast<uint64_t>(b));
-    const int32_t* src = tokens_.data() + row.below(starts);
-    std::copy(src, src + T, ids.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(b) * T));
-    std::copy(src + 1, src + T + 1, targets.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(b) * T));
-  }
-}
-
-int64_t BatchSampler::steps_per_epoch() const {
-  return std::max<int64_t>(1, static_cast<int64_t>(tokens_.size()) / (batch_ * seq_len_));
-}
-
-int64_t num_eval_windows(std::span<const int32_t> tokens, int64_t seq_len) {
-  HYMBA_CHECK(seq_len > 0, "seq_len must be positive, got ", seq_len);
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  return n >= seq_len + 1 ? (n - 1) / seq_len : 0;
 }
 
 }  // namespace hymba

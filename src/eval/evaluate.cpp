@@ -12,9 +12,9 @@ namespace hymba {
 
 namespace {
 
-int64_t count_windows(std::span<const int32_t> tokens, int64_t seq_len, int64_t max_windows) {
+int64_t count_windows(std::span<const int32_t> tokens, int64_t seq_len, int64_t max_windows, int64_t stride) {
   HYMBA_CHECK(seq_len >= 1, "evaluate: seq_len must be >= 1");
-  int64_t windows = num_eval_windows(tokens, seq_len);
+  int64_t windows = num_eval_windows(tokens, seq_len, stride);
   HYMBA_CHECK(windows > 0, "evaluate: ", tokens.size(), " tokens are fewer than one window of --seq-len ", seq_len,
               " + 1");
   if (max_windows > 0) windows = std::min(windows, max_windows);
@@ -40,9 +40,11 @@ EvalResult finish(EvalResult r, double loss_sum, int64_t correct) {
 
 // Batch k of the windows goes to rank k % ranks; `comm` sums the counts.
 EvalResult evaluate_batches(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
-                            int64_t max_windows, const dist::Communicator& comm, const EvalProgress& on_progress) {
+                            int64_t max_windows, const dist::Communicator& comm, const EvalProgress& on_progress,
+                            int64_t stride) {
   HYMBA_CHECK(batch >= 1, "evaluate: batch must be >= 1");
-  const int64_t windows = count_windows(tokens, seq_len, max_windows);
+  const int64_t windows = count_windows(tokens, seq_len, max_windows, stride);
+  const int64_t S = stride > 0 ? stride : seq_len;
   EvalResult r;
   r.windows = windows;
   double loss_sum = 0.0;
@@ -54,7 +56,7 @@ EvalResult evaluate_batches(Model& model, std::span<const int32_t> tokens, int64
     ids.resize(static_cast<size_t>(b * seq_len));
     targets.resize(ids.size());
     for (int64_t i = 0; i < b; ++i) {
-      const int32_t* src = tokens.data() + (w0 + i) * seq_len;
+      const int32_t* src = tokens.data() + (w0 + i) * S;
       std::copy(src, src + seq_len, ids.begin() + i * seq_len);
       std::copy(src + 1, src + seq_len + 1, targets.begin() + i * seq_len);
     }
@@ -77,24 +79,25 @@ EvalResult evaluate_batches(Model& model, std::span<const int32_t> tokens, int64
 }  // namespace
 
 EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
-                    int64_t max_windows, const EvalProgress& on_progress) {
-  return evaluate_batches(model, tokens, seq_len, batch, max_windows, dist::Communicator(), on_progress);
+                    int64_t max_windows, const EvalProgress& on_progress, int64_t stride) {
+  return evaluate_batches(model, tokens, seq_len, batch, max_windows, dist::Communicator(), on_progress, stride);
 }
 
 EvalResult evaluate_shared(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
-                           int64_t max_windows, const dist::Communicator& comm) {
-  return evaluate_batches(model, tokens, seq_len, batch, max_windows, comm, {});
+                           int64_t max_windows, const dist::Communicator& comm, int64_t stride) {
+  return evaluate_batches(model, tokens, seq_len, batch, max_windows, comm, {}, stride);
 }
 
 EvalResult evaluate_logits(std::span<const int32_t> tokens, int64_t seq_len, int64_t max_windows, int64_t vocab,
-                           const WindowLogits& logits_of, const EvalProgress& on_progress) {
+                           const WindowLogits& logits_of, const EvalProgress& on_progress, int64_t stride) {
   EvalResult r;
-  r.windows = count_windows(tokens, seq_len, max_windows);
+  r.windows = count_windows(tokens, seq_len, max_windows, stride);
+  const int64_t S = stride > 0 ? stride : seq_len;
   double loss_sum = 0.0;
   int64_t correct = 0;
   std::vector<float> logits;
   for (int64_t w = 0; w < r.windows; ++w) {
-    const int32_t* src = tokens.data() + w * seq_len;
+    const int32_t* src = tokens.data() + w * S;
     logits_of(std::span<const int32_t>(src, static_cast<size_t>(seq_len)), logits);
     HYMBA_CHECK(static_cast<int64_t>(logits.size()) == seq_len * vocab, "evaluate: ", logits.size(),
                 " logits for a window of ", seq_len, " x ", vocab);

@@ -28,19 +28,21 @@ using EvalProgress = std::function<void(int64_t windows_done, int64_t windows_to
 
 // Runs non-overlapping windows of seq_len + 1 tokens (the first max_windows,
 // all when max_windows <= 0), batch at a time. No dropout, no gradients.
+// Window w starts at token w * stride (stride 0: seq_len, a stream; seq_len
+// + 1: whole chunks back to back, TokenDataset::window_stride()).
 EvalResult evaluate(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
-                    int64_t max_windows, const EvalProgress& on_progress = {});
+                    int64_t max_windows, const EvalProgress& on_progress = {}, int64_t stride = 0);
 
 // The same windows scored from logits another engine computes (e.g. the
 // cached decoder with quantized weights): logits_of(ids, T, out) writes the
 // [T, vocab] logits of one window's T inputs. Cross-entropy in double.
 using WindowLogits = std::function<void(std::span<const int32_t> ids, std::vector<float>& logits)>;
 EvalResult evaluate_logits(std::span<const int32_t> tokens, int64_t seq_len, int64_t max_windows, int64_t vocab,
-                           const WindowLogits& logits_of, const EvalProgress& on_progress = {});
+                           const WindowLogits& logits_of, const EvalProgress& on_progress = {}, int64_t stride = 0);
 
 // The same windows split across the ranks of `comm` (batch k on rank
 // k % ranks), the sums added in rank order: every rank gets the result.
 EvalResult evaluate_shared(Model& model, std::span<const int32_t> tokens, int64_t seq_len, int64_t batch,
-                           int64_t max_windows, const dist::Communicator& comm);
+                           int64_t max_windows, const dist::Communicator& comm, int64_t stride = 0);
 
 }  // namespace hymba

@@ -80,6 +80,9 @@ json run_recipe(const TrainOptions& o, double dropout) {
                 {"dropout", dropout},  // the one in effect: --dropout or the model config's
                 {"grad_shards", o.grad_shards},
                 {"weight_decay_scope", o.adamw.decay_all ? "all" : "matrices"},
+                {"data_split", to_string(o.data_split)},
+                {"batching", batching_name(o.batching_epochs)},
+                {"chunk_last_target", chunk_last_target_name(o.chunk_last_eos)},
                 {"precision", cpu::to_string(o.precision)},
                 {"threads", num_threads()}});
   if (builds_tokenizer && o.tokenizer_type == "byte-level-bpe") {
@@ -185,6 +188,10 @@ void validate(const TrainOptions& o) {
   HYMBA_CHECK(o.label_smoothing >= 0 && o.label_smoothing < 1, "--label-smoothing must be in [0, 1)");
   HYMBA_CHECK(o.dropout < 1, "--dropout must be < 1");
   HYMBA_CHECK(o.val_fraction > 0 && o.val_fraction < 1, "--val-fraction must be in (0, 1)");
+  HYMBA_CHECK(!o.chunk_last_eos || o.data_split == DataSplit::kChunksShuffled,
+              "--chunk-last-target eos needs --data-split chunks-shuffled (it rewrites each chunk's last target)");
+  HYMBA_CHECK(o.data_split != DataSplit::kChunksShuffled || o.batching_epochs,
+              "--data-split chunks-shuffled needs --batching epochs (random windows would cross chunk borders)");
   HYMBA_CHECK(o.log_interval >= 1 && o.eval_interval >= 1 && o.save_interval >= 1,
               "--log-interval/--eval-interval/--save-interval must be >= 1");
   HYMBA_CHECK(o.precision != cpu::MatmulPrecision::kBf16 || o.bf16_isa.has_value() ||
@@ -268,8 +275,24 @@ json recipe_core_json(const TrainOptions& o) {
           {"val_fraction", o.val_fraction}};
   // Written only when not the default, so records from before the key match.
   if (o.adamw.decay_all) j["weight_decay_scope"] = "all";
+  if (o.data_split != DataSplit::kBlocks) j["data_split"] = to_string(o.data_split);
+  if (o.batching_epochs) j["batching"] = batching_name(true);
+  if (o.chunk_last_eos) j["chunk_last_target"] = chunk_last_target_name(true);
   if (o.precision != cpu::MatmulPrecision::kF32) j["precision"] = cpu::to_string(o.precision);
   return j;
+}
+
+const char* batching_name(bool epochs) { return epochs ? "epochs" : "random-windows"; }
+const char* chunk_last_target_name(bool eos) { return eos ? "eos" : "next"; }
+
+DatasetOptions dataset_options(const TrainOptions& o) {
+  DatasetOptions d;
+  d.val_fraction = o.val_fraction;
+  d.split_seed = o.seed;
+  d.split = o.data_split;
+  d.chunk_tokens = o.seq_len;
+  d.chunk_last_eos = o.chunk_last_eos;
+  return d;
 }
 
 TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
@@ -385,13 +408,14 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
               "tokenizer has ", tok->vocab_size(), " tokens but the model's vocab_size is ",
               model->config().vocab_size);
 
-  DatasetOptions dopt;
-  dopt.val_fraction = opt.val_fraction;
-  dopt.split_seed = opt.seed;
-  const TokenDataset data = TokenDataset::build(opt.data, *tok, dopt);
-  const BatchSampler sampler(data.train(), opt.batch, opt.seq_len, opt.seed);
+  const TokenDataset data = TokenDataset::build(opt.data, *tok, dataset_options(opt));
+  const int64_t stride = data.window_stride();
+  const BatchSampler sampler =
+      opt.batching_epochs ? BatchSampler::epochs(data.train(), stride > 0 ? stride : opt.seq_len, opt.batch,
+                                                 opt.seq_len, opt.seed)
+                          : BatchSampler(data.train(), opt.batch, opt.seq_len, opt.seed);
   // Checked now, not at the first evaluation after minutes of training.
-  HYMBA_CHECK(num_eval_windows(data.val(), opt.seq_len) > 0, "--seq-len ", opt.seq_len, ": the validation split of ",
+  HYMBA_CHECK(num_eval_windows(data.val(), opt.seq_len, stride) > 0, "--seq-len ", opt.seq_len, ": the validation split of ",
               opt.data, " has ", data.val().size(), " tokens, fewer than one window of ", opt.seq_len + 1,
               "; lower --seq-len or raise --val-fraction");
   const int64_t total = opt.steps > 0 ? opt.steps
@@ -484,7 +508,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
   auto run_eval = [&](int64_t step_done, Progress& progress) -> EvalResult {
     EvalResult r;
     try {
-      r = evaluate_shared(*model, data.val(), opt.seq_len, opt.batch, opt.eval_windows, comm);
+      r = evaluate_shared(*model, data.val(), opt.seq_len, opt.batch, opt.eval_windows, comm, stride);
     } catch (const dist::PeerLost&) {
       throw;  // the loop names the checkpoint
     } catch (const Error& e) {  // a non-finite loss: name the run whose weights gave it

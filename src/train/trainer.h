@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/corpus.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "dist/communicator.h"
 #include "kernels/cpu/matmul.h"
@@ -69,6 +70,13 @@ struct TrainOptions {
   int64_t eval_windows = 64;  // validation windows per evaluation (0: all)
   int64_t save_interval = 100;
   double val_fraction = 0.1;
+  // How the data is cut (docs/training.md, "Splits and batches"): recipe
+  // keys data_split (blocks | chunks-shuffled), batching (random-windows |
+  // epochs: shuffled whole windows, the last partial batch dropped) and
+  // chunk_last_target (next | eos: each chunk's last target is EOS).
+  DataSplit data_split = DataSplit::kBlocks;
+  bool batching_epochs = false;
+  bool chunk_last_eos = false;
   uint64_t seed = 1234;
   int threads = 0;
   bool resume = false;
@@ -138,6 +146,14 @@ nlohmann::json recipe_core_json(const TrainOptions& opt);
 TokenizerTrainOptions tokenizer_train_options(const TrainOptions& opt);
 
 TrainSummary train(const ModelConfig& cfg, const TrainOptions& opt);
+
+// The dataset options of a run's recipe: its split, its seed as the split
+// seed, its seq_len as the chunk length.
+DatasetOptions dataset_options(const TrainOptions& opt);
+
+// The recipe's data keys as written in records ("blocks", "epochs", ...).
+const char* batching_name(bool epochs);
+const char* chunk_last_target_name(bool eos);
 
 // Reads a checkpoint's train_state.json (`text`, from `path`) as `--resume`
 // does before it loads anything else: typed fields, then the run's recipe
