@@ -36,7 +36,7 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
     int64_t steps = 0, batch = 0, seq_len = 0, warmup = 0, eval_interval = 0, eval_windows = 0, seed = 0;
     int32_t tokenizer_vocab = 0;
     double epochs = 0, lr = 0;
-    std::string tokenizer_type, init_scheme, budget, precision;
+    std::string tokenizer_type, init_scheme, budget, precision, data_split, batching, chunk_last_target;
     bool no_plots = false, list = false, recompute = false;
   };
   auto o = std::make_shared<Options>();
@@ -103,6 +103,16 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
                                     "Matrix products of every row's training: f32 or bf16 (needs AVX512-BF16; "
                                     "docs/training.md)")
                        ->check(CLI::IsMember({"f32", "bf16"}));
+  auto* data_split = cmd->add_option("--data-split", o->data_split,
+                                     "Validation split of every row: blocks or chunks-shuffled (overrides the "
+                                     "suite's; docs/training.md)")
+                         ->check(CLI::IsMember({"blocks", "chunks-shuffled"}));
+  auto* batching = cmd->add_option("--batching", o->batching,
+                                   "Batches of every row: random-windows or epochs (overrides the suite's)")
+                       ->check(CLI::IsMember({"random-windows", "epochs"}));
+  auto* chunk_last = cmd->add_option("--chunk-last-target", o->chunk_last_target,
+                                     "Last target of each chunk: next or eos (overrides the suite's)")
+                         ->check(CLI::IsMember({"next", "eos"}));
   cmd->add_flag("--recompute", o->recompute,
                 "Recompute each layer's activations in the backward pass (less memory, the same results)");
   auto* init_scheme = cmd->add_option("--init-scheme", o->init_scheme,
@@ -126,7 +136,7 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--quiet", a.quiet, "No per-row training progress (row start/end lines remain)");
   cmd->add_flag("--list", o->list, "List the built-in suites, their rows and recipes, and exit");
   cmd->callback([o, &global, scale, repeats, stop_epochs, temperature, top_k, top_p, sample_length, steps, epochs, batch, seq_len, lr, warmup, eval_interval, eval_windows, seed, tok_type,
-                 tok_vocab, init_scheme, precision] {
+                 tok_vocab, init_scheme, precision, data_split, batching, chunk_last] {
     apply_global_options(global);
     ablate::AblateOptions& run = o->ablate;
     if (o->list) {
@@ -154,6 +164,9 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
     if (tok_type->count()) t["tokenizer"] = o->tokenizer_type;
     if (tok_vocab->count()) t["tokenizer_vocab"] = o->tokenizer_vocab;
     if (precision->count()) t["precision"] = o->precision;
+    if (data_split->count()) t["data_split"] = o->data_split;
+    if (batching->count()) t["batching"] = o->batching;
+    if (chunk_last->count()) t["chunk_last_target"] = o->chunk_last_target;
     if (o->recompute) t["recompute"] = true;
     if (init_scheme->count())
       run.model_overrides["init_scheme"] = to_string(parse_init_scheme_flag(o->init_scheme));
