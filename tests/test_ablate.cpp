@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "ablate/report.h"
+#include "core/stats.h"
 #include "ablate/results.h"
 #include "ablate/suite.h"
 #include "cli_util.h"
@@ -105,7 +106,11 @@ TEST_F(Ablate, WritesEveryOutputWithTheExpectedColumns) {
   for (const json& row : r["rows"]) {
     const ablate::RowResult parsed = ablate::RowResult::from_json(row);  // every field present and typed
     EXPECT_EQ(parsed.steps, 6);
-    EXPECT_EQ(parsed.curve.size(), 2u);  // evaluations at steps 3 and 6
+    ASSERT_EQ(parsed.curve.size(), 3u);  // the untrained model, then evaluations at steps 3 and 6
+    EXPECT_EQ(parsed.curve[0].step, 0);
+    EXPECT_GT(parsed.best_step, 0) << "the untrained model is never the best";
+    ASSERT_FALSE(parsed.train_curve.empty());  // the training loss as logged
+    EXPECT_EQ(parsed.train_curve.back().step, 6);
     EXPECT_GT(parsed.best_val_ppl, 1.0);
     EXPECT_LE(parsed.best_val_loss, parsed.final_val_loss + 1e-12);
     EXPECT_GT(parsed.train_tokens_per_s, 0.0);
@@ -322,6 +327,11 @@ TEST_F(Ablate, RepeatsAreAddedToMeasuredRowsWithoutRetrainingThem) {
     EXPECT_LE(lo, mean);
     EXPECT_GE(hi, mean);
     EXPECT_NE(slurp(dir_ / "rep/plots/report.gp").find("filledcurves"), std::string::npos);
+    EXPECT_EQ(step, 0) << "curves start at step 0";
+    // The training loss beside each validation curve.
+    EXPECT_NE(slurp(dir_ / "rep/plots/report.gp").find("'train_curves.dat' index 0 using 1:2 with lines dt 2"),
+              std::string::npos);
+    EXPECT_NE(slurp(dir_ / "rep/plots/train_curves.dat").find("\n6 "), std::string::npos);
   }
 }
 
@@ -752,6 +762,7 @@ TEST(AblateResults, RowJsonRoundTripsAndNamesMissingFields) {
   r.kv_reduction = 2.5;
   r.samples = {{"a", "bc"}};
   r.curve = {{3, 1.5, std::exp(1.5), 0.25, {}}};
+  r.train_curve = {{1, 2.5}, {3, 1.75}};
   const json j = r.to_json();
   const ablate::RowResult back = ablate::RowResult::from_json(j);
   EXPECT_EQ(back.to_json(), j);
@@ -777,6 +788,29 @@ TEST(AblateResults, TableMarksTheBestValueOfEachFigure) {
   EXPECT_EQ(md.find("**2.0000**"), std::string::npos) << md;
   EXPECT_NE(md.find("**50.0**"), std::string::npos) << md;  // higher throughput
   EXPECT_EQ(md.find("**10.0**"), std::string::npos) << md;
+}
+
+}  // namespace
+}  // namespace hymba
+
+namespace hymba {
+namespace {
+
+ablate::RowSpread decode_spread(std::vector<double> tok_s) {
+  ablate::RowSpread s;
+  s.decode_tokens_per_s = spread_of(tok_s);
+  return s;
+}
+
+// The report says when the rows' decode speeds cannot be told apart.
+TEST(AblateReport, DecodeNoiseNoteWhenTheRowsCannotBeToldApart) {
+  EXPECT_EQ(ablate::decode_noise_note({}), "");
+  const std::string one = ablate::decode_noise_note({decode_spread({1000}), decode_spread({1100})});
+  EXPECT_NE(one.find("one timing per row"), std::string::npos) << one;
+  const std::string overlap =
+      ablate::decode_noise_note({decode_spread({1000, 1200, 1100}), decode_spread({1050, 1250, 1150})});
+  EXPECT_NE(overlap.find("within the others' run-to-run noise"), std::string::npos) << overlap;
+  EXPECT_EQ(ablate::decode_noise_note({decode_spread({1000, 1001, 1002}), decode_spread({2000, 2001, 2002})}), "");
 }
 
 }  // namespace

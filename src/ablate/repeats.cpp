@@ -36,6 +36,7 @@ const std::vector<MetricDef>& metric_defs() {
       {"val_accuracy", false, [](const RowResult& r) -> std::optional<double> { return r.final_val_accuracy; }},
       {"train_tok_s", false, [](const RowResult& r) -> std::optional<double> { return r.train_tokens_per_s; }},
       {"decode_tok_s", false, [](const RowResult& r) -> std::optional<double> { return r.decode_tokens_per_s; }},
+      {"decode_tok_s", false, [](const RowResult& r) -> std::optional<double> { return r.decode_tokens_per_s; }},
       // Lower = more of the mixing on the SSM side.
       {"attention_mixing", true, [](const RowResult& r) { return r.mean_attention_mixing(); }},
       {"activation_peak_mb", true, [](const RowResult& r) -> std::optional<double> { return r.activation_peak_mb; }},
@@ -123,6 +124,16 @@ RowResult mean_row(std::vector<RowResult> runs) {
       }
     for (double& v : point.attention_mixing) v /= static_cast<double>(std::max<int64_t>(n, 1));
   }
+  // The training loss per logged step, averaged over the runs that logged it.
+  std::map<int64_t, std::pair<double, int64_t>> train;
+  for (const RowResult& r : runs)
+    for (const TrainPoint& p : r.train_curve) {
+      train[p.step].first += p.loss;
+      ++train[p.step].second;
+    }
+  m.train_curve.clear();
+  for (const auto& [step, sum_n] : train)
+    m.train_curve.push_back({step, sum_n.first / static_cast<double>(sum_n.second)});
   return m;
 }
 
@@ -141,6 +152,7 @@ RowSpread row_spread(const std::vector<RowResult>& runs) {
   s.final_val_ppl = spread_by(runs, "final_val_ppl");
   s.accuracy = spread_by(runs, "val_accuracy");
   s.train_tokens_per_s = spread_by(runs, "train_tok_s");
+  s.decode_tokens_per_s = spread_by(runs, "decode_tok_s");
   s.mixing = spread_by(runs, "attention_mixing");
   s.val_loss_band = curve_band(runs);
   return s;
@@ -185,6 +197,7 @@ nlohmann::json spread_to_json(const RowSpread& s) {
           {"final_val_ppl", spread_json(s.final_val_ppl)},
           {"val_accuracy", spread_json(s.accuracy)},
           {"train_tok_s", spread_json(s.train_tokens_per_s)},
+          {"decode_tok_s", spread_json(s.decode_tokens_per_s)},
           {"attention_mixing", spread_json(s.mixing)},
           {"val_loss_band", band}};
 }

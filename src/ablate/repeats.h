@@ -43,7 +43,8 @@ struct RowSpread {
   std::string id, name;
   std::vector<int64_t> repeats;  // the repeat indices measured, ascending
   std::vector<uint64_t> seeds;   // their seeds, in the same order
-  Spread best_val_loss, best_val_ppl, final_val_loss, final_val_ppl, accuracy, train_tokens_per_s, mixing;
+  Spread best_val_loss, best_val_ppl, final_val_loss, final_val_ppl, accuracy, train_tokens_per_s,
+      decode_tokens_per_s, mixing;
   std::vector<CurveBand> val_loss_band;  // validation loss per evaluated step
 };
 

@@ -138,7 +138,7 @@ bool write_plots(const ReportInfo& info, const std::vector<RowResult>& rows, std
   const fs::path dir = fs::path(info.dir) / "plots";
   fs::create_directories(dir);
 
-  std::ostringstream curves, bars, params, speed;
+  std::ostringstream curves, train, bars, params, speed;
   std::vector<double> sizes, ppls, caches, speeds;
   for (const RowResult& r : rows) {
     sizes.push_back(r.params / 1e6);
@@ -160,6 +160,11 @@ bool write_plots(const ReportInfo& info, const std::vector<RowResult>& rows, std
     }
     if (r.curve.empty() && (!spread || spread->val_loss_band.empty())) curves << "0 NaN NaN NaN\n";
     curves << "\n\n";
+    // step, training loss (the mean over the log interval, and over repeats)
+    train << "# " << r.id << "\n";
+    for (const TrainPoint& p : r.train_curve) train << p.step << " " << p.loss << "\n";
+    if (r.train_curve.empty()) train << "0 NaN\n";
+    train << "\n\n";
     // index, name, mean best PPL, 95 % interval (the mean alone without repeats)
     const Spread ppl = spread ? spread->best_val_ppl : Spread{};
     const double low = ppl.has_interval() ? ppl.low() : r.best_val_ppl, high = ppl.has_interval() ? ppl.high() : r.best_val_ppl;
@@ -168,6 +173,7 @@ bool write_plots(const ReportInfo& info, const std::vector<RowResult>& rows, std
     speed << caches[i] << " " << speeds[i] << " " << gp_data_str(r.name) << " " << speed_slots[i] << "\n";
   }
   write_text_atomic((dir / "curves.dat").string(), curves.str());
+  write_text_atomic((dir / "train_curves.dat").string(), train.str());
   write_text_atomic((dir / "ppl_bars.dat").string(), bars.str());
   write_text_atomic((dir / "params_vs_ppl.dat").string(), params.str());
   write_text_atomic((dir / "throughput_vs_cache.dat").string(), speed.str());
@@ -176,15 +182,18 @@ bool write_plots(const ReportInfo& info, const std::vector<RowResult>& rows, std
   std::vector<std::string> charts;  // one per entry of plot_names(), in order
   const std::string repeats = repeats_label(info.spreads);
   {
-    // Mean curves; with repeats, each in its min-max band over them.
+    // Mean validation curves from step 0, each in its min-max band over the
+    // repeats, and beside each its training loss, dashed, in the same colour.
     std::ostringstream c;
-    c << "set title " << gp_str("Validation loss — " + info.title + repeats) << "\nset xlabel 'step'\nset ylabel 'validation loss'\n"
+    c << "set title " << gp_str("Validation (solid) and training (dashed) loss — " + info.title + repeats)
+      << "\nset xlabel 'step'\nset ylabel 'loss'\nset xrange [0:*]\n"
       << "set key outside right\nset grid\nset style fill transparent solid 0.2 noborder\nplot ";
     for (size_t i = 0; i < rows.size(); ++i) {
       const std::string lc = " lc " + std::to_string(i + 1);
       c << (i ? ", " : "") << "'curves.dat' index " << i << " using 1:3:4 with filledcurves" << lc << " notitle, "
         << "'curves.dat' index " << i << " using 1:2 with linespoints lw 2 pt 7 ps 0.6" << lc << " title "
-        << gp_str(rows[i].name);
+        << gp_str(rows[i].name) << ", 'train_curves.dat' index " << i << " using 1:2 with lines dt 2 lw 1" << lc
+        << " notitle";
     }
     charts.push_back(c.str() + "\n");
   }
@@ -315,7 +324,8 @@ ReportFiles write_report(const ReportInfo& info, const std::vector<RowResult>& r
      << "000's definition: no context, window or meta tokens). Cache MB @512 (seed 002) = seed 002's estimate: "
      << "every layer caches all 512 tokens, KV sharing pairs all layers. Attn:Mamba and share (params) count "
      << "parameters; (dims) use the configured branch widths (seed 002's ParamRatio). s / 100 tok = 100 / decode "
-     << "tok/s (seed 000's time per 100 tokens). " << sampling_line(info) << ".\n\n"
+     << "tok/s (seed 000's time per 100 tokens). " << sampling_line(info) << "." << decode_noise_note(info.spreads)
+     << "\n\n"
      << markdown_table(rows) << "\n" << repeats_markdown(info) << seed_markdown(info, rows);
   const std::vector<std::string> names = report_plot_names(info, rows);
   if (files.plots_written) {
@@ -342,7 +352,7 @@ ReportFiles write_report(const ReportInfo& info, const std::vector<RowResult>& r
     << "</title>\n" << html_style() << "</head><body>\n"
     << "<h1>" << html_escape(info.title) << "</h1>\n<p>" << html_inline(settings_line(info)) << ".</p>\n<p>Rows "
     << order << "; highlighted = best in its column. Cache figures per sequence at " << context
-    << " tokens in fp16. " << html_inline(sampling_line(info)) << ".</p>\n" << html_table(result_table(rows));
+    << " tokens in fp16. " << html_inline(sampling_line(info)) << "." << html_inline(decode_noise_note(info.spreads)) << "</p>\n" << html_table(result_table(rows));
   if (const std::string rm = repeats_markdown(info); !rm.empty()) h << markdown_to_html(rm);
   // The seed's own section (its table, conclusions, differences), rendered from the markdown report's.
   if (!info.seed.empty()) h << markdown_to_html(seed_markdown(info, rows));
@@ -363,6 +373,29 @@ ReportFiles write_report(const ReportInfo& info, const std::vector<RowResult>& r
   files.html = (fs::path(info.dir) / "report.html").string();
   write_text_atomic(files.html, h.str());
   return files;
+}
+
+// Whether the decode speeds of the rows can be told apart: with repeats, the
+// fastest and slowest rows' 95 % intervals must not overlap; a single
+// timing per row cannot tell a difference from run-to-run noise (a tiny
+// model's decode step takes microseconds).
+std::string decode_noise_note(const std::vector<RowSpread>& spreads) {
+  const RowSpread *fast = nullptr, *slow = nullptr;
+  for (const RowSpread& s : spreads) {
+    if (s.decode_tokens_per_s.n == 0) continue;
+    if (!fast || s.decode_tokens_per_s.mean > fast->decode_tokens_per_s.mean) fast = &s;
+    if (!slow || s.decode_tokens_per_s.mean < slow->decode_tokens_per_s.mean) slow = &s;
+  }
+  if (!fast || fast == slow) return "";
+  const Spread &f = fast->decode_tokens_per_s, &w = slow->decode_tokens_per_s;
+  if (!f.has_interval() || !w.has_interval())
+    return " Decode tok/s is one timing per row: differences between rows may be run-to-run noise "
+           "(run with --repeats, or time decoding with `hymba bench infer`).";
+  if (f.low() <= w.high())
+    return " Decode tok/s of every row lies within the others' run-to-run noise: the fastest row's 95 % interval (" +
+           fmt("%.0f", f.low()) + "-" + fmt("%.0f", f.high()) + ") overlaps the slowest's (" + fmt("%.0f", w.low()) +
+           "-" + fmt("%.0f", w.high()) + "), so their order is not a measurement.";
+  return "";
 }
 
 }  // namespace hymba::ablate

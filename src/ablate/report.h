@@ -43,4 +43,9 @@ std::string markdown_table(const std::vector<RowResult>& rows);
 
 ReportFiles write_report(const ReportInfo& info, const std::vector<RowResult>& rows);
 
+// One sentence for the report when the rows' decode tok/s cannot be told
+// apart (one timing per row, or the fastest and slowest rows' 95 % intervals
+// overlap); "" when they can.
+std::string decode_noise_note(const std::vector<RowSpread>& spreads);
+
 }  // namespace hymba::ablate

@@ -57,6 +57,8 @@ json RowResult::to_json() const {
     if (!p.attention_mixing.empty()) point["attention_mixing"] = p.attention_mixing;
     curve_json.push_back(point);
   }
+  json train_curve_json = json::array();
+  for (const TrainPoint& p : train_curve) train_curve_json.push_back({p.step, p.loss});
   return {{"id", id},
           {"name", name},
           {"source", source},
@@ -101,7 +103,8 @@ json RowResult::to_json() const {
           {"attention_mixing", attention_mixing},
           {"samples", samples_json},
           {"untrained_samples", samples_to_json(untrained_samples)},
-          {"curve", curve_json}};
+          {"curve", curve_json},
+          {"train_curve", train_curve_json}};
 }
 
 namespace {
@@ -206,6 +209,14 @@ RowResult RowResult::from_json(const json& j, uint64_t default_seed) {
         HYMBA_CHECK(v.is_number(), "field 'curve.attention_mixing' holds a non-number");
         r.curve.back().attention_mixing.push_back(v.get<double>());
       }
+    }
+  }
+  if (j.contains("train_curve")) {
+    HYMBA_CHECK(j["train_curve"].is_array(), "field 'train_curve' is not an array");
+    for (const json& p : j["train_curve"]) {
+      HYMBA_CHECK(p.is_array() && p.size() == 2 && p[0].is_number_integer() && p[1].is_number(),
+                  "field 'train_curve' holds something other than [step, loss]");
+      r.train_curve.push_back({p[0].get<int64_t>(), p[1].get<double>()});
     }
   }
   HYMBA_CHECK(r.params > 0 && r.best_val_ppl > 0 && r.steps > 0, "figures out of range (params, best_val_ppl, steps)");

@@ -18,6 +18,12 @@ struct CurvePoint {
   std::vector<double> attention_mixing;  // per layer at this step (learned-beta fusion), else empty
 };
 
+// The training loss at a logged step: its mean over the log interval.
+struct TrainPoint {
+  int64_t step = 0;
+  double loss = 0.0;
+};
+
 struct Sample {
   std::string prompt, text;
 };
@@ -75,6 +81,7 @@ struct RowResult {
   std::vector<Sample> samples;
   std::vector<Sample> untrained_samples;  // the same prompts from the freshly initialised model
   std::vector<CurvePoint> curve;
+  std::vector<TrainPoint> train_curve;  // empty in results from before it was kept
 
   // Training steps per second of training time (seed 003's steps/s).
   double steps_per_s() const;

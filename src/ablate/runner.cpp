@@ -112,6 +112,21 @@ infer::GenerateOptions sample_options(const SampleSettings& s, int64_t tokens, u
 std::vector<Sample> take_samples(infer::Decoder& decoder, const Tokenizer& tok, const std::vector<std::string>& prompts,
                                  const infer::GenerateOptions& g, int64_t* decoded, double* seconds);
 
+// The training loss as logged (the mean over each log interval), by step.
+std::vector<TrainPoint> read_train_curve(const fs::path& metrics) {
+  std::vector<TrainPoint> curve;
+  std::ifstream in(metrics);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const json j = parse_json(line, metrics.string());
+    if (!j.is_object() || !j.contains("loss_avg")) continue;
+    const JsonFields f(j, metrics.string());
+    curve.push_back({f.i64("step"), f.f64("loss_avg")});
+  }
+  return curve;
+}
+
 std::vector<CurvePoint> read_curve(const fs::path& metrics) {
   std::vector<CurvePoint> curve;
   std::ifstream in(metrics);
@@ -377,6 +392,7 @@ AblateSummary run_ablation(const AblateOptions& opt) {
   base.threads = opt.threads;
   base.quiet = opt.quiet;
   base.plain_progress = opt.plain_progress;
+  base.eval_at_start = true;  // the report's curves start at step 0
   const std::vector<std::string> prompts = opt.prompts.empty() ? suite.prompts : opt.prompts;
   HYMBA_CHECK(!prompts.empty(), "--prompt: the suite has no sample prompts; give one");
 
@@ -589,6 +605,7 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     read_training_summary(r, trained, summary_path.string());
     fill_model_figures(r, row, vocab, opt.cache_context);
     r.curve = read_curve(run_dir / kMetricsFile);
+    r.train_curve = read_train_curve(run_dir / kMetricsFile);
     const fs::path best = run_dir / kBestDir;
     r.decode_tokens_per_s = sample_and_time(r, fs::exists(best) ? best.string() : resolve_checkpoint(run_dir.string()),
                                             *tok, prompts, suite.sampling, opt.sample_tokens, row_opt.seed);

@@ -507,6 +507,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
   };
   auto run_eval = [&](int64_t step_done, Progress& progress) -> EvalResult {
     EvalResult r;
+    const bool untrained = step_done == 0;  // eval_at_start: a curve's first point, never the best
     try {
       r = evaluate_shared(*model, data.val(), opt.seq_len, opt.batch, opt.eval_windows, comm, stride);
     } catch (const dist::PeerLost&) {
@@ -514,10 +515,12 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
     } catch (const Error& e) {  // a non-finite loss: name the run whose weights gave it
       throw Error(opt.out_dir + ": " + e.what());
     }
-    sum.final_val_loss = r.loss;
-    sum.final_val_ppl = r.ppl;
-    sum.final_val_acc = r.accuracy;
-    const bool best = r.loss < sum.best_val_loss;
+    if (!untrained) {
+      sum.final_val_loss = r.loss;
+      sum.final_val_ppl = r.ppl;
+      sum.final_val_acc = r.accuracy;
+    }
+    const bool best = !untrained && r.loss < sum.best_val_loss;
     if (best) {
       sum.best_val_loss = r.loss;
       sum.best_step = step_done;
@@ -564,6 +567,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
   // A rank that stops mid-run (killed, out of memory, hung) is named by the
   // ranks that waited for it, with the checkpoint a --resume would continue.
   try {
+    if (opt.eval_at_start && start_step == 0) run_eval(0, progress);
     for (int64_t step = start_step; step < stop; ++step) {
       if (const int sig = agreed_stop_signal(); sig != 0 && step == start_step) {
         progress.finish();

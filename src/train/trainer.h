@@ -67,6 +67,10 @@ struct TrainOptions {
 
   int64_t log_interval = 10;
   int64_t eval_interval = 50;
+  // A fresh run evaluates the untrained model too (metrics.jsonl step 0), so
+  // validation curves start where training does; not part of the recipe
+  // (the weights are the same), and the step-0 figures are never "best".
+  bool eval_at_start = false;
   int64_t eval_windows = 64;  // validation windows per evaluation (0: all)
   int64_t save_interval = 100;
   double val_fraction = 0.1;
