@@ -5,8 +5,11 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <cstdint>
 #include <string>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "api/hymba.h"
 #include "serve/server.h"
@@ -51,16 +54,25 @@ class RunningServer {
   std::thread listener_;
 };
 
-// A streamed completion that would run for 100,000 tokens: it holds its
+// A streamed completion that would run for max_tokens tokens: it holds its
 // decode slot (and its HTTP worker) until hang_up is set.
-inline void stream_until_hang_up(httplib::Client client, const std::atomic<bool>& hang_up) {
+inline void stream_until_hang_up(httplib::Client client, const std::atomic<bool>& hang_up,
+                                 int64_t max_tokens = 100000) {
   httplib::Request req;
   req.method = "POST";
   req.path = "/v1/completions";
-  req.body = R"({"prompt": "endless", "max_tokens": 100000, "temperature": 0, "stream": true})";
+  req.body = R"({"prompt": "endless", "temperature": 0, "stream": true, "max_tokens": )" + std::to_string(max_tokens) +
+             "}";
   req.set_header("Content-Type", "application/json");
   req.content_receiver = [&hang_up](const char*, size_t, uint64_t, uint64_t) { return !hang_up.load(); };
   client.send(req);
+}
+
+// The server writes bytes that are not UTF-8 as U+FFFD (a random byte-level
+// model samples any byte): a generated text the way it travels.
+inline std::string as_sent(const std::string& text) {
+  const nlohmann::json j = text;
+  return nlohmann::json::parse(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)).get<std::string>();
 }
 
 }  // namespace hymba::test

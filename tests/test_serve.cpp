@@ -36,11 +36,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// The server writes bytes that are not UTF-8 as U+FFFD (a random byte-level
-// model samples any byte): compare texts the way they travel.
-std::string as_sent(const std::string& text) {
-  return json::parse(json(text).dump(-1, ' ', false, json::error_handler_t::replace)).get<std::string>();
-}
+using test::as_sent;
 
 class Serve : public ::testing::Test {
  protected:

@@ -10,13 +10,13 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
 #include "api/hymba.h"
+#include "core/system_memory.h"
 #include "serve/scheduler.h"
 #include "serve/server.h"
 #include "serve_test_util.h"
@@ -26,21 +26,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-// VmRSS of this process, bytes.
-int64_t resident_bytes() {
-  std::ifstream in("/proc/self/status");
-  std::string key;
-  while (in >> key) {
-    if (key == "VmRSS:") {
-      int64_t kb = 0;
-      in >> kb;
-      return kb * 1024;
-    }
-    in.ignore(1 << 16, '\n');
-  }
-  return 0;
-}
 
 class ServeContext : public ::testing::Test {
  protected:
@@ -152,13 +137,7 @@ TEST_F(ServeContext, AMillionTokenRequestGrowsWithItsTextAndIsLoggedCancelled) {
     }
     hang_up = true;
   });
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/completions";
-  req.body = R"({"prompt": "endless", "max_tokens": 1000000, "temperature": 0, "stream": true})";
-  req.set_header("Content-Type", "application/json");
-  req.content_receiver = [&hang_up](const char*, size_t, uint64_t, uint64_t) { return !hang_up.load(); };
-  s.client().send(req);
+  test::stream_until_hang_up(s.client(), hang_up, 1000000);
   watcher.join();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (s.server().scheduler().running() > 0 && std::chrono::steady_clock::now() < deadline)

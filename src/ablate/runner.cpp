@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -112,36 +113,33 @@ infer::GenerateOptions sample_options(const SampleSettings& s, int64_t tokens, u
 std::vector<Sample> take_samples(infer::Decoder& decoder, const Tokenizer& tok, const std::vector<std::string>& prompts,
                                  const infer::GenerateOptions& g, int64_t* decoded, double* seconds);
 
-// The training loss as logged (the mean over each log interval), by step.
-std::vector<TrainPoint> read_train_curve(const fs::path& metrics) {
-  std::vector<TrainPoint> curve;
+// Calls `take` with each metrics.jsonl record holding `key`.
+void for_each_record(const fs::path& metrics, const char* key, const std::function<void(const JsonFields&)>& take) {
   std::ifstream in(metrics);
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     const json j = parse_json(line, metrics.string());
-    if (!j.is_object() || !j.contains("loss_avg")) continue;
-    const JsonFields f(j, metrics.string());
-    curve.push_back({f.i64("step"), f.f64("loss_avg")});
+    if (j.is_object() && j.contains(key)) take(JsonFields(j, metrics.string()));
   }
+}
+
+// The training loss as logged (the mean over each log interval), by step.
+std::vector<TrainPoint> read_train_curve(const fs::path& metrics) {
+  std::vector<TrainPoint> curve;
+  for_each_record(metrics, "loss_avg", [&](const JsonFields& f) { curve.push_back({f.i64("step"), f.f64("loss_avg")}); });
   return curve;
 }
 
 std::vector<CurvePoint> read_curve(const fs::path& metrics) {
   std::vector<CurvePoint> curve;
-  std::ifstream in(metrics);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const json j = parse_json(line, metrics.string());
-    if (!j.is_object() || !j.contains("val_loss")) continue;
-    const JsonFields f(j, metrics.string());
-    curve.push_back({f.i64("step"), f.f64("val_loss"), f.f64("val_ppl"),
-                     f.has("val_accuracy") ? f.f64("val_accuracy") : 0.0, {}});
+  for_each_record(metrics, "val_loss", [&](const JsonFields& f) {
+    curve.push_back({f.i64("step"), f.f64("val_loss"), f.f64("val_ppl"), f.has("val_accuracy") ? f.f64("val_accuracy") : 0.0, {}});
+    const json& j = f.value();
     if (j.contains("attention_mixing") && j["attention_mixing"].is_array())
       for (const json& v : j["attention_mixing"])
         if (v.is_number()) curve.back().attention_mixing.push_back(v.get<double>());
-  }
+  });
   return curve;
 }
 

@@ -60,20 +60,23 @@ int64_t meminfo_available() {
   return -1;
 }
 
-// Bytes of address space this process already holds (VmSize).
-int64_t address_space_used() {
+// A "Vm...:" field of /proc/self/status in bytes; -1 when absent.
+int64_t status_bytes(const char* field) {
   std::ifstream in("/proc/self/status");
   std::string key;
   while (in >> key) {
-    if (key == "VmSize:") {
+    if (key == field) {
       int64_t kib = 0;
       in >> kib;
       return kib * 1024;
     }
     std::getline(in, key);
   }
-  return 0;
+  return -1;
 }
+
+// Bytes of address space this process already holds (VmSize).
+int64_t address_space_used() { return std::max<int64_t>(0, status_bytes("VmSize:")); }
 
 void keep_smaller(int64_t& best, int64_t candidate) {
   if (candidate >= 0 && (best < 0 || candidate < best)) best = candidate;
@@ -106,17 +109,10 @@ int64_t address_space_left_bytes() {
   return std::max<int64_t>(0, static_cast<int64_t>(std::min<rlim_t>(rl.rlim_cur, INT64_MAX)) - address_space_used());
 }
 
+int64_t resident_bytes() { return std::max<int64_t>(0, status_bytes("VmRSS:")); }
+
 int64_t peak_rss_bytes() {
-  std::ifstream in("/proc/self/status");
-  std::string key;
-  while (in >> key) {
-    if (key == "VmHWM:") {
-      int64_t kib = 0;
-      in >> kib;
-      return kib * 1024;
-    }
-    std::getline(in, key);
-  }
+  if (const int64_t hwm = status_bytes("VmHWM:"); hwm >= 0) return hwm;
   rusage u{};
   if (::getrusage(RUSAGE_SELF, &u) != 0) return 0;
   return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports kilobytes

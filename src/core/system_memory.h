@@ -18,6 +18,8 @@ int64_t available_memory_bytes();
 // -1 when there is no limit.
 int64_t address_space_left_bytes();
 
+// The process's resident set now (VmRSS) in bytes; 0 when unknown.
+int64_t resident_bytes();
 // The process's resident-set high-water mark (VmHWM, else getrusage's
 // ru_maxrss) in bytes; 0 when unknown.
 int64_t peak_rss_bytes();
