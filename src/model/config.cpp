@@ -264,6 +264,9 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   r.get("global_attn_idx", c.global_attn_idx);
   r.get("sliding_window", c.sliding_window);
   r.get("num_memory_tokens", c.num_memory_tokens);
+  r.get("sliding_window_symmetric", c.sliding_window_symmetric);
+  r.get("meta_tokens_see_all", c.meta_tokens_see_all);
+  r.get("attention_dropout", c.attention_dropout);
   r.get("attention_out_bias", c.attention_out_bias);
   r.get("attention_qkv_bias", c.attention_qkv_bias);
   const std::string scale = r.get_string("attention_scale", "inv_sqrt_d");
@@ -405,6 +408,16 @@ int64_t ModelConfig::window_of(int64_t layer) const {
   if (is_global(layer)) return 0;
   return sliding_window_inclusive ? sliding_window + 1 : sliding_window;
 }
+const char* ModelConfig::future_leak() const {
+  bool local = false, attention = false;
+  for (int64_t l = 0; l < num_hidden_layers; ++l) {
+    attention |= has_attention(l);
+    local |= has_attention(l) && window_of(l) > 0;
+  }
+  if (sliding_window_symmetric && local) return "sliding_window_symmetric";
+  if (meta_tokens_see_all && attention && num_memory_tokens > 0) return "meta_tokens_see_all";
+  return nullptr;
+}
 double ModelConfig::rope_base() const {
   if (!rope_ntk) return rope_theta;
   const double D = static_cast<double>(qk_head_dim);
@@ -536,6 +549,8 @@ void ModelConfig::validate() const {
   HYMBA_CHECK(!mlp_bias || mlp_activation != MlpActivation::kSwiGlu,
               "config: field 'mlp_bias' needs mlp_activation \"gelu\" or \"gelu_erf\" (SwiGLU has no biases)");
   HYMBA_CHECK(dropout >= 0 && dropout < 1, "config: field 'dropout' must be in [0, 1) (got ", dropout, ")");
+  HYMBA_CHECK(attention_dropout >= 0 && attention_dropout < 1,
+              "config: field 'attention_dropout' must be in [0, 1) (got ", attention_dropout, ")");
   HYMBA_CHECK(initializer_range > 0, "config: field 'initializer_range' must be > 0");
   HYMBA_CHECK(intermediate_size >= 0, "config: field 'intermediate_size' must be >= 0 (0 = no FFN)");
   HYMBA_CHECK(block_layers >= 0, "config: field 'block_layers' must be >= 0 (0 = no blocks; got ", block_layers, ")");
@@ -693,6 +708,9 @@ json ModelConfig::to_json() const {
   j["global_attn_idx"] = global_attn_idx;
   j["sliding_window"] = sliding_window;
   j["num_memory_tokens"] = num_memory_tokens;
+  if (sliding_window_symmetric) j["sliding_window_symmetric"] = true;
+  if (meta_tokens_see_all) j["meta_tokens_see_all"] = true;
+  if (attention_dropout > 0) j["attention_dropout"] = attention_dropout;
   if (attention_out_bias) j["attention_out_bias"] = true;
   if (attention_qkv_bias) j["attention_qkv_bias"] = true;
   if (attention_scale != AttentionScale::kInvSqrtD) j["attention_scale"] = to_string(attention_scale);
