@@ -326,6 +326,19 @@ TEST(SeedReport, Seed000TableAsItsReport) {
   // A tiny-scale row says what it is at the seed's size.
   const std::string md = ablate::seed_section("000", {r}, {{"train", {{"steps", 60}}}}, "tiny");
   EXPECT_NE(md.find("seed scale: 15 layers, KV reduction 1.88x"), std::string::npos) << md;
+  // The local rows name the window mask: causal here, the seed's suspected
+  // symmetric one under sliding_window_symmetric.
+  EXPECT_NE(md.find("local layers causal (0 <= i - j < w); seed 000's numbers suggest a window that also sees future "
+                    "tokens (`sliding_window_symmetric: true`)"),
+            std::string::npos)
+      << md;
+  r.config["sliding_window_symmetric"] = true;
+  const std::string leak = ablate::seed_section("000", {r}, {{"train", {{"steps", 60}}}}, "tiny");
+  EXPECT_NE(leak.find("local layers see |i - j| < w, future tokens included"), std::string::npos) << leak;
+  ablate::RowResult global = r;
+  global.config = ablate::load_suite("seed-000", "seed").rows[1].config;
+  const std::string global_md = ablate::seed_section("000", {global}, {{"train", {{"steps", 60}}}}, "tiny");
+  EXPECT_EQ(global_md.find("sliding_window_symmetric"), std::string::npos) << global_md;
 }
 
 TEST(SeedReport, Seed002TableHasTheRoadmapColumns) {
@@ -356,6 +369,17 @@ TEST(SeedReport, Seed002TableHasTheRoadmapColumns) {
   EXPECT_NE(md.find("this run hf-unigram 32000; seed 002 trains the same Hugging Face Unigram"), std::string::npos)
       << md;
   EXPECT_EQ(md.find("8192"), std::string::npos) << md;
+  // Rows with meta tokens name seed 002's leaking mask and the key that reproduces it.
+  EXPECT_NE(md.find("meta tokens causal (seed 002's mask lets them see every token: a leak; `meta_tokens_see_all: "
+                    "true` reproduces it)"),
+            std::string::npos)
+      << md;
+  std::vector<ablate::RowResult> leaking = rows;
+  for (ablate::RowResult& r : leaking) r.config["meta_tokens_see_all"] = true;
+  const std::string leak = ablate::seed_section("002", leaking, {{"train", s.train}}, "tiny");
+  EXPECT_NE(leak.find("meta tokens see every token, as seed 002's mask (`meta_tokens_see_all`: a leak)"),
+            std::string::npos)
+      << leak;
   json other = s.train;
   other["tokenizer"] = "unigram";
   other["tokenizer_vocab"] = 8192;

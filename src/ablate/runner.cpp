@@ -589,9 +589,15 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     fill_model_figures(r, row, vocab, opt.cache_context);
     r.curve = read_curve(run_dir / kMetricsFile);
     const fs::path best = run_dir / kBestDir;
-    r.decode_tokens_per_s = sample_and_time(r, fs::exists(best) ? best.string() : resolve_checkpoint(run_dir.string()),
-                                            *tok, prompts, suite.sampling, opt.sample_tokens, row_opt.seed);
-    if (suite.sampling.untrained)
+    // A mask that reads later tokens (a seed's leak) trains and evaluates but
+    // cannot decode: such a row has no samples and no decode rate.
+    const char* leak = row_config(row, vocab).future_leak();
+    if (leak != nullptr)
+      std::fprintf(stderr, "%s: no samples or decode rate: '%s' reads later tokens\n", label.c_str(), leak);
+    else
+      r.decode_tokens_per_s = sample_and_time(r, fs::exists(best) ? best.string() : resolve_checkpoint(run_dir.string()),
+                                              *tok, prompts, suite.sampling, opt.sample_tokens, row_opt.seed);
+    if (suite.sampling.untrained && leak == nullptr)
       r.untrained_samples = untrained_samples(row_config(row, vocab), *tok, prompts, suite.sampling,
                                               suite.sampling.tokens > 0 ? suite.sampling.tokens : opt.sample_tokens,
                                               row_opt.seed);

@@ -36,8 +36,9 @@ void add_seed001(std::vector<Preset>& out) {
   const json hybrid11 = {{"num_hidden_layers", 11}, {"layer_types", "hybrid"}, {"global_attn_idx", {0, 5, 10}},
                          {"sliding_window", 128},  {"kv_reuse_group", "auto"}, {"intermediate_size", 1152}};
   const json mine = merged(hybrid11, {{"proj_style", "separate"}, {"fusion", "learned_beta"}});
+  // Seed 001's HymbaOfficialConfig rows set attention_dropout=0.1 beside the common dropout.
   const json official = merged(hybrid11, {{"proj_style", "fused"}, {"fusion", "norm_mean"},
-                                          {"mamba_inner_layernorms", true}});
+                                          {"mamba_inner_layernorms", true}, {"attention_dropout", 0.1}});
   auto add = [&](const char* name, const char* title, const char* desc, const json& over) {
     out.push_back({name, title, "seed-001", desc, merged(c, over)});
   };
