@@ -327,7 +327,8 @@ TEST_F(Ablate, LeakFlagsReachEveryRowAndLeakingRowsAreNotDecoded) {
   const auto res = run_cli(command("out-leak", "--steps 2 --eval-interval 2 --sliding-window-symmetric "
                                                "--attention-dropout 0.1 --quiet"));
   ASSERT_EQ(res.exit_code, 0) << res.output;
-  EXPECT_NE(res.output.find("Hybrid | SWA: no samples or decode rate: 'sliding_window_symmetric' reads later tokens"),
+  EXPECT_NE(res.output.find("Hybrid | SWA: no samples or decode rate: config field 'sliding_window_symmetric' lets "
+                            "queries read later tokens"),
             std::string::npos)
       << res.output;
   const json r = results("out-leak");

@@ -539,10 +539,11 @@ TEST(Decode, MisuseIsAnError) {
   EXPECT_THROW(dec.step(twice, tokens, two.data()), Error);
 }
 
-// The two masks that read later tokens train and evaluate but never decode:
-// the decoder refuses them in one line naming the field; where they act on
-// no layer (no window, no meta tokens) the model decodes as usual.
-TEST(Decode, RefusesMasksThatReadLaterTokens) {
+// The two masks that read later tokens train and evaluate but never decode,
+// nor does a K/V pair of two windows ("all_pairs"): the decoder refuses them
+// in one line naming the field; where the leaks act on no layer (no window,
+// no meta tokens) the model decodes as usual.
+TEST(Decode, RefusesMasksThatReadLaterTokensAndPairsOfTwoWindows) {
   struct Case {
     json over;
     const char* field;  // nullptr: decodes
@@ -552,6 +553,7 @@ TEST(Decode, RefusesMasksThatReadLaterTokens) {
       {{{"num_memory_tokens", 2}, {"meta_tokens_see_all", true}}, "meta_tokens_see_all"},
       {{{"sliding_window", 0}, {"sliding_window_symmetric", true}}, nullptr},
       {{{"num_memory_tokens", 0}, {"meta_tokens_see_all", true}}, nullptr},
+      {{{"sliding_window", 3}, {"global_attn_idx", {0}}, {"kv_reuse_group", "all_pairs"}}, "kv_reuse_group"},
   };
   for (const Case& c : cases) {
     Model m(ModelConfig::from_json(tiny(c.over)), false);

@@ -132,6 +132,12 @@ std::vector<Family> families() {
        base({{"layer_types", "hybrid"}, {"num_hidden_layers", 3}, {"global_attn_idx", {0}}, {"sliding_window", 3},
              {"kv_reuse_group", {{1, 2}}}, {"num_memory_tokens", 2}, {"attention_dropout", 0.3}, {"dropout", 0.1}}),
        2, 6, 0.0},
+      // Seed 002's KV sharing over every consecutive pair: a global producer
+      // with a local consumer (0, 1) and a local producer with a global consumer (2, 3).
+      {"hybrid_kv_all_pairs_mixed_windows",
+       base({{"layer_types", "hybrid"}, {"num_hidden_layers", 4}, {"global_attn_idx", {0, 3}}, {"sliding_window", 2},
+             {"kv_reuse_group", "all_pairs"}, {"num_memory_tokens", 1}}),
+       2, 6, 0.0},
       {"sequential_gated_one_layer_blocks",
        base({{"layer_types", {"attention", "mamba"}}, {"block_layers", 1}, {"block_link", "gated"},
              {"intermediate_size", 0}}),

@@ -380,11 +380,46 @@ TEST(SeedReport, Seed002TableHasTheRoadmapColumns) {
   EXPECT_NE(leak.find("meta tokens see every token, as seed 002's mask (`meta_tokens_see_all`: a leak)"),
             std::string::npos)
       << leak;
+  // Row 10 and the KV-sharing rows name what reproduces seed 002's code.
+  EXPECT_NE(md.find("seed 002's code applies GQA only (`--same-kv-compression gqa-only`)"), std::string::npos) << md;
+  EXPECT_NE(md.find("seed 002 pairs every consecutive layer, global ones included (`--kv-reuse-all-pairs`)"),
+            std::string::npos)
+      << md;
   json other = s.train;
   other["tokenizer"] = "unigram";
   other["tokenizer_vocab"] = 8192;
   const std::string md2 = ablate::seed_section("002", rows, {{"train", other}}, "tiny");
   EXPECT_NE(md2.find("this run unigram 8192; seed 002: Hugging Face Unigram 32,000"), std::string::npos) << md2;
+}
+
+// Seed 002's row 10 as its code has it (row 6 with GQA) and its KV sharing
+// over every consecutive pair, each on request.
+TEST(SeedReport, Seed002RowTenAndKvPairsAsItsCode) {
+  ablate::SuiteChoices c;
+  c.scale = "tiny";
+  const ablate::Suite paper = ablate::load_suite("hymba-roadmap", c);
+  c.same_kv_compression = "gqa-only";
+  const ablate::Suite code = ablate::load_suite("hymba-roadmap", c);
+  const ModelConfig p10 = ModelConfig::from_json(paper.rows[9].config), c10 = ModelConfig::from_json(code.rows[9].config);
+  const ModelConfig c6 = ModelConfig::from_json(code.rows[5].config);
+  EXPECT_FALSE(p10.kv_reuse_group.empty());
+  EXPECT_TRUE(c10.kv_reuse_group.empty());
+  EXPECT_EQ(c10.sliding_window, 0);
+  EXPECT_LT(c10.num_key_value_heads, c10.num_attention_heads);  // GQA kept
+  EXPECT_EQ(c10.layer_types, c6.layer_types);  // row 6's attention layers
+  EXPECT_EQ(code.rows[9].id, "roadmap-10");
+  ablate::RowResult r = row("roadmap-10", "", 10.0, code.rows[9].config);
+  const std::string md = ablate::seed_section("002", {r}, {{"train", code.train}}, "tiny");
+  EXPECT_NE(md.find("GQA only, as seed 002's code runs its row 10"), std::string::npos) << md;
+  c.same_kv_compression = "half";
+  EXPECT_THROW(ablate::load_suite("hymba-roadmap", c), Error);
+  ablate::SuiteChoices other;
+  other.same_kv_compression = "gqa-only";
+  EXPECT_THROW(ablate::load_suite("seed-000", other), Error);
+  ablate::RowResult pairs = row("roadmap-09", "", 10.0, paper.rows[8].config);
+  pairs.config["kv_reuse_group"] = "all_pairs";
+  const std::string pairs_md = ablate::seed_section("002", {pairs}, {{"train", code.train}}, "tiny");
+  EXPECT_NE(pairs_md.find("as seed 002's owner map (`kv_reuse_group: all_pairs`)"), std::string::npos) << pairs_md;
 }
 
 // Seed 003's round 3: the rows at each T, round 1's 4,096 tokens per step.

@@ -123,7 +123,17 @@ std::string row_differences(const std::string& seed, const RowResult& r, const j
     d.push_back("the engine's Mamba (selective scan on CPU), not mamba-ssm's CUDA kernels");
   if (seed == "003" && r.id.starts_with("hymba-v")) d.push_back("learned-beta fusion stands for its learned mixing");
   if (seed == "002" && r.id == "roadmap-10")
-    d.push_back("GQA + SWA + KV sharing as the paper's row 10; seed 002's code applies GQA only");
+    d.push_back(has_kv_share(r.config) ? "GQA + SWA + KV sharing as the paper's row 10; seed 002's code applies GQA "
+                                         "only (`--same-kv-compression gqa-only`)"
+                                       : "GQA only, as seed 002's code runs its row 10 (`--same-kv-compression "
+                                         "gqa-only`); the paper's adds SWA and KV sharing");
+  const json kv_group = r.config.value("kv_reuse_group", json());
+  if (seed == "002" && kv_group == "auto")
+    d.push_back("K/V shared by consecutive local layers; seed 002 pairs every consecutive layer, global ones "
+                "included (`--kv-reuse-all-pairs`), and its training forward never reads the shared K/V");
+  if (seed == "002" && kv_group == "all_pairs")
+    d.push_back("K/V shared by every consecutive pair of layers, as seed 002's owner map (`kv_reuse_group: "
+                "all_pairs`); the engine shares them in training too, seed 002's forward only in its cache figure");
   if (seed == "002" && r.config.value("num_memory_tokens", 0) > 0)
     d.push_back(r.config.value("meta_tokens_see_all", false)
                     ? "meta tokens see every token, as seed 002's mask (`meta_tokens_see_all`: a leak)"

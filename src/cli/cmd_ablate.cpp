@@ -114,6 +114,12 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
                 "numbers suggest; such rows get no samples or decode rate");
   cmd->add_flag("--meta-tokens-see-all", o->meta_sees_all,
                 "Every row's meta tokens see the whole sequence (seed 002's leaking mask); no samples or decode rate");
+  cmd->add_option("--same-kv-compression", a.same_kv_compression,
+                  "hymba-roadmap row 10: paper (GQA + SWA + KV sharing, default) or gqa-only (seed 002's code)")
+      ->check(CLI::IsMember({"paper", "gqa-only"}));
+  cmd->add_flag("--kv-reuse-all-pairs", a.kv_reuse_all_pairs,
+                "Rows sharing K/V by consecutive local pairs pair every consecutive layer, global ones included "
+                "(seed 002's); a pair of two windows gets no samples or decode rate");
   auto* attention_dropout = cmd->add_option("--attention-dropout", o->attention_dropout,
                                             "Dropout on the attention probabilities of every row while training")
                                 ->check(range(0.0, 0.99));

@@ -118,6 +118,10 @@ struct ModelConfig {
   // divide by sqrt(qk_head_dim): 1, or sqrt(qk_head_dim) to undo it.
   double query_prescale() const;
   bool kv_reuse_auto = false;            // "auto": consecutive pairs of local layers
+  // "all_pairs": layers (0, 1), (2, 3), ... of attention paired whether
+  // global or local, as seed 002's owner map; a pair of two windows trains
+  // (each layer keeps its own mask over the shared K/V) but does not decode.
+  bool kv_reuse_all_pairs = false;
   std::vector<std::vector<int64_t>> kv_reuse_group;
 
   // --- Mamba
@@ -170,6 +174,9 @@ struct ModelConfig {
   // The field of a mask that reads later tokens and acts on some layer
   // (sliding_window_symmetric, meta_tokens_see_all), or nullptr.
   const char* future_leak() const;
+  // Why the cached decoder cannot run this model (a leak, or a K/V group of
+  // layers with different windows), in one line; empty when it can.
+  std::string decode_refusal() const;
   double rope_base() const;                // rope_theta, NTK-scaled when rope_ntk
   int64_t attn_dim_in() const;             // width of the attention branch input (d_model)
   int64_t attn_out_width() const { return num_attention_heads * v_head_dim; }
