@@ -342,6 +342,10 @@ TEST_F(Ablate, LeakFlagsReachEveryRowAndLeakingRowsAreNotDecoded) {
     EXPECT_EQ(parsed.decode_tokens_per_s > 0, !leaks) << parsed.id;
     EXPECT_TRUE(std::isfinite(parsed.best_val_loss)) << parsed.id;
   }
+  // The report shows no decode rate for the leaking row, and never marks its absence best.
+  const std::string md = slurp(dir_ / "out-leak/report.md");
+  EXPECT_NE(md.find("| — | — |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("**0.0**"), std::string::npos) << md;
   const auto bad = run_cli(command("out-leak-bad", "--attention-dropout 1.5"));
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("--attention-dropout"), std::string::npos) << bad.output;
