@@ -56,6 +56,12 @@ inline std::vector<Family> families() {
       {"inclusive_window_of_one",
        {{"layer_types", "attention"}, {"sliding_window", 1}, {"sliding_window_inclusive", true},
         {"global_attn_idx", {2}}}},
+      // Attention dropout is training-only: decoding equals the forward without it.
+      {"attention_dropout_off_when_decoding",
+       {{"attention_dropout", 0.3}, {"dropout", 0.1}, {"num_memory_tokens", 2}, {"sliding_window", 3},
+        {"global_attn_idx", {0}}}},
+      // Seed 002's "all_pairs" sharing where both layers of a pair are global.
+      {"kv_all_pairs_global", {{"layer_types", "attention"}, {"sliding_window", 0}, {"kv_reuse_group", "all_pairs"}}},
       {"rope_off", {{"layer_types", "attention"}, {"rope", false}, {"sliding_window", 3}, {"global_attn_idx", {1}}}},
       {"hybrid_concat",
        {{"proj_style", "fused"}, {"fusion", "concat"}, {"num_memory_tokens", 1}, {"sliding_window", 5},

@@ -3,6 +3,7 @@
 // test writes itself.
 #include <gtest/gtest.h>
 #include <algorithm>
+#include <cmath>
 #include <unistd.h>
 
 #include <filesystem>
@@ -335,6 +336,37 @@ TEST_F(Ablate, RepeatsAreAddedToMeasuredRowsWithoutRetrainingThem) {
   }
 }
 
+// The leak flags set the key on every row; a row with a local layer then
+// trains and is evaluated but never decoded (no samples, decode rate 0),
+// while rows the leak does not reach (global attention, Mamba) sample as usual.
+TEST_F(Ablate, LeakFlagsReachEveryRowAndLeakingRowsAreNotDecoded) {
+  const auto res = run_cli(command("out-leak", "--steps 2 --eval-interval 2 --sliding-window-symmetric "
+                                               "--attention-dropout 0.1 --quiet"));
+  ASSERT_EQ(res.exit_code, 0) << res.output;
+  EXPECT_NE(res.output.find("Hybrid | SWA: no samples or decode rate: config field 'sliding_window_symmetric' lets "
+                            "queries read later tokens"),
+            std::string::npos)
+      << res.output;
+  const json r = results("out-leak");
+  ASSERT_EQ(r["rows"].size(), 3u);
+  for (const json& row : r["rows"]) {
+    const ablate::RowResult parsed = ablate::RowResult::from_json(row);
+    EXPECT_EQ(parsed.config.value("sliding_window_symmetric", false), true) << parsed.id;
+    EXPECT_EQ(parsed.config.value("attention_dropout", 0.0), 0.1) << parsed.id;
+    const bool leaks = parsed.id == "hybrid";
+    EXPECT_EQ(parsed.samples.empty(), leaks) << parsed.id;
+    EXPECT_EQ(parsed.decode_tokens_per_s > 0, !leaks) << parsed.id;
+    EXPECT_TRUE(std::isfinite(parsed.best_val_loss)) << parsed.id;
+  }
+  // The report shows no decode rate for the leaking row, and never marks its absence best.
+  const std::string md = slurp(dir_ / "out-leak/report.md");
+  EXPECT_NE(md.find("| — | — |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("**0.0**"), std::string::npos) << md;
+  const auto bad = run_cli(command("out-leak-bad", "--attention-dropout 1.5"));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--attention-dropout"), std::string::npos) << bad.output;
+}
+
 // A suite that reproduces seed 001: Implementation column, the notebook's
 // analysis and plots, untrained samples with explicit sampling, and seed
 // 002's budget (--stop-epochs under a longer schedule).
@@ -382,6 +414,13 @@ TEST_F(Ablate, Seed001SuiteWritesTheNotebooksOutputs) {
   EXPECT_NE(md.find("this run 10 % of shuffled seq_len-token chunks"), std::string::npos) << md;
   EXPECT_EQ(md.find("draws random windows"), std::string::npos) << md;
   EXPECT_EQ(md.find("validates on random 256-token blocks"), std::string::npos) << md;
+  // Seed 001's printout of each model's KV sharing, and the official row's
+  // attention dropout named where it is not the seed's 0.1.
+  EXPECT_NE(md.find("### KV sharing structure"), std::string::npos) << md;
+  EXPECT_NE(md.find("Producer layers: ["), std::string::npos) << md;
+  EXPECT_NE(md.find("Consumer layers: ["), std::string::npos) << md;
+  EXPECT_NE(md.find("attention dropout 0, seed 001's official rows 0.1 (`attention_dropout`)"), std::string::npos)
+      << md;
   EXPECT_NE(slurp(dir_ / "out001/results.csv").find(",implementation,"), std::string::npos);
   if (gnuplot_on_path())
     for (const char* n : {"seed001_ppl_bars", "seed001_val_ppl", "seed001_mine_vs_official", "seed001_params_vs_ppl"}) {

@@ -197,6 +197,7 @@ TEST_P(HeadGrad, MatchesFloat64FiniteDifferences) {
   cfg.fusion = hc.fusion;
   cfg.hidden = hc.hidden;
   cfg.num_classes = 3;
+  cfg.loss_on_raw_logits = std::string(hc.name).starts_with("raw_logits");  // seed 004's NLL on raw logits
   ParamTable table;
   declare_head(cfg, table);
   table.allocate(true, false);
@@ -261,8 +262,47 @@ INSTANTIATE_TEST_SUITE_P(Fusions, HeadGrad,
                                            HeadCase{"single_hidden", {6}, FeatureFusion::kSingle, 5},
                                            HeadCase{"concat_hidden", {6, 4}, FeatureFusion::kConcat, 3},
                                            HeadCase{"gated_equal", {5, 5}, FeatureFusion::kGated, 0},
-                                           HeadCase{"gated_projected_hidden", {6, 4}, FeatureFusion::kGated, 4}),
+                                           HeadCase{"gated_projected_hidden", {6, 4}, FeatureFusion::kGated, 4},
+                                           HeadCase{"raw_logits_single_hidden", {6}, FeatureFusion::kSingle, 5},
+                                           HeadCase{"raw_logits_concat", {6, 4}, FeatureFusion::kConcat, 0}),
                          [](const auto& p) { return std::string(p.param.name); });
+
+// Seed 004's loss without log-softmax on a hand-made case: a linear head
+// whose logits are the features themselves (W = I, b = 0) gives
+// -sum(logits[label]), however large the logit; log-softmax does not.
+TEST(HeadLoss, RawLogitsIsMinusTheLabelsLogit) {
+  for (const bool raw : {false, true}) {
+    HeadConfig cfg;
+    cfg.widths = {2};
+    cfg.num_classes = 2;
+    cfg.loss_on_raw_logits = raw;
+    ParamTable table;
+    declare_head(cfg, table);
+    table.allocate(false, false);
+    const HeadPlan plan = HeadPlan::make(cfg, table);
+    float* P = table.values_block();
+    std::fill(P, P + table.total_floats(), 0.0f);
+    P[plan.out_w] = P[plan.out_w + 3] = 1.0f;  // identity [2 x 2]
+    const std::vector<float> feats = {3.0f, -1.0f, 50.0f, 2.0f};
+    const std::vector<int32_t> labels = {0, 0};
+    HeadActs<float> acts;
+    const LossStats s = head_forward(plan, static_cast<const float*>(P), {feats.data()}, 2, labels.data(), acts);
+    const double ce = std::log1p(std::exp(-4.0)) + std::log1p(std::exp(-48.0));
+    EXPECT_NEAR(s.loss_sum, raw ? -53.0 : ce, 1e-5) << raw;
+    EXPECT_EQ(s.correct, 2);
+  }
+  HeadConfig c;
+  c.widths = {4};
+  c.loss_on_raw_logits = true;
+  EXPECT_EQ(c.to_json()["loss"], "raw_logits");
+  EXPECT_TRUE(HeadConfig::from_json(c.to_json(), "x").loss_on_raw_logits);
+  c.loss_on_raw_logits = false;
+  EXPECT_FALSE(c.to_json().contains("loss"));  // classifiers written before the key read the same
+  EXPECT_THROW(parse_raw_logits_loss("softmax", "--loss"), Error);
+  nlohmann::json bad = c.to_json();
+  bad["loss"] = "nll";
+  EXPECT_THROW(HeadConfig::from_json(bad, "x"), Error);
+}
 
 TEST(HeadConfig, RejectsImpossibleCombinations) {
   HeadConfig c;

@@ -53,6 +53,53 @@ TEST(Config, ValidConfigResolvesDerivedFields) {
   EXPECT_EQ(again.to_json(), c.to_json());
 }
 
+// The seeds' leaks and attention dropout: off by default and not written;
+// set, they round-trip; future_leak names the one that acts on a layer.
+TEST(Config, LeakTogglesAndAttentionDropout) {
+  const ModelConfig plain = ModelConfig::from_json(valid());
+  EXPECT_EQ(plain.future_leak(), nullptr);
+  EXPECT_FALSE(plain.to_json().contains("sliding_window_symmetric"));
+  EXPECT_FALSE(plain.to_json().contains("meta_tokens_see_all"));
+  EXPECT_FALSE(plain.to_json().contains("attention_dropout"));
+  json j = with(with(with(valid(), "sliding_window_symmetric", true), "meta_tokens_see_all", true),
+                "attention_dropout", 0.1);
+  j["num_memory_tokens"] = 2;
+  const ModelConfig c = ModelConfig::from_json(j);
+  EXPECT_STREQ(c.future_leak(), "sliding_window_symmetric");
+  EXPECT_DOUBLE_EQ(c.attention_dropout, 0.1);
+  EXPECT_EQ(ModelConfig::from_json(c.to_json()).to_json(), c.to_json());
+  // Without a local layer the symmetric window acts nowhere; the meta leak then names itself.
+  const json all_global = with(with(j, "sliding_window", 0), "global_attn_idx", json::array());
+  EXPECT_STREQ(ModelConfig::from_json(all_global).future_leak(), "meta_tokens_see_all");
+  EXPECT_EQ(ModelConfig::from_json(with(all_global, "num_memory_tokens", 0)).future_leak(), nullptr);
+  expect_error(with(valid(), "attention_dropout", 1.0), {"attention_dropout", "[0, 1)"});
+  expect_error(with(valid(), "attention_dropout", -0.1), {"attention_dropout"});
+  expect_error(with(valid(), "sliding_window_symmetric", "yes"), {"sliding_window_symmetric"});
+  expect_error(with(valid(), "meta_tokens_see_all", 1), {"meta_tokens_see_all"});
+}
+
+// "all_pairs" (seed 002's owner map): (0, 1), (2, 3), ... global layers
+// included, pairs without two attention layers skipped; written back as
+// "all_pairs"; a pair of two windows is refused by the decoder only.
+TEST(Config, AllPairsKvGroupsPairEveryConsecutiveLayer) {
+  json j = with(with(valid(), "num_hidden_layers", 7), "kv_reuse_group", "all_pairs");
+  j["layer_types"] = {"hybrid", "hybrid", "hybrid", "hybrid", "mamba", "hybrid", "hybrid"};
+  j["global_attn_idx"] = {0, 3, 6};
+  const ModelConfig c = ModelConfig::from_json(j);
+  const std::vector<std::vector<int64_t>> expect = {{0, 1}, {2, 3}};
+  EXPECT_EQ(c.kv_reuse_group, expect);
+  EXPECT_EQ(c.kv_producer(1), 0);
+  EXPECT_EQ(c.to_json()["kv_reuse_group"], "all_pairs");
+  EXPECT_EQ(ModelConfig::from_json(c.to_json()).kv_reuse_group, expect);
+  EXPECT_NE(c.decode_refusal().find("kv_reuse_group pairs layers 0 and 1"), std::string::npos) << c.decode_refusal();
+  EXPECT_EQ(ModelConfig::from_json(with(with(j, "sliding_window", 0), "global_attn_idx", json::array()))
+                .decode_refusal(),
+            "");
+  // Explicit groups still may not hold a global layer.
+  expect_error(with(valid(), "kv_reuse_group", {{0, 1}}), {"kv_reuse_group", "global layer 0", "all_pairs"});
+  expect_error(with(valid(), "kv_reuse_group", "pairs"), {"kv_reuse_group", "all_pairs"});
+}
+
 TEST(Config, AutoKvGroupsPairConsecutiveLocalLayers) {
   json j = with(with(valid(), "num_hidden_layers", 11), "global_attn_idx", {0, 5, 10});
   ModelConfig c = ModelConfig::from_json(j);

@@ -540,6 +540,39 @@ TEST(Decode, MisuseIsAnError) {
   EXPECT_THROW(dec.step(twice, tokens, two.data()), Error);
 }
 
+// The two masks that read later tokens train and evaluate but never decode,
+// nor does a K/V pair of two windows ("all_pairs"): the decoder refuses them
+// in one line naming the field; where the leaks act on no layer (no window,
+// no meta tokens) the model decodes as usual.
+TEST(Decode, RefusesMasksThatReadLaterTokensAndPairsOfTwoWindows) {
+  struct Case {
+    json over;
+    const char* field;  // nullptr: decodes
+  };
+  const std::vector<Case> cases = {
+      {{{"sliding_window", 3}, {"global_attn_idx", {0}}, {"sliding_window_symmetric", true}}, "sliding_window_symmetric"},
+      {{{"num_memory_tokens", 2}, {"meta_tokens_see_all", true}}, "meta_tokens_see_all"},
+      {{{"sliding_window", 0}, {"sliding_window_symmetric", true}}, nullptr},
+      {{{"num_memory_tokens", 0}, {"meta_tokens_see_all", true}}, nullptr},
+      {{{"sliding_window", 3}, {"global_attn_idx", {0}}, {"kv_reuse_group", "all_pairs"}}, "kv_reuse_group"},
+  };
+  for (const Case& c : cases) {
+    Model m(ModelConfig::from_json(tiny(c.over)), false);
+    m.init(1);
+    if (c.field == nullptr) {
+      EXPECT_NO_THROW(Decoder{m}) << c.over.dump();
+      continue;
+    }
+    try {
+      Decoder dec(m);
+      ADD_FAILURE() << c.field << " decoded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(c.field), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Cache, BytesEqualTheSummaryFormula) {
   for (const Family& f : families()) {
     SCOPED_TRACE(f.name);

@@ -115,6 +115,29 @@ std::vector<Family> families() {
              {"fusion", "learned_beta"}, {"attention_qkv_bias", true}, {"init_scheme", "torch"},
              {"num_memory_tokens", 2}}),
        2, 5, 0.0},
+      // The seeds' leaks (issue 38): a symmetric window (seed 000) and meta
+      // tokens that see the whole sequence (seed 002), with KV sharing; and
+      // attention dropout (seed 001), whose fixed mask the float64 forward
+      // draws again from the same dropout stream (a family with
+      // attention_dropout runs with dropout_rng, residual dropout included).
+      {"attention_symmetric_window_meta",
+       base({{"layer_types", "attention"}, {"num_hidden_layers", 3}, {"sliding_window", 3}, {"global_attn_idx", {0}},
+             {"num_memory_tokens", 2}, {"sliding_window_symmetric", true}}),
+       2, 7, 0.0},
+      {"hybrid_meta_sees_all_kvshare",
+       base({{"layer_types", "hybrid"}, {"num_hidden_layers", 4}, {"global_attn_idx", {0, 3}}, {"sliding_window", 2},
+             {"kv_reuse_group", "auto"}, {"num_memory_tokens", 2}, {"meta_tokens_see_all", true}}),
+       2, 6, 0.0},
+      {"hybrid_attention_dropout_window_meta",
+       base({{"layer_types", "hybrid"}, {"num_hidden_layers", 3}, {"global_attn_idx", {0}}, {"sliding_window", 3},
+             {"kv_reuse_group", {{1, 2}}}, {"num_memory_tokens", 2}, {"attention_dropout", 0.3}, {"dropout", 0.1}}),
+       2, 6, 0.0},
+      // Seed 002's KV sharing over every consecutive pair: a global producer
+      // with a local consumer (0, 1) and a local producer with a global consumer (2, 3).
+      {"hybrid_kv_all_pairs_mixed_windows",
+       base({{"layer_types", "hybrid"}, {"num_hidden_layers", 4}, {"global_attn_idx", {0, 3}}, {"sliding_window", 2},
+             {"kv_reuse_group", "all_pairs"}, {"num_memory_tokens", 1}}),
+       2, 6, 0.0},
       {"sequential_gated_one_layer_blocks",
        base({{"layer_types", {"attention", "mamba"}}, {"block_layers", 1}, {"block_link", "gated"},
              {"intermediate_size", 0}}),
@@ -155,6 +178,8 @@ TEST_P(ModelGradTest, BackwardMatchesFloat64FiniteDifferences) {
 
   ForwardOptions opt;
   opt.label_smoothing = fam.label_smoothing;
+  const Rng drop(23);
+  if (cfg.attention_dropout > 0) opt.dropout_rng = &drop;
   model.params().zero_grad();
   const LossStats fl = model.forward(ids.data(), targets.data(), B, T, opt);
   model.backward();
@@ -189,6 +214,7 @@ TEST_P(ModelGradTest, RecomputedActivationsGiveBitIdenticalGradients) {
   const Family& fam = GetParam();
   json config = fam.config;
   config["dropout"] = 0.1;
+  config["attention_dropout"] = 0.2;
   const ModelConfig cfg = ModelConfig::from_json(config, fam.name);
   const int64_t B = fam.B, T = fam.T;
   std::vector<int32_t> ids, targets;

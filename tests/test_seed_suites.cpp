@@ -326,6 +326,19 @@ TEST(SeedReport, Seed000TableAsItsReport) {
   // A tiny-scale row says what it is at the seed's size.
   const std::string md = ablate::seed_section("000", {r}, {{"train", {{"steps", 60}}}}, "tiny");
   EXPECT_NE(md.find("seed scale: 15 layers, KV reduction 1.88x"), std::string::npos) << md;
+  // The local rows name the window mask: causal here, the seed's suspected
+  // symmetric one under sliding_window_symmetric.
+  EXPECT_NE(md.find("local layers causal (0 <= i - j < w); seed 000's numbers suggest a window that also sees future "
+                    "tokens (`sliding_window_symmetric: true`)"),
+            std::string::npos)
+      << md;
+  r.config["sliding_window_symmetric"] = true;
+  const std::string leak = ablate::seed_section("000", {r}, {{"train", {{"steps", 60}}}}, "tiny");
+  EXPECT_NE(leak.find("local layers see |i - j| < w, future tokens included"), std::string::npos) << leak;
+  ablate::RowResult global = r;
+  global.config = ablate::load_suite("seed-000", "seed").rows[1].config;
+  const std::string global_md = ablate::seed_section("000", {global}, {{"train", {{"steps", 60}}}}, "tiny");
+  EXPECT_EQ(global_md.find("sliding_window_symmetric"), std::string::npos) << global_md;
 }
 
 TEST(SeedReport, Seed002TableHasTheRoadmapColumns) {
@@ -356,11 +369,57 @@ TEST(SeedReport, Seed002TableHasTheRoadmapColumns) {
   EXPECT_NE(md.find("this run hf-unigram 32000; seed 002 trains the same Hugging Face Unigram"), std::string::npos)
       << md;
   EXPECT_EQ(md.find("8192"), std::string::npos) << md;
+  // Rows with meta tokens name seed 002's leaking mask and the key that reproduces it.
+  EXPECT_NE(md.find("meta tokens causal (seed 002's mask lets them see every token: a leak; `meta_tokens_see_all: "
+                    "true` reproduces it)"),
+            std::string::npos)
+      << md;
+  std::vector<ablate::RowResult> leaking = rows;
+  for (ablate::RowResult& r : leaking) r.config["meta_tokens_see_all"] = true;
+  const std::string leak = ablate::seed_section("002", leaking, {{"train", s.train}}, "tiny");
+  EXPECT_NE(leak.find("meta tokens see every token, as seed 002's mask (`meta_tokens_see_all`: a leak)"),
+            std::string::npos)
+      << leak;
+  // Row 10 and the KV-sharing rows name what reproduces seed 002's code.
+  EXPECT_NE(md.find("seed 002's code applies GQA only (`--same-kv-compression gqa-only`)"), std::string::npos) << md;
+  EXPECT_NE(md.find("seed 002 pairs every consecutive layer, global ones included (`--kv-reuse-all-pairs`)"),
+            std::string::npos)
+      << md;
   json other = s.train;
   other["tokenizer"] = "unigram";
   other["tokenizer_vocab"] = 8192;
   const std::string md2 = ablate::seed_section("002", rows, {{"train", other}}, "tiny");
   EXPECT_NE(md2.find("this run unigram 8192; seed 002: Hugging Face Unigram 32,000"), std::string::npos) << md2;
+}
+
+// Seed 002's row 10 as its code has it (row 6 with GQA) and its KV sharing
+// over every consecutive pair, each on request.
+TEST(SeedReport, Seed002RowTenAndKvPairsAsItsCode) {
+  ablate::SuiteChoices c;
+  c.scale = "tiny";
+  const ablate::Suite paper = ablate::load_suite("hymba-roadmap", c);
+  c.same_kv_compression = "gqa-only";
+  const ablate::Suite code = ablate::load_suite("hymba-roadmap", c);
+  const ModelConfig p10 = ModelConfig::from_json(paper.rows[9].config), c10 = ModelConfig::from_json(code.rows[9].config);
+  const ModelConfig c6 = ModelConfig::from_json(code.rows[5].config);
+  EXPECT_FALSE(p10.kv_reuse_group.empty());
+  EXPECT_TRUE(c10.kv_reuse_group.empty());
+  EXPECT_EQ(c10.sliding_window, 0);
+  EXPECT_LT(c10.num_key_value_heads, c10.num_attention_heads);  // GQA kept
+  EXPECT_EQ(c10.layer_types, c6.layer_types);  // row 6's attention layers
+  EXPECT_EQ(code.rows[9].id, "roadmap-10");
+  ablate::RowResult r = row("roadmap-10", "", 10.0, code.rows[9].config);
+  const std::string md = ablate::seed_section("002", {r}, {{"train", code.train}}, "tiny");
+  EXPECT_NE(md.find("GQA only, as seed 002's code runs its row 10"), std::string::npos) << md;
+  c.same_kv_compression = "half";
+  EXPECT_THROW(ablate::load_suite("hymba-roadmap", c), Error);
+  ablate::SuiteChoices other;
+  other.same_kv_compression = "gqa-only";
+  EXPECT_THROW(ablate::load_suite("seed-000", other), Error);
+  ablate::RowResult pairs = row("roadmap-09", "", 10.0, paper.rows[8].config);
+  pairs.config["kv_reuse_group"] = "all_pairs";
+  const std::string pairs_md = ablate::seed_section("002", {pairs}, {{"train", code.train}}, "tiny");
+  EXPECT_NE(pairs_md.find("as seed 002's owner map (`kv_reuse_group: all_pairs`)"), std::string::npos) << pairs_md;
 }
 
 // Seed 003's round 3: the rows at each T, round 1's 4,096 tokens per step.

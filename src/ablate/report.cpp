@@ -56,10 +56,18 @@ std::vector<Column> columns(int64_t context, bool implementation) {
       {"Train tok/s", [](R r) { return fmt("%.0f", r.train_tokens_per_s); },
        [](R r) { return r.train_tokens_per_s; }, false},
       {"Train time", [](R r) { return format_duration(r.train_seconds); }},
-      {"Decode tok/s", [](R r) { return fmt("%.1f", r.decode_tokens_per_s); },
-       [](R r) { return r.decode_tokens_per_s; }, false},
-      {"s / 100 tok", [](R r) { return fmt("%.3f", seconds_per_100_tokens(r.decode_tokens_per_s)); },
-       [](R r) { return seconds_per_100_tokens(r.decode_tokens_per_s); }},
+      // A row that cannot decode (a seed's leak) has no rate: a dash, never "best".
+      {"Decode tok/s", [](R r) { return r.decode_tokens_per_s > 0 ? fmt("%.1f", r.decode_tokens_per_s) : "—"; },
+       [](R r) { return r.decode_tokens_per_s > 0 ? std::optional<double>(r.decode_tokens_per_s) : std::nullopt; },
+       false},
+      {"s / 100 tok",
+       [](R r) {
+         return r.decode_tokens_per_s > 0 ? fmt("%.3f", seconds_per_100_tokens(r.decode_tokens_per_s)) : "—";
+       },
+       [](R r) {
+         return r.decode_tokens_per_s > 0 ? std::optional<double>(seconds_per_100_tokens(r.decode_tokens_per_s))
+                                          : std::nullopt;
+       }},
       {"KV MB @" + ctx, [](R r) { return fmt("%.2f", r.kv_cache_mb); }, [](R r) { return r.kv_cache_mb; }},
       {"Mamba MB", [](R r) { return fmt("%.2f", r.mamba_state_mb); }},
       {"Cache MB @512 (seed 002)", [](R r) { return fmt("%.2f", r.seed002_cache_mb); }},

@@ -374,11 +374,14 @@ AblateSummary run_ablation(const AblateOptions& opt) {
   choices.scale = opt.scale;
   choices.transformer = opt.transformer;
   choices.seq_lens = opt.seq_lens;
+  choices.same_kv_compression = opt.same_kv_compression;
   Suite suite = load_suite(opt.suite, choices);
   HYMBA_CHECK(suite.seq_lens.empty() || !opt.train_overrides.contains("seq_len"), "--seq-len: suite '", suite.name,
               "' sets T per row; give --seq-lens");
   for (SuiteRow& row : suite.rows) {
     for (auto it = opt.model_overrides.begin(); it != opt.model_overrides.end(); ++it) row.config[it.key()] = it.value();
+    if (opt.kv_reuse_all_pairs && row.config.value("kv_reuse_group", nlohmann::json()) == "auto")
+      row.config["kv_reuse_group"] = "all_pairs";
     (void)ModelConfig::from_json(row.config, "flags (row " + row.id + ")");
   }
 
@@ -605,9 +608,16 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     r.curve = read_curve(run_dir / kMetricsFile);
     r.train_curve = read_train_curve(run_dir / kMetricsFile);
     const fs::path best = run_dir / kBestDir;
-    r.decode_tokens_per_s = sample_and_time(r, fs::exists(best) ? best.string() : resolve_checkpoint(run_dir.string()),
-                                            *tok, prompts, suite.sampling, opt.sample_tokens, row_opt.seed);
-    if (suite.sampling.untrained)
+    // A mask that reads later tokens (a seed's leak) trains and evaluates but
+    // cannot decode: such a row has no samples and no decode rate.
+    const std::string why = row_config(row, vocab).decode_refusal();
+    const bool decodes = why.empty();
+    if (!decodes)
+      std::fprintf(stderr, "%s: no samples or decode rate: %s\n", label.c_str(), why.c_str());
+    else
+      r.decode_tokens_per_s = sample_and_time(r, fs::exists(best) ? best.string() : resolve_checkpoint(run_dir.string()),
+                                              *tok, prompts, suite.sampling, opt.sample_tokens, row_opt.seed);
+    if (suite.sampling.untrained && decodes)
       r.untrained_samples = untrained_samples(row_config(row, vocab), *tok, prompts, suite.sampling,
                                               suite.sampling.tokens > 0 ? suite.sampling.tokens : opt.sample_tokens,
                                               row_opt.seed);

@@ -28,6 +28,10 @@ struct AblateOptions {
   std::string scale;             // "" = the suite file's, else seed
   std::string transformer;       // seed-003 suites: "gpt" (default) or "rope"
   std::vector<int64_t> seq_lens; // seed-003-long: T values (empty: the suite's)
+  std::string same_kv_compression;  // hymba-roadmap row 10: "paper" (default) or "gqa-only"
+  // Rows whose kv_reuse_group is "auto" (consecutive local pairs) take
+  // "all_pairs" (every consecutive pair, global layers included: seed 002's).
+  bool kv_reuse_all_pairs = false;
   std::string data = "default";  // corpus SPEC
   std::string tokenizer_file;    // --tokenizer: used instead of training one ("" = train)
   std::string out_dir;

@@ -18,7 +18,37 @@ std::string ratio_text(double a, double m) {
   return buf;
 }
 
+std::string list_text(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
 }  // namespace
+
+KvSharingInfo kv_sharing_info(const ModelConfig& cfg) {
+  KvSharingInfo k;
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    if (!cfg.has_attention(l)) continue;
+    (cfg.is_global(l) ? k.global : k.local).push_back(l);
+    (cfg.is_kv_producer(l) ? k.producers : k.consumers).push_back(l);
+  }
+  k.groups = cfg.kv_reuse_group;
+  k.reduction = seed000_kv_reduction(cfg);
+  return k;
+}
+
+std::string kv_sharing_text(const KvSharingInfo& k) {
+  if (k.producers.empty()) return "";
+  std::string groups = "[";
+  for (size_t i = 0; i < k.groups.size(); ++i) groups += (i ? ", " : "") + list_text(k.groups[i]);
+  groups += "]";
+  char reduction[32];
+  std::snprintf(reduction, sizeof reduction, "%.2fx", k.reduction);
+  return "Global layers: " + list_text(k.global) + "; Local layers: " + list_text(k.local) +
+         "; KV reuse groups: " + groups + "; Producer layers: " + list_text(k.producers) +
+         "; Consumer layers: " + list_text(k.consumers) + "; KV cache reduction: " + reduction;
+}
 
 double seed000_kv_reduction(const ModelConfig& cfg) {
   int64_t layers = 0, owners = 0;

@@ -17,10 +17,24 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/config.h"
 
 namespace hymba::ablate {
+
+// Seed 001's get_kv_sharing_info / get_attention_pattern_info, as its
+// notebook prints them: global and local attention layers, the KV reuse
+// groups, the layers that compute K/V (producers) and those that reuse a
+// producer's (consumers), and seed 000's reduction (layers / producers).
+struct KvSharingInfo {
+  std::vector<int64_t> global, local, producers, consumers;
+  std::vector<std::vector<int64_t>> groups;
+  double reduction = 1.0;
+};
+KvSharingInfo kv_sharing_info(const ModelConfig& cfg);  // cfg resolved
+// The printout's lines for one model ("" without attention layers).
+std::string kv_sharing_text(const KvSharingInfo& info);
 
 // Seed 002's context: its cache figure is at its training length.
 inline constexpr int64_t kSeed002CacheContext = 512;

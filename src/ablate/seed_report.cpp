@@ -139,9 +139,31 @@ std::string row_differences(const std::string& seed, const RowResult& r, const j
     d.push_back("the engine's Mamba (selective scan on CPU), not mamba-ssm's CUDA kernels");
   if (seed == "003" && r.id.starts_with("hymba-v")) d.push_back("learned-beta fusion stands for its learned mixing");
   if (seed == "002" && r.id == "roadmap-10")
-    d.push_back("GQA + SWA + KV sharing as the paper's row 10; seed 002's code applies GQA only");
+    d.push_back(has_kv_share(r.config) ? "GQA + SWA + KV sharing as the paper's row 10; seed 002's code applies GQA "
+                                         "only (`--same-kv-compression gqa-only`)"
+                                       : "GQA only, as seed 002's code runs its row 10 (`--same-kv-compression "
+                                         "gqa-only`); the paper's adds SWA and KV sharing");
+  const json kv_group = r.config.value("kv_reuse_group", json());
+  if (seed == "002" && kv_group == "auto")
+    d.push_back("K/V shared by consecutive local layers; seed 002 pairs every consecutive layer, global ones "
+                "included (`--kv-reuse-all-pairs`), and its training forward never reads the shared K/V");
+  if (seed == "002" && kv_group == "all_pairs")
+    d.push_back("K/V shared by every consecutive pair of layers, as seed 002's owner map (`kv_reuse_group: "
+                "all_pairs`); the engine shares them in training too, seed 002's forward only in its cache figure");
   if (seed == "002" && r.config.value("num_memory_tokens", 0) > 0)
-    d.push_back("meta tokens causal (seed 002's mask lets them see every token: a leak)");
+    d.push_back(r.config.value("meta_tokens_see_all", false)
+                    ? "meta tokens see every token, as seed 002's mask (`meta_tokens_see_all`: a leak)"
+                    : "meta tokens causal (seed 002's mask lets them see every token: a leak; "
+                      "`meta_tokens_see_all: true` reproduces it)");
+  if (seed == "000" && swa_mode(r.config) != "none" && r.config.value("layer_types", json()) != "mamba")
+    d.push_back(r.config.value("sliding_window_symmetric", false)
+                    ? "local layers see |i - j| < w, future tokens included (`sliding_window_symmetric`: the leak "
+                      "seed 000's numbers suggest)"
+                    : "local layers causal (0 <= i - j < w); seed 000's numbers suggest a window that also sees "
+                      "future tokens (`sliding_window_symmetric: true`)");
+  if (seed == "001" && r.implementation == "Official" && r.config.value("attention_dropout", 0.0) != 0.1)
+    d.push_back("attention dropout " + fmt("%g", r.config.value("attention_dropout", 0.0)) +
+                ", seed 001's official rows 0.1 (`attention_dropout`)");
   std::string out;
   for (const std::string& s : d) out += (out.empty() ? "" : "; ") + s;
   return out;
@@ -323,6 +345,19 @@ std::string mixing_against_steps(const std::vector<RowResult>& rows) {
   return md.str();
 }
 
+// Seed 001's "KV Sharing Structure" printout, per row with attention, from
+// the row's config as it trained.
+std::string kv_sharing_section(const std::vector<RowResult>& rows) {
+  std::ostringstream md;
+  md << "### KV sharing structure\n\nAs seed 001 prints it (producers compute K/V, consumers reuse their "
+        "producer's):\n\n";
+  for (const RowResult& r : rows) {
+    const std::string text = kv_sharing_text(kv_sharing_info(ModelConfig::from_json(r.config, r.name)));
+    if (!text.empty()) md << "- " << r.name << ": " << text << "\n";
+  }
+  return md.str() + "\n";
+}
+
 }  // namespace
 
 std::string seed_section(const std::string& seed, const std::vector<RowResult>& rows, const json& settings,
@@ -364,6 +399,7 @@ std::string seed_section(const std::string& seed, const std::vector<RowResult>& 
     if (a.delta_no_meta_official)
       md << "- Without meta tokens (Official): " << signed2(*a.delta_no_meta_official) << " PPL\n";
     md << "\n(Δ = ablated row's best PPL − full row's; positive = the component helps.)\n\n";
+    md << kv_sharing_section(rows);
   }
   md << "## Differences from seed " << seed << "\n\n" << suite_differences(seed, settings) << "\nPer row:\n\n";
   for (const RowResult& r : rows) md << "- " << r.name << ": " << row_differences(seed, r, settings, scale) << "\n";

@@ -141,6 +141,12 @@ Suite builtin(const std::string& name, Scale scale, const SuiteChoices& choices)
               "' has no Transformer row to choose (seed-003 and seed-003-long have)");
   HYMBA_CHECK(choices.seq_lens.empty() || name == "seed-003-long", "--seq-lens: suite '", name,
               "' has no sequence-length axis (seed-003-long has)");
+  const bool roadmap = name == "hymba-roadmap" || name == "hymba-roadmap-epoch";
+  HYMBA_CHECK(choices.same_kv_compression.empty() || roadmap, "--same-kv-compression: suite '", name,
+              "' has no row 10 (hymba-roadmap and hymba-roadmap-epoch have)");
+  HYMBA_CHECK(choices.same_kv_compression.empty() || choices.same_kv_compression == "paper" ||
+                  choices.same_kv_compression == "gqa-only",
+              "--same-kv-compression: expected paper or gqa-only (got '", choices.same_kv_compression, "')");
   if (name == "seed-000") {
     s.title = "Seed 000: Mamba, Transformer (global / local) and Hymba hybrids";
     s.seed = "000";
@@ -165,6 +171,10 @@ Suite builtin(const std::string& name, Scale scale, const SuiteChoices& choices)
       std::snprintf(preset, sizeof preset, "roadmap-%02d", i);
       s.rows.push_back(preset_row(preset, scale));
     }
+    // Seed 002's code runs its row 10 as row 6 with GQA: no SWA, no sharing.
+    if (choices.same_kv_compression == "gqa-only")
+      s.rows[9] = preset_row("roadmap-10", scale, "", {{"sliding_window", 0}, {"global_attn_idx", json::array()},
+                                                      {"kv_reuse_group", json::array()}});
   } else if (name == "seed-ablation") {
     s.title = "Seed 001 ablation: Mamba, Transformer and hybrid variants";
     s.sort = SortOrder::kBestPpl;  // as seed 001's summary table
@@ -177,9 +187,11 @@ Suite builtin(const std::string& name, Scale scale, const SuiteChoices& choices)
     s.prompts = {"ROMEO:", "First Citizen:"};
     for (const char* p : {"mamba-only", "transformer-global", "hybrid-mine", "hybrid-nometa", "hybrid-nokvshare",
                           "hybrid-official", "official-nometa", "transformer-local"}) {
-      s.rows.push_back(preset_row(p, scale));
       const std::string id = p;
-      s.rows.back().implementation = id == "hybrid-official" || id == "official-nometa" ? "Official" : "Mine";
+      const bool official = id == "hybrid-official" || id == "official-nometa";
+      // Seed 001's HymbaOfficialConfig rows set attention_dropout=0.1 beside the common dropout.
+      s.rows.push_back(official ? preset_row(p, scale, "", {{"attention_dropout", 0.1}}, id) : preset_row(p, scale));
+      s.rows.back().implementation = official ? "Official" : "Mine";
     }
   } else if (name == "arch-compare") {
     s.title = "Transformer vs Mamba vs Hymba, 8 layers of d 384 each (seed 003)";

@@ -69,6 +69,9 @@ struct SuiteChoices {
   std::string scale;              // "" = the suite file's, else seed
   std::string transformer;        // seed-003 suites: "gpt" (default) or "rope"
   std::vector<int64_t> seq_lens;  // seed-003-long: the T values (default 256 ... 4096)
+  // hymba-roadmap suites, row 10 "6) + Same KV compression": "paper" (GQA,
+  // SWA and KV sharing, the default) or "gqa-only" (seed 002's code: row 6 with GQA).
+  std::string same_kv_compression;
 };
 
 // Names of the built-in suites with one-line descriptions.

@@ -49,11 +49,19 @@ void HeadConfig::validate() const {
 }
 
 nlohmann::json HeadConfig::to_json() const {
-  return {{"widths", widths},
-          {"pooling", to_string(pooling)},
-          {"fusion", to_string(fusion)},
-          {"hidden", hidden},
-          {"num_classes", num_classes}};
+  nlohmann::json j = {{"widths", widths},
+                      {"pooling", to_string(pooling)},
+                      {"fusion", to_string(fusion)},
+                      {"hidden", hidden},
+                      {"num_classes", num_classes}};
+  if (loss_on_raw_logits) j["loss"] = "raw_logits";  // only when set: earlier classifiers stay as written
+  return j;
+}
+
+bool parse_raw_logits_loss(const std::string& s, const std::string& where) {
+  if (s == "log_softmax" || s == "log-softmax") return false;
+  if (s == "raw_logits" || s == "raw-logits") return true;
+  fail(where, ": expected log-softmax or raw-logits (got '", s, "')");
 }
 
 HeadConfig HeadConfig::from_json(const nlohmann::json& j, const std::string& where) {
@@ -64,6 +72,7 @@ HeadConfig HeadConfig::from_json(const nlohmann::json& j, const std::string& whe
     c.fusion = parse_feature_fusion(j.at("fusion").get<std::string>());
     c.hidden = j.at("hidden").get<int64_t>();
     c.num_classes = j.at("num_classes").get<int64_t>();
+    if (j.contains("loss")) c.loss_on_raw_logits = parse_raw_logits_loss(j.at("loss").get<std::string>(), where + ": loss");
   } catch (const nlohmann::json::exception& e) {
     fail(where, ": bad head config (", e.what(), ")");
   }
@@ -176,7 +185,14 @@ LossStats head_forward(const HeadPlan& plan, const T* P, const std::vector<const
   if (labels == nullptr) return {};
   for (int64_t r = 0; r < B; ++r)
     HYMBA_CHECK(labels[r] >= 0 && labels[r] < C, "head: label ", labels[r], " outside [0, ", C, ")");
-  LossStats s = Ops<T>::cross_entropy(a.logits.data(), labels, B, C, 0.0);
+  LossStats s;
+  if (c.loss_on_raw_logits) {
+    // NLLLoss on raw logits (seed 004's variant): -logits[label], no softmax.
+    for (int64_t r = 0; r < B; ++r) s.loss_sum -= static_cast<double>(a.logits[r * C + labels[r]]);
+    s.scored = B;
+  } else {
+    s = Ops<T>::cross_entropy(a.logits.data(), labels, B, C, 0.0);
+  }
   s.correct = 0;
   for (int64_t r = 0; r < B; ++r) {
     const T* row = a.logits.data() + r * C;
@@ -190,7 +206,10 @@ void head_backward(const HeadPlan& plan, const float* P, float* G, const HeadAct
   const HeadConfig& c = plan.cfg;
   const int64_t B = a.B, d0 = c.widths[0], F = c.fused_width(), C = c.num_classes;
   std::vector<float> dlogits(static_cast<size_t>(B * C), 0.0f);
-  cpu::cross_entropy_backward(dlogits.data(), a.logits.data(), labels, B, C, 0.0f, dloss);
+  if (c.loss_on_raw_logits)
+    for (int64_t r = 0; r < B; ++r) dlogits[r * C + labels[r]] = -dloss;
+  else
+    cpu::cross_entropy_backward(dlogits.data(), a.logits.data(), labels, B, C, 0.0f, dloss);
 
   std::vector<float> dx(static_cast<size_t>(B * F), 0.0f);
   if (c.hidden > 0) {

@@ -10,7 +10,9 @@
 //                                  f_1' = f_1 when d_1 == d_0, else P_b f_1
 //                                  (P_b [d_0, d_1], a learned projection)
 //   hidden  z = tanh(W_h x + b_h)  when hidden > 0, else z = x
-//   logits  W_o z + b_o [B, C]; loss = mean over the batch of -log_softmax[label]
+//   logits  W_o z + b_o [B, C]; loss = mean over the batch of -log_softmax[label],
+//           or with loss_on_raw_logits -logits[label] (seed 004's variant
+//           without log-softmax: NLL on raw logits, unbounded below)
 //
 // Parameters live in one ParamTable (gate.*, proj_b.weight, hidden.*, out.*),
 // so allocation, init, save/load and AdamW work as for the backbone.
@@ -31,6 +33,9 @@ enum class Pooling { kLast, kMean };
 enum class FeatureFusion { kSingle, kConcat, kGated };
 
 Pooling parse_pooling(const std::string& s);              // last | mean; errors name --pooling
+// log-softmax | raw-logits (or log_softmax | raw_logits): whether the loss is
+// NLL on raw logits; errors name `where`.
+bool parse_raw_logits_loss(const std::string& s, const std::string& where);
 FeatureFusion parse_feature_fusion(const std::string& s);  // concat | gated; errors name --fusion
 const char* to_string(Pooling p);
 const char* to_string(FeatureFusion f);
@@ -41,6 +46,7 @@ struct HeadConfig {
   FeatureFusion fusion = FeatureFusion::kSingle;  // kSingle iff one backbone
   int64_t hidden = 0;                             // 0: linear head
   int64_t num_classes = 2;
+  bool loss_on_raw_logits = false;  // JSON "loss": "raw_logits" (default "log_softmax")
 
   int64_t fused_width() const;  // F
   void validate() const;        // one-line errors naming the flag

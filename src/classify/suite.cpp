@@ -88,6 +88,7 @@ json settings_json(const ClassifySuiteOptions& o) {
           {"seed_sizes", o.seed_sizes},
           {"fusion", o.fusion},
           {"pooling", o.pooling},
+          {"loss", o.loss},
           {"max_len", o.max_len},
           {"batch", o.batch},
           {"epochs", o.epochs},
@@ -266,6 +267,7 @@ ClassifySuiteSummary run_classify_suite(const ClassifySuiteOptions& opt) {
     t.read = opt.read;
     t.out_dir = row_dir.string();
     t.pooling = opt.pooling;
+    t.loss = opt.loss;
     if (t.backbones.size() == 2) t.fusion = opt.fusion;
     t.freeze = true;
     t.max_len = opt.max_len;

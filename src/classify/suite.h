@@ -40,6 +40,7 @@ struct ClassifySuiteOptions {
   bool seed_sizes = false;                // each row's own seed sizes (20,000; 5,000 / 200)
   std::string fusion = "concat";          // the two-backbone row's head
   std::string pooling = "mean";
+  std::string loss = "log-softmax";  // or raw-logits (seed 004's variant without log-softmax)
   int64_t max_len = 256;
   int64_t batch = 1;
   double epochs = 1.0;

@@ -142,6 +142,10 @@ json train_classifier(const ClassifyTrainOptions& opt) {
   hc.fusion = opt.backbones.size() == 2 ? parse_feature_fusion(opt.fusion.empty() ? "concat" : opt.fusion)
                                         : FeatureFusion::kSingle;
   hc.hidden = opt.hidden;
+  hc.loss_on_raw_logits = parse_raw_logits_loss(opt.loss, "--loss");
+  if (hc.loss_on_raw_logits)
+    std::fprintf(stderr, "warning: --loss raw-logits: the loss is -logit[label] (seed 004's NLL without log-softmax), "
+                         "unbounded below, so it falls without limit while accuracy need not improve\n");
   Classifier clf(opt.backbones, hc, classes, opt.max_len, !opt.freeze, true, opt.seed);
   const std::vector<Example> train_ex = clf.encode(train_texts);
   const std::vector<Example> val_ex = clf.encode(val_texts);
@@ -305,6 +309,7 @@ json train_classifier(const ClassifyTrainOptions& opt) {
                          {"pooling", opt.pooling},
                          {"fusion", to_string(plan.cfg.fusion)},
                          {"hidden", opt.hidden},
+                         {"loss", opt.loss},
                          {"freeze", opt.freeze},
                          {"max_len", opt.max_len},
                          {"batch", opt.batch},

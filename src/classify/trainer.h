@@ -23,6 +23,7 @@ struct ClassifyTrainOptions {
   std::string pooling = "mean";  // mean | last
   std::string fusion;            // two backbones: concat (default) | gated; empty with one
   int64_t hidden = 0;            // head hidden layer width (0: linear)
+  std::string loss = "log-softmax";  // or raw-logits: NLL on raw logits (seed 004's variant)
   bool freeze = true;            // backbones frozen (no gradients or moments)
   int64_t max_len = 256;
   int64_t batch = 8;

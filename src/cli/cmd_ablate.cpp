@@ -38,6 +38,8 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
     double epochs = 0, lr = 0;
     std::string tokenizer_type, init_scheme, budget, precision, data_split, batching, chunk_last_target;
     bool no_plots = false, list = false, recompute = false;
+    bool window_symmetric = false, meta_sees_all = false;
+    double attention_dropout = 0;
   };
   auto o = std::make_shared<Options>();
   ablate::AblateOptions& a = o->ablate;
@@ -117,6 +119,20 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
                 "Recompute each layer's activations in the backward pass (less memory, the same results)");
   auto* init_scheme = cmd->add_option("--init-scheme", o->init_scheme,
                                       "Parameter init of every row: normal, torch or mamba_ssm (docs/model-config.md)");
+  cmd->add_flag("--sliding-window-symmetric", o->window_symmetric,
+                "Every row's local layers also see the window's future tokens (|i - j| < w): the leak seed 000's "
+                "numbers suggest; such rows get no samples or decode rate");
+  cmd->add_flag("--meta-tokens-see-all", o->meta_sees_all,
+                "Every row's meta tokens see the whole sequence (seed 002's leaking mask); no samples or decode rate");
+  cmd->add_option("--same-kv-compression", a.same_kv_compression,
+                  "hymba-roadmap row 10: paper (GQA + SWA + KV sharing, default) or gqa-only (seed 002's code)")
+      ->check(CLI::IsMember({"paper", "gqa-only"}));
+  cmd->add_flag("--kv-reuse-all-pairs", a.kv_reuse_all_pairs,
+                "Rows sharing K/V by consecutive local pairs pair every consecutive layer, global ones included "
+                "(seed 002's); a pair of two windows gets no samples or decode rate");
+  auto* attention_dropout = cmd->add_option("--attention-dropout", o->attention_dropout,
+                                            "Dropout on the attention probabilities of every row while training")
+                                ->check(range(0.0, 0.99));
   cmd->add_option("--cache-context", a.cache_context, "Context length of the KV-cache / Mamba-state figures")
       ->check(range(int64_t{1}, int64_t{1} << 30))->capture_default_str();
   cmd->add_option("--sample-tokens", a.sample_tokens, "Tokens generated per sample prompt (also times decoding)")
@@ -136,7 +152,7 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--quiet", a.quiet, "No per-row training progress (row start/end lines remain)");
   cmd->add_flag("--list", o->list, "List the built-in suites, their rows and recipes, and exit");
   cmd->callback([o, &global, scale, repeats, stop_epochs, temperature, top_k, top_p, sample_length, steps, epochs, batch, seq_len, lr, warmup, eval_interval, eval_windows, seed, tok_type,
-                 tok_vocab, init_scheme, precision, data_split, batching, chunk_last] {
+                 tok_vocab, init_scheme, precision, data_split, batching, chunk_last, attention_dropout] {
     apply_global_options(global);
     ablate::AblateOptions& run = o->ablate;
     if (o->list) {
@@ -170,6 +186,9 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
     if (o->recompute) t["recompute"] = true;
     if (init_scheme->count())
       run.model_overrides["init_scheme"] = to_string(parse_init_scheme_flag(o->init_scheme));
+    if (o->window_symmetric) run.model_overrides["sliding_window_symmetric"] = true;
+    if (o->meta_sees_all) run.model_overrides["meta_tokens_see_all"] = true;
+    if (attention_dropout->count()) run.model_overrides["attention_dropout"] = o->attention_dropout;
     if (o->no_plots) run.gnuplot.clear();
     if (!o->budget.empty()) {
       const ablate::StudyBudget b = ablate::study_budget(run.suite);

@@ -72,6 +72,10 @@ void register_classify_suite(CLI::App* group, const GlobalOptions& global) {
       ->check(CLI::IsMember({"concat", "gated"}))->capture_default_str();
   cmd->add_option("--pooling", o.pooling, "Features: mean or last")->check(CLI::IsMember({"last", "mean"}))
       ->capture_default_str();
+  cmd->add_option("--loss", o.loss,
+                  "log-softmax (the seed's table) or raw-logits (its variant without log-softmax: NLL on raw logits, "
+                  "warned)")
+      ->check(CLI::IsMember({"log-softmax", "raw-logits"}))->capture_default_str();
   cmd->add_option("--max-len", o.max_len, "Tokens kept per text")->check(range(1, 1 << 24))->capture_default_str();
   cmd->add_option("--batch", o.batch, "Examples per step (the seed: 1)")->check(range(1, 1 << 20))
       ->capture_default_str();
@@ -134,6 +138,10 @@ void register_classify(CLI::App& app, const GlobalOptions& global) {
       ->check(CLI::IsMember({"concat", "gated"}));
   train->add_option("--hidden", o.hidden, "Width of a tanh hidden layer in the head (0: linear head)")
       ->check(range(0, 1 << 20))->capture_default_str();
+  train->add_option("--loss", o.loss,
+                    "log-softmax: cross-entropy; raw-logits: NLL on the raw logits (-logit[label], seed 004's "
+                    "variant without log-softmax; unbounded below, warned)")
+      ->check(CLI::IsMember({"log-softmax", "raw-logits"}))->capture_default_str();
   train->add_flag("--unfreeze", t->unfreeze, "Train the backbones too (default: frozen, no gradients or moments)");
   train->add_option("--max-len", o.max_len, "Tokens kept per text (the first ones)")
       ->check(range(1, 1 << 24))->capture_default_str();

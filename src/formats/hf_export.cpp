@@ -26,6 +26,8 @@ json hymba_json(const ModelConfig& c) {
       cannot("layer_types", "has a " + std::string(to_string(c.layer_types[static_cast<size_t>(l)])) + " layer " +
                                 std::to_string(l) + "; HymbaForCausalLM has only hybrid layers (or export a pure "
                                 "Mamba model as MambaForCausalLM)");
+  if (const char* leak = c.future_leak())
+    cannot(leak, "reads later tokens (a seed's leak), which the released Hymba code has no way to express");
   if (c.proj_style != ProjStyle::kFused) cannot("proj_style", "must be \"fused\" (one in_proj, as released)");
   if (c.fusion != Fusion::kNormMean) cannot("fusion", "must be \"norm_mean\" (the released fusion)");
   if (!c.attn_mamba_ratio.empty()) cannot("attn_mamba_ratio", "must be unset");

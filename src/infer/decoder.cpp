@@ -38,6 +38,10 @@ Decoder::Decoder(Model& model, WeightFormat weights)
       lin_([this](float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w, int64_t rows, int64_t C,
                   int64_t OC) { linears_.linear(out, ld_out, in, ld_in, w, rows, C, OC); }) {
   const ModelPlan& plan = model_.plan();
+  // A mask that reads later tokens cannot be decoded (the tokens it would
+  // read do not exist yet), nor can a K/V group of two windows (one cache
+  // window per owner): decoding would not be the model that trained.
+  if (const std::string why = plan.cfg.decode_refusal(); !why.empty()) fail("generation refused: ", why);
   const float* P = model_.params().values_block();
   for (const auto& [name, held] : model_.held()) linears_.adopt(P + model_.params().info(name).offset, held);
   neg_exp_a_.resize(plan.layers.size());

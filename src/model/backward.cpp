@@ -338,6 +338,11 @@ class Backward {
     args.ld_v = pp.proj_width;
     args.window = lp.window;
     args.num_meta = acts_.M;
+    args.window_symmetric = c_.sliding_window_symmetric;
+    args.meta_sees_all = c_.meta_tokens_see_all;
+    // The forward's dropout mask, drawn again from the seed it kept.
+    args.dropout = a.attn_dropout_seed != 0 ? static_cast<float>(c_.attention_dropout) : 0.0f;
+    args.dropout_seed = a.attn_dropout_seed;
     cpu::attention_backward(dp + lp.q_col, W, dkv + pp.k_col, pp.proj_width, dkv + pp.v_col, pp.proj_width, dattn, Wa,
                             a.attn, Wa, a.lse, args);
     // The forward scaled Q after RoPE: its gradient takes the same factor first.

@@ -264,6 +264,9 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   r.get("global_attn_idx", c.global_attn_idx);
   r.get("sliding_window", c.sliding_window);
   r.get("num_memory_tokens", c.num_memory_tokens);
+  r.get("sliding_window_symmetric", c.sliding_window_symmetric);
+  r.get("meta_tokens_see_all", c.meta_tokens_see_all);
+  r.get("attention_dropout", c.attention_dropout);
   r.get("attention_out_bias", c.attention_out_bias);
   r.get("attention_qkv_bias", c.attention_qkv_bias);
   const std::string scale = r.get_string("attention_scale", "inv_sqrt_d");
@@ -334,8 +337,10 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   if (r.has("kv_reuse_group")) {
     const json& v = r.at("kv_reuse_group");
     if (v.is_string()) {
-      HYMBA_CHECK(v.get<std::string>() == "auto", source, ": field 'kv_reuse_group' must be a list of layer lists or \"auto\"");
-      c.kv_reuse_auto = true;
+      HYMBA_CHECK(v.get<std::string>() == "auto" || v.get<std::string>() == "all_pairs", source,
+                  ": field 'kv_reuse_group' must be a list of layer lists, \"auto\" or \"all_pairs\"");
+      c.kv_reuse_auto = v.get<std::string>() == "auto";
+      c.kv_reuse_all_pairs = !c.kv_reuse_auto;
     } else if (v.is_array()) {
       for (const json& g : v) {
         if (!g.is_array()) r.type_error("kv_reuse_group", "a list of layer lists or \"auto\"");
@@ -404,6 +409,28 @@ bool ModelConfig::is_global(int64_t layer) const {
 int64_t ModelConfig::window_of(int64_t layer) const {
   if (is_global(layer)) return 0;
   return sliding_window_inclusive ? sliding_window + 1 : sliding_window;
+}
+const char* ModelConfig::future_leak() const {
+  bool local = false, attention = false;
+  for (int64_t l = 0; l < num_hidden_layers; ++l) {
+    attention |= has_attention(l);
+    local |= has_attention(l) && window_of(l) > 0;
+  }
+  if (sliding_window_symmetric && local) return "sliding_window_symmetric";
+  if (meta_tokens_see_all && attention && num_memory_tokens > 0) return "meta_tokens_see_all";
+  return nullptr;
+}
+std::string ModelConfig::decode_refusal() const {
+  if (const char* leak = future_leak())
+    return std::string("config field '") + leak +
+           "' lets queries read later tokens (a leak); such a model can be trained and evaluated, not decoded";
+  for (const auto& g : kv_reuse_group)
+    for (int64_t l : g)
+      if (window_of(l) != window_of(g.front()))
+        return "kv_reuse_group pairs layers " + std::to_string(g.front()) + " and " + std::to_string(l) +
+               " of different windows (\"all_pairs\"); the decoder's K/V caches keep one window per owner, so "
+               "such a model can be trained and evaluated, not decoded";
+  return "";
 }
 double ModelConfig::rope_base() const {
   if (!rope_ntk) return rope_theta;
@@ -483,6 +510,13 @@ void ModelConfig::resolve() {
       }
     }
   }
+  if (kv_reuse_all_pairs) {
+    // Seed 002's owner map (owner[a + 1] = a for a = 0, 2, 4, ...), on the
+    // pairs whose two layers both have attention.
+    kv_reuse_group.clear();
+    for (int64_t l = 0; l + 1 < num_hidden_layers; l += 2)
+      if (has_attention(l) && has_attention(l + 1)) kv_reuse_group.push_back({l, l + 1});
+  }
   validate();
   producer_.assign(static_cast<size_t>(num_hidden_layers), 0);
   for (int64_t l = 0; l < num_hidden_layers; ++l) producer_[static_cast<size_t>(l)] = l;
@@ -536,6 +570,8 @@ void ModelConfig::validate() const {
   HYMBA_CHECK(!mlp_bias || mlp_activation != MlpActivation::kSwiGlu,
               "config: field 'mlp_bias' needs mlp_activation \"gelu\" or \"gelu_erf\" (SwiGLU has no biases)");
   HYMBA_CHECK(dropout >= 0 && dropout < 1, "config: field 'dropout' must be in [0, 1) (got ", dropout, ")");
+  HYMBA_CHECK(attention_dropout >= 0 && attention_dropout < 1,
+              "config: field 'attention_dropout' must be in [0, 1) (got ", attention_dropout, ")");
   HYMBA_CHECK(initializer_range > 0, "config: field 'initializer_range' must be > 0");
   HYMBA_CHECK(intermediate_size >= 0, "config: field 'intermediate_size' must be >= 0 (0 = no FFN)");
   HYMBA_CHECK(block_layers >= 0, "config: field 'block_layers' must be >= 0 (0 = no blocks; got ", block_layers, ")");
@@ -637,8 +673,8 @@ void ModelConfig::validate() const {
       HYMBA_CHECK(grouped.insert(l).second, "config: field 'kv_reuse_group' lists layer ", l, " more than once");
       HYMBA_CHECK(has_attention(l), "config: field 'kv_reuse_group' has layer ", l, " which has no attention (",
                   to_string(layer_types[static_cast<size_t>(l)]), ")");
-      HYMBA_CHECK(!is_global(l), "config: field 'kv_reuse_group' has global layer ", l,
-                  " (global layers never share K/V)");
+      HYMBA_CHECK(kv_reuse_all_pairs || !is_global(l), "config: field 'kv_reuse_group' has global layer ", l,
+                  " (global layers share K/V only under \"all_pairs\")");
       HYMBA_CHECK(i == 0 || l > g[i - 1], "config: field 'kv_reuse_group' group must list layers in increasing order");
     }
   }
@@ -693,10 +729,14 @@ json ModelConfig::to_json() const {
   j["global_attn_idx"] = global_attn_idx;
   j["sliding_window"] = sliding_window;
   j["num_memory_tokens"] = num_memory_tokens;
+  if (sliding_window_symmetric) j["sliding_window_symmetric"] = true;
+  if (meta_tokens_see_all) j["meta_tokens_see_all"] = true;
+  if (attention_dropout > 0) j["attention_dropout"] = attention_dropout;
   if (attention_out_bias) j["attention_out_bias"] = true;
   if (attention_qkv_bias) j["attention_qkv_bias"] = true;
   if (attention_scale != AttentionScale::kInvSqrtD) j["attention_scale"] = to_string(attention_scale);
-  j["kv_reuse_group"] = kv_reuse_group;
+  if (kv_reuse_all_pairs) j["kv_reuse_group"] = "all_pairs";  // its groups may hold global layers
+  else j["kv_reuse_group"] = kv_reuse_group;
   j["mamba_d_state"] = mamba_d_state;
   j["mamba_d_conv"] = mamba_d_conv;
   j["mamba_expand"] = mamba_expand;

@@ -95,6 +95,17 @@ struct ModelConfig {
   // released Hymba's full forward. Prefill and cached decode agree under both.
   bool sliding_window_inclusive = false;
   int64_t num_memory_tokens = 0;         // meta tokens prepended to every sequence
+  // Two masks that let a query read later tokens, to reproduce seeds that
+  // trained with them; off by default, refused for generation (future_leak()).
+  // sliding_window_symmetric: a local query also sees the W - 1 keys after it
+  // (|q - k| < W), the mask seed 000's local rows point to.
+  bool sliding_window_symmetric = false;
+  // meta_tokens_see_all: meta-token queries see the whole sequence (seed
+  // 002's mask, whose meta rows are all zeros), and later tokens read them.
+  bool meta_tokens_see_all = false;
+  // Dropout on the attention probabilities while training (seed 001's
+  // official rows' attention_dropout); evaluation and decoding skip it.
+  double attention_dropout = 0.0;
   // A bias on each attention output projection o_proj (GPT-Neo's out_proj);
   // needs every attention layer to own an o_proj (hybrids: fusion mean or learned_beta).
   bool attention_out_bias = false;
@@ -107,6 +118,10 @@ struct ModelConfig {
   // divide by sqrt(qk_head_dim): 1, or sqrt(qk_head_dim) to undo it.
   double query_prescale() const;
   bool kv_reuse_auto = false;            // "auto": consecutive pairs of local layers
+  // "all_pairs": layers (0, 1), (2, 3), ... of attention paired whether
+  // global or local, as seed 002's owner map; a pair of two windows trains
+  // (each layer keeps its own mask over the shared K/V) but does not decode.
+  bool kv_reuse_all_pairs = false;
   std::vector<std::vector<int64_t>> kv_reuse_group;
 
   // --- Mamba
@@ -156,6 +171,12 @@ struct ModelConfig {
   int64_t kv_producer(int64_t layer) const;
   bool is_kv_producer(int64_t layer) const { return kv_producer(layer) == layer; }
   int64_t window_of(int64_t layer) const;  // keys a query sees (0 = global)
+  // The field of a mask that reads later tokens and acts on some layer
+  // (sliding_window_symmetric, meta_tokens_see_all), or nullptr.
+  const char* future_leak() const;
+  // Why the cached decoder cannot run this model (a leak, or a K/V group of
+  // layers with different windows), in one line; empty when it can.
+  std::string decode_refusal() const;
   double rope_base() const;                // rope_theta, NTK-scaled when rope_ntk
   int64_t attn_dim_in() const;             // width of the attention branch input (d_model)
   int64_t attn_out_width() const { return num_attention_heads * v_head_dim; }

@@ -101,9 +101,16 @@ void mamba_forward(const ModelPlan& plan, const LayerPlan& lp, const T* P, const
   O::scan(a.y, a.chunk_states, sp);
 }
 
+// The attention-dropout seed of a layer: a stream unique to (layer, site 2),
+// as the residual dropout's sites 0 and 1; 0 (no dropout) when not training.
+uint64_t attention_dropout_seed(const ModelConfig& c, const ForwardOptions& opt, int64_t layer) {
+  if (opt.dropout_rng == nullptr || c.attention_dropout <= 0) return 0;
+  return opt.dropout_rng->split(static_cast<uint64_t>(layer * 4 + 2)).next_u64() | 1;  // never 0
+}
+
 template <typename T>
-void attention_forward(const ModelPlan& plan, const LayerPlan& lp, const Activations<T>& acts,
-                       BasicArena<T>& arena, LayerActs<T>& a) {
+void attention_forward(const ModelPlan& plan, const LayerPlan& lp, const ForwardOptions& opt,
+                       const Activations<T>& acts, BasicArena<T>& arena, LayerActs<T>& a) {
   const ModelConfig& c = plan.cfg;
   const int64_t R = acts.R, W = lp.proj_width, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   const int64_t dqk = c.qk_head_dim, dv = c.v_head_dim;
@@ -130,6 +137,11 @@ void attention_forward(const ModelPlan& plan, const LayerPlan& lp, const Activat
   ap.Dv = dv;
   ap.window = lp.window;
   ap.num_meta = acts.M;
+  ap.window_symmetric = c.sliding_window_symmetric;
+  ap.meta_sees_all = c.meta_tokens_see_all;
+  a.attn_dropout_seed = attention_dropout_seed(c, opt, lp.index);
+  ap.dropout = a.attn_dropout_seed != 0 ? static_cast<float>(c.attention_dropout) : 0.0f;
+  ap.dropout_seed = a.attn_dropout_seed;
   ap.q = a.proj + lp.q_col;
   ap.ld_q = W;
   ap.k = kv_proj + pp.k_col;
@@ -148,7 +160,7 @@ void layer_forward(const ModelPlan& plan, const LayerPlan& lp, const T* P, const
   LayerActs<T>& a = acts.layers[static_cast<size_t>(lp.index)];
   a.x_in = x_in;
   layer_input_projection(plan, lp, P, arena, a, R);
-  if (lp.attn) attention_forward(plan, lp, acts, arena, a);
+  if (lp.attn) attention_forward(plan, lp, opt, acts, arena, a);
   if (lp.mamba) mamba_forward(plan, lp, P, opt, arena, a, acts.B, acts.S);
   layer_mixer_output(plan, lp, P, arena, a, R);
   layer_residual_ffn(plan, lp, P, opt, arena, a, R);

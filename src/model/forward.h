@@ -25,6 +25,7 @@ struct LayerActs {
   T* proj = nullptr;     // [R, proj_width] Q|K|V|x|z (Q, K rotated in place)
   T* attn = nullptr;     // [R, attn_out]
   T* lse = nullptr;      // [B, Hq, S]
+  uint64_t attn_dropout_seed = 0;  // attention dropout's mask seed (0: no dropout)
   T* xc = nullptr;       // [R, di] conv output (pre-SiLU)
   T* u = nullptr;        // [R, di] SiLU(conv)
   T* xdbl = nullptr;     // [R, dt_rank + 2N] x_proj output

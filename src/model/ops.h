@@ -35,6 +35,9 @@ namespace hymba {
 template <typename T>
 struct AttnParams {
   int64_t B = 0, T_ = 0, Hq = 0, Hkv = 0, Dqk = 0, Dv = 0, window = 0, num_meta = 0;
+  bool window_symmetric = false, meta_sees_all = false;  // the config's two leaks
+  float dropout = 0.0f;  // attention dropout rate and seed (training only)
+  uint64_t dropout_seed = 0;
   const T* q = nullptr; int64_t ld_q = 0;
   const T* k = nullptr; int64_t ld_k = 0;
   const T* v = nullptr; int64_t ld_v = 0;
@@ -101,6 +104,10 @@ struct Ops<float> {
     a.ld_v = p.ld_v;
     a.window = p.window;
     a.num_meta = p.num_meta;
+    a.window_symmetric = p.window_symmetric;
+    a.meta_sees_all = p.meta_sees_all;
+    a.dropout = p.dropout;
+    a.dropout_seed = p.dropout_seed;
     return a;
   }
   static void attention(float* out, int64_t ldo, float* lse, const AttnParams<float>& p) {
@@ -198,6 +205,10 @@ struct Ops<double> {
     s.Dv = p.Dv;
     s.window = p.window;
     s.num_meta = p.num_meta;
+    s.window_symmetric = p.window_symmetric;
+    s.meta_sees_all = p.meta_sees_all;
+    s.dropout = p.dropout;
+    s.dropout_seed = p.dropout_seed;
     ref::attention_forward(o.data(), static_cast<double*>(nullptr), q.data(), k.data(), v.data(), s);
     scatter(out, ldo, o, R, p.Hq * p.Dv);
   }

@@ -482,7 +482,8 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
   sum.tokens = state.tokens;
   double train_seconds = state.train_seconds;
   const Rng dropout_root = Rng(opt.seed).split(0xD409);
-  const bool use_dropout = model->config().dropout > 0;
+  // One dropout stream serves the residual and the attention dropout.
+  const bool use_dropout = model->config().dropout > 0 || model->config().attention_dropout > 0;
 
   // A resume given the run's own tokenizer file (compared by content) keeps
   // the tokenizer the run recorded, so a later plain --resume still matches.

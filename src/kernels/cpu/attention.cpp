@@ -24,6 +24,7 @@
 #include "core/aligned.h"
 #include "core/error.h"
 #include "kernels/cpu/vec8.h"
+#include "kernels/reference/attention_mask.h"
 
 // The 32-byte vector helpers below are internal to this file, so the ABI note
 // GCC and Clang give for them on targets without AVX does not apply.
@@ -120,6 +121,18 @@ void gemm(float* C, int64_t ldc, const float* A, int64_t a_row, int64_t a_col, c
   }
 }
 
+// The band of keys [band_lo, band_hi) that query position p sees beside the
+// meta prefix (unclamped: lo may be negative, hi past Tk). Both grow with p,
+// except that meta queries under meta_sees_all see [0, Tk).
+int64_t band_lo(int64_t p, const AttnArgs& a) {
+  if (a.meta_sees_all && p < a.num_meta) return 0;
+  return a.window > 0 ? p - a.window + 1 : 0;
+}
+int64_t band_hi(int64_t p, const AttnArgs& a) {
+  if (a.meta_sees_all && p < a.num_meta) return a.Tk;
+  return a.window > 0 && a.window_symmetric ? p + a.window : p + 1;
+}
+
 // Key ranges [lo, hi) that queries at absolute positions [p_first, p_last]
 // can see: the meta prefix and the window band, merged when they touch.
 struct KeyRanges {
@@ -129,17 +142,18 @@ struct KeyRanges {
 
 KeyRanges visible_key_ranges(int64_t p_first, int64_t p_last, const AttnArgs& a) {
   KeyRanges out;
-  const int64_t end = std::min(p_last, a.Tk - 1) + 1;  // no query of the block sees keys >= end
+  // No query of the block sees keys >= end (band_hi is largest at one end).
+  const int64_t end = std::min(std::max(band_hi(p_first, a), band_hi(p_last, a)), a.Tk);
   if (end <= 0) return out;
   const int64_t meta_end = std::min(a.num_meta, end);
-  const int64_t band_lo = a.window > 0 ? std::max<int64_t>(0, p_first - a.window + 1) : 0;
-  if (meta_end > 0 && band_lo > meta_end) {
+  const int64_t lo = std::max<int64_t>(0, band_lo(p_first, a));
+  if (meta_end > 0 && lo > meta_end) {
     out.lo[out.count] = 0, out.hi[out.count] = meta_end, ++out.count;
   } else if (meta_end > 0) {
     out.lo[0] = 0, out.hi[0] = end, out.count = 1;
     return out;
   }
-  if (band_lo < end) out.lo[out.count] = band_lo, out.hi[out.count] = end, ++out.count;
+  if (lo < end) out.lo[out.count] = lo, out.hi[out.count] = end, ++out.count;
   return out;
 }
 
@@ -152,8 +166,15 @@ struct RowMask {
 
 RowMask row_mask(int64_t p, int64_t j0, int64_t n, const AttnArgs& a) {
   auto tile_coord = [&](int64_t j) { return static_cast<int32_t>(std::clamp<int64_t>(j - j0, 0, n)); };
-  const int64_t band_lo = a.window > 0 ? p - a.window + 1 : 0;
-  return {tile_coord(std::min(a.num_meta, p + 1)), tile_coord(band_lo), tile_coord(p + 1)};
+  return {tile_coord(std::min(a.num_meta, p + 1)), tile_coord(band_lo(p, a)), tile_coord(band_hi(p, a))};
+}
+
+// Attention dropout over a row of a tile (keys j0 .. j0 + width - 1, those
+// from n on padding): mult[c] = 1 / (1 - rate) where the probability is
+// kept, 0 where dropped (reference/attention_mask.h draws the mask).
+void dropout_row(float* mult, int64_t width, int64_t n, int64_t j0, uint64_t row_key, float rate) {
+  const float keep = static_cast<float>(1.0 / (1.0 - static_cast<double>(rate)));
+  for (int64_t c = 0; c < width; ++c) mult[c] = c < n && ref::dropout_keeps(row_key, j0 + c, rate) ? keep : 0.0f;
 }
 
 // Sets invisible scores of a row (width a multiple of 8) to -inf and returns
@@ -191,6 +212,7 @@ void check_args(const AttnArgs& a) {
   HYMBA_CHECK(a.ld_q >= a.Hq * a.Dqk && a.ld_k >= a.Hkv * a.Dqk && a.ld_v >= a.Hkv * a.Dv,
               "attention: a q/k/v row stride is smaller than the heads it holds");
   HYMBA_CHECK(a.num_meta >= 0, "attention: negative num_meta");
+  HYMBA_CHECK(a.dropout >= 0.0f && a.dropout < 1.0f, "attention: dropout rate ", a.dropout, " is not in [0, 1)");
 }
 
 float effective_scale(const AttnArgs& a) {
@@ -300,7 +322,7 @@ void attention_forward(float* out, int64_t ld_out, float* lse, const AttnArgs& a
   const int64_t packed_per_head = k_t_size + round_up(pack.count * dv_pad, kRegCols);
   AlignedFloats packed = make_aligned_floats(static_cast<size_t>(std::max<int64_t>(1, a.B * a.Hkv * packed_per_head)));
   const int64_t scratch_size = Scratch::size_of(
-      {kQueryBlock * a.Dqk, kQueryBlock * kKeyTile, kQueryBlock * dv_pad, kQueryBlock, kQueryBlock});
+      {kQueryBlock * a.Dqk, kQueryBlock * kKeyTile, kQueryBlock * dv_pad, kQueryBlock, kQueryBlock, kKeyTile});
 
 #pragma omp parallel
   {
@@ -318,6 +340,7 @@ void attention_forward(float* out, int64_t ld_out, float* lse, const AttnArgs& a
     float* o_acc = scratch.take(kQueryBlock * dv_pad);    // unnormalised output
     float* row_max = scratch.take(kQueryBlock);
     float* row_sum = scratch.take(kQueryBlock);
+    float* drop = scratch.take(kKeyTile);  // dropout multipliers of one row
 
     // Dynamic scheduling balances causal blocks; each item writes only its
     // own outputs, so the result does not depend on which thread runs it.
@@ -357,6 +380,11 @@ void attention_forward(float* out, int64_t ld_out, float* lse, const AttnArgs& a
             const float correction = fast_exp(row_max[r] - new_max);
             row_sum[r] = row_sum[r] * correction + exp_row_and_sum(s, width, new_max);
             row_max[r] = new_max;
+            // Dropout after the softmax: the sum (and lse) keep every probability.
+            if (a.dropout > 0.0f) {
+              dropout_row(drop, width, n, j0, ref::dropout_row_key(a.dropout_seed, b, h, p0 + r), a.dropout);
+              for (int64_t c = 0; c < width; ++c) s[c] *= drop[c];
+            }
             if (correction != 1.0f)
               for (int64_t d = 0; d < dv_pad; ++d) o_acc[r * dv_pad + d] *= correction;
           }
@@ -388,7 +416,7 @@ void attention_backward(float* dq, int64_t ld_dq, float* dk, int64_t ld_dk, floa
   const int64_t scratch_size = Scratch::size_of(
       {a.Dqk * pack.ld_t, pack.count * dqk_pad, a.Dv * pack.ld_t, pack.count * dqk_pad, pack.count * dv_pad,
        kQueryBlock * dqk_pad, kQueryBlock * dv_pad, kQueryBlock, kQueryBlock, kQueryBlock * kKeyTile,
-       kQueryBlock * kKeyTile, kQueryBlock * dqk_pad});
+       kQueryBlock * kKeyTile, kQueryBlock * dqk_pad, kKeyTile});
 
 #pragma omp parallel
   {
@@ -407,6 +435,7 @@ void attention_backward(float* dq, int64_t ld_dq, float* dk, int64_t ld_dk, floa
     float* probs = scratch.take(kQueryBlock * kKeyTile);
     float* dscores = scratch.take(kQueryBlock * kKeyTile);  // dP, then dS = P (dP - D)
     float* dq_acc = scratch.take(kQueryBlock * dqk_pad);
+    float* drop = scratch.take(kKeyTile);  // dropout multipliers of one row
 
     // One item per (b, kv head): its dk/dv rows have a single writer, and it
     // loops over the group's query heads in order, so no atomics are needed.
@@ -457,7 +486,17 @@ void attention_backward(float* dq, int64_t ld_dq, float* dk, int64_t ld_dk, floa
                 } else {
                   std::fill(p, p + width, 0.0f);
                 }
-                for (int64_t c = 0; c < width; ++c) ds[c] = p[c] * (ds[c] - row_delta[r]);
+                if (a.dropout > 0.0f) {
+                  // out = (P * M) V: dP = M dout.v, D = dout.out still, and
+                  // dV takes P * M (p is overwritten after dS used it).
+                  dropout_row(drop, width, n, j0, ref::dropout_row_key(a.dropout_seed, b, h, p0 + r), a.dropout);
+                  for (int64_t c = 0; c < width; ++c) {
+                    ds[c] = p[c] * (drop[c] * ds[c] - row_delta[r]);
+                    p[c] *= drop[c];
+                  }
+                } else {
+                  for (int64_t c = 0; c < width; ++c) ds[c] = p[c] * (ds[c] - row_delta[r]);
+                }
               }
               // dQ += dS K (scale applied once at the end); dK += dS^T (scale q);
               // dV += P^T dout. The transposed operands are read with swapped strides.

@@ -3,7 +3,11 @@
 // log-sum-exp per (query, head) and the backward recomputes scores.
 // Mask for query position i and key position j:
 //   j <= i  AND  (i - j < window  OR  j < num_meta)        (window <= 0: global)
-// Query head h reads key/value head h / (Hq / Hkv).
+// unless one of the two leaks is on (window_symmetric: |i - j| < window;
+// meta_sees_all: queries i < num_meta see every key); the rules are
+// kernels/reference/attention_mask.h's. Optional dropout on the attention
+// probabilities, its mask a hash of (seed, b, h, i, j) drawn again by the
+// backward. Query head h reads key/value head h / (Hq / Hkv).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +26,10 @@ struct AttnArgs {
   int64_t window = 0;    // <= 0: global causal attention
   int64_t num_meta = 0;  // keys j < num_meta stay visible to every later query
   float scale = 0.0f;    // 0 means 1/sqrt(Dqk)
+  bool window_symmetric = false;  // local queries also see the window - 1 following keys (a leak)
+  bool meta_sees_all = false;     // meta queries (i < num_meta) see every key (a leak)
+  float dropout = 0.0f;           // rate of dropout on the probabilities (0: none; training only)
+  uint64_t dropout_seed = 0;
 };
 
 // out[b,i,h,:] at out + (b*Tq + i)*ld_out + h*Dv. lse: [B, Hq, Tq] (may be

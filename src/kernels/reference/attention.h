@@ -11,6 +11,8 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/reference/attention_mask.h"
+
 namespace hymba::ref {
 
 struct AttnShape {
@@ -19,14 +21,14 @@ struct AttnShape {
   int64_t window = 0;    // <= 0: global causal
   int64_t num_meta = 0;  // keys j < num_meta visible to every query at or after them
   double scale = 0.0;    // 0 means 1/sqrt(Dqk)
+  bool window_symmetric = false;  // the leaks of reference/attention_mask.h
+  bool meta_sees_all = false;
+  float dropout = 0.0f;       // attention dropout rate (0: none)
+  uint64_t dropout_seed = 0;  // its mask's seed
+  MaskRules mask() const { return {window, num_meta, window_symmetric, meta_sees_all}; }
 };
 
-// Whether query at absolute position p sees key j.
-inline bool attention_visible(int64_t p, int64_t j, int64_t window, int64_t num_meta) {
-  return j <= p && (window <= 0 || p - j < window || j < num_meta);
-}
-
-// out = softmax(scale * q k^T + mask) v per head; lse (may be null) receives
+// out = dropout(softmax(scale * q k^T + mask)) v per head; lse (may be null) receives
 // log(sum(exp(scale * scores))) over visible keys. A query that sees no key
 // gets zeros and lse = -inf.
 template <typename T>
@@ -45,7 +47,7 @@ void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const
           T dot = 0;
           for (int64_t d = 0; d < s.Dqk; ++d) dot += qi[d] * kj[d];
           scores[i * s.Tk + j] = scale * dot;
-          mask[i * s.Tk + j] = attention_visible(s.q_offset + i, j, s.window, s.num_meta);
+          mask[i * s.Tk + j] = attention_visible(s.q_offset + i, j, s.mask());
         }
       for (int64_t i = 0; i < s.Tq; ++i) {
         T* o = out + ((b * s.Tq + i) * s.Hq + h) * s.Dv;
@@ -58,9 +60,12 @@ void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const
           if (mask[i * s.Tk + j]) denom += std::exp(scores[i * s.Tk + j] - max_score);
         if (lse != nullptr) lse[(b * s.Hq + h) * s.Tq + i] = max_score + std::log(denom);
         if (denom == 0) continue;
+        const uint64_t row_key = dropout_row_key(s.dropout_seed, b, h, s.q_offset + i);
         for (int64_t j = 0; j < s.Tk; ++j) {
           if (!mask[i * s.Tk + j]) continue;
-          const T p = std::exp(scores[i * s.Tk + j] - max_score) / denom;
+          T p = std::exp(scores[i * s.Tk + j] - max_score) / denom;
+          // Dropout acts on the probabilities after the softmax (lse is unchanged).
+          if (s.dropout > 0) p *= dropout_keeps(row_key, j, s.dropout) ? T(1) / (T(1) - T(s.dropout)) : T(0);
           const T* vj = v + ((b * s.Tk + j) * s.Hkv + g) * s.Dv;
           for (int64_t d = 0; d < s.Dv; ++d) o[d] += p * vj[d];
         }
