@@ -271,6 +271,13 @@ TEST_F(Ablate, RerunSkipsFinishedRowsAndKeepsTheirResults) {
   ASSERT_EQ(recomputed.exit_code, 0) << recomputed.output;
   EXPECT_EQ(count(recomputed.output, "measured earlier, skipped"), 3) << recomputed.output;
   EXPECT_NE(run_cli(command("out", "--precision fp16")).exit_code, 0);
+  // A model key given at its default is the same model: still measured.
+  const auto zero = run_cli(command("out", "--attention-dropout 0"));
+  ASSERT_EQ(zero.exit_code, 0) << zero.output;
+  EXPECT_EQ(count(zero.output, "measured earlier, skipped"), 3) << zero.output;
+  const auto changed = run_cli(command("out", "--attention-dropout 0.1"));
+  EXPECT_NE(changed.exit_code, 0);
+  EXPECT_NE(changed.output.find("its model config changed"), std::string::npos) << changed.output;
 }
 
 // --repeats N on a finished suite adds repeats 1 .. N-1 (seeds --seed + r)

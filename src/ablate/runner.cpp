@@ -55,6 +55,16 @@ ModelConfig row_config(const SuiteRow& row, int64_t vocab) {
   return ModelConfig::from_json(j, row.source);
 }
 
+// Whether a measured run's config is the row's model: equal as written, or
+// resolving to the same config (a key given at its default, such as
+// --attention-dropout 0, is the key left out).
+bool same_model(const json& measured, const SuiteRow& row, int64_t vocab) {
+  if (measured == row.config) return true;
+  SuiteRow earlier = row;
+  earlier.config = measured;
+  return row_config(earlier, vocab).to_json() == row_config(row, vocab).to_json();
+}
+
 // The same model without cross-layer KV sharing and with every attention
 // layer global: the cache the reduction factor is measured against.
 ModelConfig no_sharing_baseline(const SuiteRow& row, int64_t vocab) {
@@ -466,7 +476,7 @@ AblateSummary run_ablation(const AblateOptions& opt) {
   for (const SuiteRow& row : suite.rows) {
     row_params.push_back(static_cast<double>(summarize(row_config(row, vocab), 1).total_params));
     for (const auto& entry : done)
-      HYMBA_CHECK(entry.second.id != row.id || entry.second.config == row.config, "row '", row.id,
+      HYMBA_CHECK(entry.second.id != row.id || same_model(entry.second.config, row, vocab), "row '", row.id,
                   "': its model config changed since ", opt.out_dir, " was run; use another --out");
   }
   // Rows measured earlier for a suite file that has since lost them stay in
