@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
+#include "test_util.h"
 
 namespace hymba {
 namespace {
@@ -29,6 +30,12 @@ class CliTokenizer : public ::testing::Test {
   std::string path(const std::string& n) const { return (dir_ / n).string(); }
   fs::path dir_;
 };
+
+int count_lines_with(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
 
 TEST_F(CliTokenizer, TrainEncodeDecodeRoundTrip) {
   auto tr = run_cli("tokenizer train --type bpe --vocab-size 300 --data " + path("text.txt") + " --out " + path("t.model"));
@@ -54,6 +61,27 @@ TEST_F(CliTokenizer, ErrorsNameTheFlag) {
   auto ids = run_cli("tokenizer decode --tokenizer " + path("nothere.model") + " --ids 1,2");
   EXPECT_NE(ids.exit_code, 0);
   EXPECT_NE(ids.output.find("nothere.model"), std::string::npos) << ids.output;
+}
+
+// Out of memory while training (a 20 MB text in one line under a 600 MB
+// address-space limit): one line naming the corpus and what to lower, not
+// the generic line about --batch and --seq-len.
+TEST_F(CliTokenizer, OutOfMemoryIsOneLineNamingTheCorpus) {
+  if (test::kSlowBuildFactor > 1.0) GTEST_SKIP() << "a sanitizer reserves more address space than the limit";
+  {
+    std::ofstream big(path("one_line.txt"));
+    const std::string chunk = "the quick brown fox jumps over the lazy dog while the cat sleeps; ";
+    for (size_t n = 0; n < (size_t{20} << 20); n += chunk.size()) big << chunk;
+  }
+  const auto r = run_cli("--threads 1 tokenizer train --type byte-level-bpe --vocab-size 1000 --data " +
+                             path("one_line.txt") + " --out " + path("t.json"),
+                         "ulimit -v 600000;");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "error:"), 1) << r.output;
+  EXPECT_NE(r.output.find("tokenizer train: out of memory reading " + path("one_line.txt")), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("--vocab-size"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("--batch"), std::string::npos) << r.output;
 }
 
 // A tokenizer.json in a checkpoint directory, text from stdin, JSON with

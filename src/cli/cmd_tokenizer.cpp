@@ -4,6 +4,7 @@
 // JSON, and back; time encoding.
 #include <algorithm>
 #include <chrono>
+#include <new>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -395,7 +396,14 @@ void register_tokenizer(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str();
   t->callback([train, &global] {
     apply_global_options(global);
-    run_train(*train);
+    try {
+      run_train(*train);
+    } catch (const std::bad_alloc&) {
+      // The corpus and the trainers' counts of its words or pieces: the
+      // generic out-of-memory line would name --batch and --seq-len.
+      fail("tokenizer train: out of memory reading ", train->data, " and counting its pieces; train on a smaller ",
+           "--data (a sample of the corpus) or a smaller --vocab-size");
+    }
   });
 
   const char* tokenizer_help =
