@@ -449,13 +449,17 @@ TEST_F(SynthSuiteTest, RepeatsAddRunsWithDerivedSeedsAndAnswerTheQuestions) {
   EXPECT_NE(md.find("Does Mamba beat the gated hybrid?"), std::string::npos);
   EXPECT_EQ(test::count_lines(read_file((dir_ / "rep" / "results.csv").string())), 7);
   if (s.plots_written) {
-    // epoch, then mean / min / max of accuracy and of loss
+    // epoch, then mean / min / max of accuracy, of eval loss and of training loss
     const std::string dat = read_file((dir_ / "rep" / "plots" / "epochs.dat").string());
     std::istringstream line(dat.substr(dat.find('\n') + 1));
-    double v[7];
+    double v[10];
     for (double& x : v) ASSERT_TRUE(line >> x);
     EXPECT_LE(v[2], v[1]);
     EXPECT_GE(v[3], v[1]);
+    EXPECT_LE(v[8], v[7]);
+    EXPECT_GE(v[9], v[7]);
+    EXPECT_NE(read_file((dir_ / "rep" / "plots" / "report.gp").string()).find("using 1:8 with lines dt 2"),
+              std::string::npos);
   }
   // The first repeat's seed derivation does not depend on N: a rerun with N = 3 trains nothing.
   EXPECT_EQ(run_synth_suite(suite, opt).trained, 0);

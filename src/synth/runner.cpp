@@ -81,19 +81,24 @@ const std::vector<std::string>& chart_names() {
 }
 
 // Per epoch over a row's runs: epoch, then mean, min and max of the eval
-// accuracy and of the eval loss (one run: the value three times).
+// accuracy, of the eval loss and of the training loss (one run: the value
+// three times).
 std::string epoch_bands(const std::vector<RowRecord>& runs, const std::string& id) {
-  std::map<int64_t, std::pair<std::vector<double>, std::vector<double>>> by_epoch;
+  struct Values {
+    std::vector<double> acc, loss, train;
+  };
+  std::map<int64_t, Values> by_epoch;
   for (const RowRecord& r : runs)
     if (r.id == id)
       for (const EpochStats& e : r.result.epochs) {
-        by_epoch[e.epoch].first.push_back(e.eval_acc);
-        by_epoch[e.epoch].second.push_back(e.eval_loss);
+        by_epoch[e.epoch].acc.push_back(e.eval_acc);
+        by_epoch[e.epoch].loss.push_back(e.eval_loss);
+        by_epoch[e.epoch].train.push_back(e.train_loss);
       }
   std::ostringstream out;
   for (const auto& [epoch, values] : by_epoch) {
     out << epoch;
-    for (const std::vector<double>* xs : {&values.first, &values.second}) {
+    for (const std::vector<double>* xs : {&values.acc, &values.loss, &values.train}) {
       const Spread s = spread_of(*xs);
       out << " " << s.mean << " " << s.min << " " << s.max;
     }
@@ -116,7 +121,9 @@ bool write_plots(const std::string& dir_name, const std::string& title, const st
   }
   write_text_atomic((dir / "epochs.dat").string(), data.str());
   const std::string repeats = most > 1 ? " (" + std::to_string(most) + " repeats: mean in its min-max band)" : "";
-  auto chart = [&](const std::string& what, const std::string& ylabel, int column, const std::string& extra) {
+  // train_column > 0: each row's training loss too, dashed in its colour.
+  auto chart = [&](const std::string& what, const std::string& ylabel, int column, const std::string& extra,
+                   int train_column = 0) {
     std::ostringstream c;
     c << "set title " << ablate::gp_str(what + " — " + title + repeats) << "\nset xlabel 'epoch'\nset ylabel "
       << ablate::gp_str(ylabel) << "\nset key outside right\nset grid\nset style fill transparent solid 0.2 noborder\n"
@@ -126,12 +133,15 @@ bool write_plots(const std::string& dir_name, const std::string& title, const st
       c << (i ? ", " : "") << "'epochs.dat' index " << i << " using 1:" << column + 1 << ":" << column + 2
         << " with filledcurves" << lc << " notitle, 'epochs.dat' index " << i << " using 1:" << column
         << " with linespoints lw 2 pt 7 ps 0.6" << lc << " title " << ablate::gp_str(rows[i].name);
+      if (train_column > 0)
+        c << ", 'epochs.dat' index " << i << " using 1:" << train_column << " with lines dt 2 lw 1" << lc << " notitle";
     }
     return c.str() + "\n";
   };
   const std::vector<std::pair<std::string, std::string>> charts = {
       {chart_names()[0], chart("Eval accuracy over scored positions", "eval accuracy", 2, "set yrange [0:1.02]\n")},
-      {chart_names()[1], chart("Eval loss", "eval loss (log scale)", 5, "set logscale y\n")}};
+      {chart_names()[1], chart("Eval loss (solid) and training loss (dashed)", "loss (log scale)", 5,
+                               "set logscale y\n", 8)}};
   return ablate::render_charts(*gnuplot, dir.string(), charts, why);
 }
 
