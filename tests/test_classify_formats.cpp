@@ -10,46 +10,21 @@
 
 #include "classify/data.h"
 #include "core/error.h"
+#include "dataset_fixtures.h"
 
 namespace hymba {
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kData = std::string(HYMBA_FIXTURES_DIR) + "/datasets";
-std::string fixture(const std::string& name) { return kData + "/" + name; }
+using test::dataset_fixture;
+using test::expect_one_line_error;
 
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  std::string msg;
-  try {
-    f();
-  } catch (const Error& e) {
-    msg = e.what();
-  }
-  ASSERT_FALSE(msg.empty()) << "no error";
-  EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
-  for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' in: " << msg;
-}
-
-class ClassifyFormats : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("hymba_clsfmt_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string copy(const std::string& name) {
-    fs::copy(fixture(name), dir_ / name, fs::copy_options::recursive);
-    return (dir_ / name).string();
-  }
-  fs::path dir_;
-};
+class ClassifyFormats : public test::DatasetScratch {};
 
 TEST_F(ClassifyFormats, ImdbFolderAndCsvGiveLabelledReviews) {
   using classify::read_labeled;
-  const std::string imdb = fixture("aclImdb");
+  const std::string imdb = dataset_fixture("aclImdb");
   const auto train = read_labeled(imdb);
   ASSERT_EQ(train.size(), 4u) << "train/pos and train/neg; unsup/ and urls_*.txt are not read";
   EXPECT_EQ(train[0].label, "neg");
@@ -63,28 +38,28 @@ TEST_F(ClassifyFormats, ImdbFolderAndCsvGiveLabelledReviews) {
   ASSERT_EQ(test.size(), 2u);
   EXPECT_EQ(test[1].text, "Charming, funny and beautifully shot.");
 
-  const auto csv = read_labeled(fixture("imdb.csv"));
+  const auto csv = read_labeled(dataset_fixture("imdb.csv"));
   ASSERT_EQ(csv.size(), 3u);
   EXPECT_EQ(csv[0].text, "A wonderful film, with superb acting.");
   EXPECT_EQ(csv[0].label, "1");
   EXPECT_EQ(csv[1].text, "Dull and far too long. He said \"never again\".");
   EXPECT_EQ(csv[2].text, "A review\nover two lines.");
-  const auto kaggle = read_labeled(fixture("imdb_kaggle.csv"));
+  const auto kaggle = read_labeled(dataset_fixture("imdb_kaggle.csv"));
   ASSERT_EQ(kaggle.size(), 2u) << "Kaggle's review,sentiment columns";
   EXPECT_EQ(kaggle[0].label, "positive");
   EXPECT_EQ(kaggle[1].text, "Boring.");
 
   const std::string broken = copy("aclImdb");
   fs::remove_all(fs::path(broken) / "train" / "neg");
-  expect_error([&] { read_labeled(broken); }, {"train/neg: missing", "pos/ and neg/"});
+  expect_one_line_error([&] { read_labeled(broken); }, {"train/neg: missing", "pos/ and neg/"});
   fs::remove_all(fs::path(broken) / "test");
-  expect_error([&] { classify::resolve_val_path(broken, ""); }, {"aclImdb/test: missing"});
+  expect_one_line_error([&] { classify::resolve_val_path(broken, ""); }, {"aclImdb/test: missing"});
   std::ofstream(dir_ / "cols.csv") << "body,stars\nnice,5\n";
-  expect_error([&] { read_labeled((dir_ / "cols.csv").string()); }, {"cols.csv:1", "no 'text' column", "body, stars"});
+  expect_one_line_error([&] { read_labeled((dir_ / "cols.csv").string()); }, {"cols.csv:1", "no 'text' column", "body, stars"});
   std::ofstream(dir_ / "short.csv") << "text,label\n\"just text\"\n";
-  expect_error([&] { read_labeled((dir_ / "short.csv").string()); }, {"short.csv: row 2", "1 fields", "2"});
+  expect_one_line_error([&] { read_labeled((dir_ / "short.csv").string()); }, {"short.csv: row 2", "1 fields", "2"});
   std::ofstream(dir_ / "open.csv") << "text,label\n\"never closed,1\n";
-  expect_error([&] { read_labeled((dir_ / "open.csv").string()); }, {"open.csv: row 2", "not closed"});
+  expect_one_line_error([&] { read_labeled((dir_ / "open.csv").string()); }, {"open.csv: row 2", "not closed"});
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "cli_util.h"
 #include "core/error.h"
+#include "dataset_fixtures.h"
 #include "data/corpus.h"
 #include "data/published_corpus.h"
 #include "data/sentencepiece_tokenizer.h"
@@ -20,44 +21,14 @@ namespace {
 namespace fs = std::filesystem;
 using Docs = std::vector<std::string>;
 
-const std::string kData = std::string(HYMBA_FIXTURES_DIR) + "/datasets";
-std::string fixture(const std::string& name) { return kData + "/" + name; }
+using test::dataset_fixture;
+using test::error_of;
+using test::expect_one_line_error;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  const std::string msg = error_of(f);
-  ASSERT_FALSE(msg.empty()) << "no error";
-  EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
-  for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' in: " << msg;
-}
-
-// A scratch copy of a fixture that a test may break.
-class PublishedData : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("hymba_published_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string copy(const std::string& name) {
-    fs::copy(fixture(name), dir_ / name, fs::copy_options::recursive);
-    return (dir_ / name).string();
-  }
-  fs::path dir_;
-};
+class PublishedData : public test::DatasetScratch {};
 
 TEST(PublishedCorpus, TinyStoriesTextPairMapsTrainAndValid) {
-  const std::string dir = fixture("tinystories");
+  const std::string dir = dataset_fixture("tinystories");
   for (const std::string& spec : {dir, dir + "/TinyStories-train.txt", dir + "/TinyStories-valid.txt"}) {
     const auto c = find_published_corpus(spec);
     ASSERT_TRUE(c.has_value()) << spec;
@@ -73,23 +44,23 @@ TEST(PublishedCorpus, TinyStoriesTextPairMapsTrainAndValid) {
   const Docs valid = read_documents(dir, CorpusSplit::kValid);
   ASSERT_EQ(valid.size(), 2u) << "the last story needs no separator after it";
   EXPECT_TRUE(valid[1].starts_with("Ben and Mia"));
-  expect_error([&] { read_documents(dir, CorpusSplit::kTest); }, {"tinystories", "no published test split"});
+  expect_one_line_error([&] { read_documents(dir, CorpusSplit::kTest); }, {"tinystories", "no published test split"});
 }
 
 TEST(PublishedCorpus, TinyStoriesJsonFormReadsEveryStory) {
-  const Docs one = read_documents(fixture("TinyStories_all_data/data00.json"));
+  const Docs one = read_documents(dataset_fixture("TinyStories_all_data/data00.json"));
   EXPECT_EQ(one, (Docs{"Once upon a time, a bird sang on a tree. The bird was happy.",
                        "Max had a blue car. He drove it around the room and smiled."}));
-  const Docs all = read_documents(fixture("TinyStories_all_data"));
+  const Docs all = read_documents(dataset_fixture("TinyStories_all_data"));
   ASSERT_EQ(all.size(), 3u) << "data00.json then data01.json";
   EXPECT_EQ(all[2], "The sun was hot. Anna drank cold water and felt good.");
-  EXPECT_FALSE(has_published_splits(fixture("TinyStories_all_data"))) << "the JSON form has no split";
-  expect_error([&] { read_documents(fixture("TinyStories_all_data"), CorpusSplit::kValid); },
+  EXPECT_FALSE(has_published_splits(dataset_fixture("TinyStories_all_data"))) << "the JSON form has no split";
+  expect_one_line_error([&] { read_documents(dataset_fixture("TinyStories_all_data"), CorpusSplit::kValid); },
                {"TinyStories_all_data", "publishes no valid split"});
 }
 
 TEST(PublishedCorpus, WikiTextRawMapsItsThreeFiles) {
-  const std::string dir = fixture("wikitext-103-raw");
+  const std::string dir = dataset_fixture("wikitext-103-raw");
   for (const std::string& spec : {dir, dir + "/wiki.train.raw", dir + "/wiki.test.raw"}) {
     const auto c = find_published_corpus(spec);
     ASSERT_TRUE(c.has_value()) << spec;
@@ -107,52 +78,52 @@ TEST(PublishedCorpus, WikiTextRawMapsItsThreeFiles) {
 }
 
 TEST(PublishedCorpus, Pg19MapsItsSplitFolders) {
-  const auto c = find_published_corpus(fixture("pg19"));
+  const auto c = find_published_corpus(dataset_fixture("pg19"));
   ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->format, "pg19");
   ASSERT_EQ(c->train.size(), 2u);
   EXPECT_EQ(fs::path(c->train[0]).filename(), "10001.txt");
   EXPECT_EQ(fs::path(c->valid.at(0)).filename(), "20001.txt");
   EXPECT_EQ(fs::path(c->test.at(0)).filename(), "30001.txt");
-  const Docs train = read_documents(fixture("pg19"));
+  const Docs train = read_documents(dataset_fixture("pg19"));
   ASSERT_EQ(train.size(), 2u) << "one document per book";
   EXPECT_NE(train[1].find("The ship left the harbour"), std::string::npos);
-  EXPECT_NE(read_documents(fixture("pg19"), CorpusSplit::kValid).at(0).find("garden"), std::string::npos);
+  EXPECT_NE(read_documents(dataset_fixture("pg19"), CorpusSplit::kValid).at(0).find("garden"), std::string::npos);
   // One split folder alone is a plain directory of books.
-  EXPECT_FALSE(has_published_splits(fixture("pg19/train")));
-  EXPECT_EQ(read_documents(fixture("pg19/train")), train);
+  EXPECT_FALSE(has_published_splits(dataset_fixture("pg19/train")));
+  EXPECT_EQ(read_documents(dataset_fixture("pg19/train")), train);
   // IMDB's aclImdb/ has train/ and test/ too, of pos/ and neg/ folders: not PG-19.
-  EXPECT_FALSE(has_published_splits(fixture("aclImdb")));
-  EXPECT_EQ(read_documents(fixture("aclImdb")).size(), 8u) << "every .txt below it, as any folder";
+  EXPECT_FALSE(has_published_splits(dataset_fixture("aclImdb")));
+  EXPECT_EQ(read_documents(dataset_fixture("aclImdb")).size(), 8u) << "every .txt below it, as any folder";
 }
 
 TEST_F(PublishedData, WrongLayoutsNameWhatIsMissing) {
   const std::string ts = copy("tinystories");
   fs::remove(fs::path(ts) / "TinyStories-valid.txt");
-  expect_error([&] { read_documents(ts + "/TinyStories-train.txt"); },
+  expect_one_line_error([&] { read_documents(ts + "/TinyStories-train.txt"); },
                {"TinyStories-valid.txt: missing", "side by side"});
-  expect_error([&] { read_documents(ts); }, {"TinyStories-valid.txt: missing"});
+  expect_one_line_error([&] { read_documents(ts); }, {"TinyStories-valid.txt: missing"});
   std::ofstream(fs::path(ts) / "TinyStoriesV2-GPT4-train.txt") << "x";
-  expect_error([&] { read_documents(ts); }, {"two TinyStories versions", "TinyStories and TinyStoriesV2-GPT4"});
+  expect_one_line_error([&] { read_documents(ts); }, {"two TinyStories versions", "TinyStories and TinyStoriesV2-GPT4"});
 
   const std::string wiki = copy("wikitext-103-raw");
   fs::remove(fs::path(wiki) / "wiki.valid.raw");
-  expect_error([&] { read_documents(wiki); }, {"wiki.valid.raw: missing", "WikiText-103"});
-  expect_error([&] { corpus_files(wiki + "/wiki.train.raw"); }, {"wiki.valid.raw: missing"});
+  expect_one_line_error([&] { read_documents(wiki); }, {"wiki.valid.raw: missing", "WikiText-103"});
+  expect_one_line_error([&] { corpus_files(wiki + "/wiki.train.raw"); }, {"wiki.valid.raw: missing"});
 
   const std::string pg = copy("pg19");
   fs::rename(fs::path(pg) / "validation", fs::path(pg) / "valid");
-  expect_error([&] { read_documents(pg); }, {"pg19/validation: missing", "PG-19"});
+  expect_one_line_error([&] { read_documents(pg); }, {"pg19/validation: missing", "PG-19"});
   fs::rename(fs::path(pg) / "valid", fs::path(pg) / "validation");
   fs::remove(fs::path(pg) / "validation" / "20001.txt");
-  expect_error([&] { read_documents(pg); }, {"pg19/validation", "no .txt books"});
+  expect_one_line_error([&] { read_documents(pg); }, {"pg19/validation", "no .txt books"});
 
   std::ofstream(dir_ / "story.json") << R"({"story": "not an array"})";
-  expect_error([&] { read_documents((dir_ / "story.json").string()); }, {"story.json", "JSON array", "object"});
+  expect_one_line_error([&] { read_documents((dir_ / "story.json").string()); }, {"story.json", "JSON array", "object"});
   std::ofstream(dir_ / "nostory.json") << R"([{"story": "ok"}, {"text": "no story"}])";
-  expect_error([&] { read_documents((dir_ / "nostory.json").string()); }, {"nostory.json", "item 1", "\"story\""});
+  expect_one_line_error([&] { read_documents((dir_ / "nostory.json").string()); }, {"nostory.json", "item 1", "\"story\""});
   std::ofstream(dir_ / "numstory.json") << R"([{"story": 3}])";
-  expect_error([&] { read_documents((dir_ / "numstory.json").string()); }, {"item 0", "number", "string"});
+  expect_one_line_error([&] { read_documents((dir_ / "numstory.json").string()); }, {"item 0", "number", "string"});
 }
 
 // A published dataset keeps its splits in the token dataset: train and
@@ -171,7 +142,7 @@ TEST_F(PublishedData, TokenDatasetUsesThePublishedSplits) {
   DatasetOptions o;
   o.cache_dir = (dir_ / "cache").string();
   o.with_test = true;
-  const std::string wiki = fixture("wikitext-103-raw");
+  const std::string wiki = dataset_fixture("wikitext-103-raw");
   const TokenDataset ds = TokenDataset::build(wiki, *tok, o);
   auto vec = [](std::span<const int32_t> s) { return std::vector<int32_t>(s.begin(), s.end()); };
   EXPECT_EQ(vec(ds.train()), tokens_of(read_documents(wiki)));
@@ -186,10 +157,10 @@ TEST_F(PublishedData, TokenDatasetUsesThePublishedSplits) {
 
   DatasetOptions no_test = o;
   no_test.with_test = false;
-  const TokenDataset stories = TokenDataset::build(fixture("tinystories"), *tok, no_test);
-  EXPECT_EQ(vec(stories.val()), tokens_of(read_documents(fixture("tinystories"), CorpusSplit::kValid)));
-  expect_error([&] { TokenDataset::build(fixture("tinystories"), *tok, o); }, {"no published test split"});
-  expect_error([&] { TokenDataset::build(fixture("TinyStories_all_data"), *tok, o); }, {"publishes no test split"});
+  const TokenDataset stories = TokenDataset::build(dataset_fixture("tinystories"), *tok, no_test);
+  EXPECT_EQ(vec(stories.val()), tokens_of(read_documents(dataset_fixture("tinystories"), CorpusSplit::kValid)));
+  expect_one_line_error([&] { TokenDataset::build(dataset_fixture("tinystories"), *tok, o); }, {"no published test split"});
+  expect_one_line_error([&] { TokenDataset::build(dataset_fixture("TinyStories_all_data"), *tok, o); }, {"publishes no test split"});
 }
 
 // Through the command line: a run on WikiText-103 validates on wiki.valid.raw,

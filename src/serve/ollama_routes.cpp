@@ -50,6 +50,14 @@ std::string family(const ModelConfig& c) {
 
 void fail(httplib::Response& res, int status, const std::string& message) { reply(res, status, ollama_error(message)); }
 
+// A request for another model: 404 as Ollama answers, and true. An empty
+// name is the served model.
+bool unknown_ollama_model(httplib::Response& res, const std::string& asked, const std::string& served) {
+  if (asked.empty() || same_ollama_model(asked, served)) return false;
+  fail(res, 404, "model '" + asked + "' not found (this server has '" + ollama_model_name(served) + "')");
+  return true;
+}
+
 void refuse_busy(httplib::Response& res, const std::string& why) {
   res.set_header("Retry-After", "1");
   fail(res, 429, "the server is busy: " + why + "; retry later");
@@ -69,12 +77,6 @@ void Server::add_ollama_routes() {
   const json entry = {
       {"name", name}, {"model", name},     {"modified_at", "1970-01-01T00:00:00Z"}, {"size", lm_.num_params() * 4},
       {"digest", ""}, {"details", details}};
-  // An unknown model: 404 as Ollama answers; an empty name is this server's.
-  const auto unknown = [this, name](httplib::Response& res, const std::string& asked) {
-    if (asked.empty() || same_ollama_model(asked, options_.model_name)) return false;
-    fail(res, 404, "model '" + asked + "' not found (this server has '" + name + "')");
-    return true;
-  };
 
   http_->Get("/api/version", [](const httplib::Request&, httplib::Response& res) {
     reply(res, 200, {{"version", HYMBA_VERSION}});
@@ -88,14 +90,14 @@ void Server::add_ollama_routes() {
     running["size_vram"] = 0;
     reply(res, 200, {{"models", {running}}});
   });
-  http_->Post("/api/show", [this, details, unknown](const httplib::Request& req, httplib::Response& res) {
+  http_->Post("/api/show", [this, details](const httplib::Request& req, httplib::Response& res) {
     std::string asked;
     try {
       asked = parse_ollama_show(req.body);
     } catch (const BadRequest& e) {
       return fail(res, 400, e.what());
     }
-    if (unknown(res, asked)) return;
+    if (unknown_ollama_model(res, asked, options_.model_name)) return;
     const ModelConfig& cfg = lm_.config();
     const std::string arch = family(cfg);
     reply(res, 200,
@@ -160,8 +162,7 @@ void Server::add_ollama_generation_routes() {
           std::vector<std::vector<int32_t>> prompts(1);
           try {
             r = chat ? parse_ollama_chat(req.body) : parse_ollama_generate(req.body);
-            if (!r.model.empty() && !same_ollama_model(r.model, options_.model_name))
-              return fail(res, 404, "model '" + r.model + "' not found (this server has '" + name + "')");
+            if (unknown_ollama_model(res, r.model, options_.model_name)) return;
             if (!chat && r.prompt.empty() && r.context.empty())  // Ollama's way to load a model: it is loaded
               return reply(res, 200,
                            {{"model", name},
@@ -284,8 +285,7 @@ void Server::add_ollama_embedding_routes() {
       std::vector<std::vector<int32_t>> inputs;
       try {
         r = legacy ? parse_ollama_embeddings(req.body) : parse_ollama_embed(req.body);
-        if (!r.model.empty() && !same_ollama_model(r.model, options_.model_name))
-          return fail(res, 404, "model '" + r.model + "' not found (this server has '" + name + "')");
+        if (unknown_ollama_model(res, r.model, options_.model_name)) return;
         for (const std::string& text : r.inputs) {
           std::vector<int32_t> ids = lm_.encode(text);
           if (ids.empty()) throw BadRequest(legacy ? "prompt" : "input", "an input encodes to no tokens");
