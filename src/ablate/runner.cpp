@@ -364,22 +364,24 @@ std::vector<RowResult> runs_in_order(const Suite& suite, const std::map<std::str
   return out;
 }
 
-}  // namespace
+// One job of the suite: a row's repeat. Jobs run repeat-major, so that
+// each finished pass over the rows adds one paired repeat.
+struct Job {
+  size_t row;
+  int64_t repeat;
+};
 
-AblateSummary run_ablation(const AblateOptions& opt) {
+void check_ablate_options(const AblateOptions& opt, const dist::Communicator& world) {
   HYMBA_CHECK(!opt.out_dir.empty(), "--out: an output directory is required");
   HYMBA_CHECK(opt.cache_context >= 1, "--cache-context must be >= 1");
   HYMBA_CHECK(opt.sample_tokens >= 1, "--sample-tokens must be >= 1");
   HYMBA_CHECK(opt.repeats >= 1 && opt.repeats <= 1000, "--repeats ", opt.repeats, " must be in [1, 1000]");
-  const dist::Communicator& world = dist::world();
   HYMBA_CHECK(opt.ranks_per_row >= 1 && world.size() % opt.ranks_per_row == 0, "--ranks-per-row ", opt.ranks_per_row,
               " must be >= 1 and divide the ", world.size(), " MPI rank(s) of the job");
-  // Group g of K ranks trains rows g, g + groups, ...; its rank 0 measures them.
-  const int groups = world.size() / opt.ranks_per_row;
-  const int group = world.rank() / opt.ranks_per_row;
-  const dist::Communicator group_comm = world.split(group);
-  const bool root = world.is_root(), leader = group_comm.is_root();
-  set_num_threads(opt.threads);
+}
+
+// The suite with the flags' changes to every row, each row's config checked.
+Suite suite_with_overrides(const AblateOptions& opt) {
   SuiteChoices choices;
   choices.scale = opt.scale;
   choices.transformer = opt.transformer;
@@ -394,8 +396,12 @@ AblateSummary run_ablation(const AblateOptions& opt) {
       row.config["kv_reuse_group"] = "all_pairs";
     (void)ModelConfig::from_json(row.config, "flags (row " + row.id + ")");
   }
-
   apply_sampling_settings(suite.sampling, opt.sampling_overrides, "flags");
+  return suite;
+}
+
+// The training options every row starts from: the suite's, then the flags'.
+TrainOptions suite_train_base(const Suite& suite, const AblateOptions& opt) {
   TrainOptions base;
   apply_train_settings(base, suite.train, "suite '" + suite.name + "'");
   apply_train_settings(base, opt.train_overrides, "flags");
@@ -404,83 +410,74 @@ AblateSummary run_ablation(const AblateOptions& opt) {
   base.quiet = opt.quiet;
   base.plain_progress = opt.plain_progress;
   base.eval_at_start = true;  // the report's curves start at step 0
-  const std::vector<std::string> prompts = opt.prompts.empty() ? suite.prompts : opt.prompts;
-  HYMBA_CHECK(!prompts.empty(), "--prompt: the suite has no sample prompts; give one");
+  return base;
+}
 
-  const fs::path dir(opt.out_dir);
-  std::error_code ec;
-  fs::create_directories(dir / "runs", ec);
-  HYMBA_CHECK(!ec, opt.out_dir, ": cannot create the output directory (", ec.message(), ")");
-
+json suite_settings(const Suite& suite, const AblateOptions& opt, const TrainOptions& base,
+                    const std::vector<std::string>& prompts) {
   json settings = {{"suite", suite.name},
-                         {"data", opt.data},
-                         {"train", train_settings_json(base)},
-                         {"cache_context", opt.cache_context},
-                         {"sample_tokens", opt.sample_tokens},
-                         {"sampling", suite.sampling.to_json()},
-                         {"prompts", prompts}};
+                   {"data", opt.data},
+                   {"train", train_settings_json(base)},
+                   {"cache_context", opt.cache_context},
+                   {"sample_tokens", opt.sample_tokens},
+                   {"sampling", suite.sampling.to_json()},
+                   {"prompts", prompts}};
   if (suite.tokens_per_step > 0) {
     // The T axis's batch rule (the lengths themselves may grow between runs).
     const bool fixed = opt.train_overrides.contains("batch");
     settings["seq_axis"] = {{"batch", fixed ? "fixed" : "tokens_per_step / T"},
                             {"tokens_per_step", fixed ? json() : json(suite.tokens_per_step)}};
   }
-  // --tokenizer: a tokenizer file used instead of training one; the rows'
-  // vocab_size becomes its vocabulary (as with a trained one).
-  std::unique_ptr<Tokenizer> given_tok;
-  if (!opt.tokenizer_file.empty()) {
-    for (const char* key : {"tokenizer", "tokenizer_vocab", "tokenizer_min_frequency", "tokenizer_alphabet"})
-      HYMBA_CHECK(!opt.train_overrides.contains(key),
-                  "--tokenizer: a loaded tokenizer replaces the trained one; drop --tokenizer-type / --tokenizer-vocab");
-    HYMBA_CHECK(fs::is_regular_file(opt.tokenizer_file), "--tokenizer: ", opt.tokenizer_file,
-                " is not a file (give a tokenizer.json, a sentencepiece .model or a hymba tokenizer.model)");
-    given_tok = load_tokenizer(opt.tokenizer_file);
-    json& t = settings["train"];
-    for (const char* key : {"tokenizer_vocab", "tokenizer_min_frequency", "tokenizer_alphabet"}) t.erase(key);
-    t["tokenizer"] = "loaded from " + opt.tokenizer_file + " (" + to_string(given_tok->kind()) + ", vocab " +
-                     std::to_string(given_tok->vocab_size()) + ")";
-  }
-  const std::string results_json = (dir / "results.json").string();
+  return settings;
+}
+
+// --tokenizer: a tokenizer file used instead of training one; the rows'
+// vocab_size becomes its vocabulary (as with a trained one). The settings
+// name it in place of the trainer's keys.
+std::unique_ptr<Tokenizer> given_tokenizer(const AblateOptions& opt, json& settings) {
+  if (opt.tokenizer_file.empty()) return nullptr;
+  for (const char* key : {"tokenizer", "tokenizer_vocab", "tokenizer_min_frequency", "tokenizer_alphabet"})
+    HYMBA_CHECK(!opt.train_overrides.contains(key),
+                "--tokenizer: a loaded tokenizer replaces the trained one; drop --tokenizer-type / --tokenizer-vocab");
+  HYMBA_CHECK(fs::is_regular_file(opt.tokenizer_file), "--tokenizer: ", opt.tokenizer_file,
+              " is not a file (give a tokenizer.json, a sentencepiece .model or a hymba tokenizer.model)");
+  std::unique_ptr<Tokenizer> tok = load_tokenizer(opt.tokenizer_file);
+  json& t = settings["train"];
+  for (const char* key : {"tokenizer_vocab", "tokenizer_min_frequency", "tokenizer_alphabet"}) t.erase(key);
+  t["tokenizer"] = "loaded from " + opt.tokenizer_file + " (" + to_string(tok->kind()) + ", vocab " +
+                   std::to_string(tok->vocab_size()) + ")";
+  return tok;
+}
+
+// The runs an earlier invocation measured into results_json, refused when it
+// ran with other settings.
+std::map<std::string, RowResult> read_measured_runs(const std::string& results_json, const json& settings,
+                                                    const std::string& out_dir) {
   std::map<std::string, RowResult> done;
-  if (fs::exists(results_json)) {
-    StoredResults stored = read_results_json(results_json);
-    HYMBA_CHECK(stored.header.value("format", "") == kResultsFormat, results_json,
-                ": not a hymba ablate results file (format '", stored.header.value("format", ""), "')");
-    json stored_settings = stored.header.value("settings", json::object());
-    // Runs from before sampling was explicit sampled with these (the sampler's
-    // default top-p 0.95): a suite that still does may continue them.
-    if (stored_settings.is_object() && !stored_settings.contains("sampling")) {
-      SampleSettings legacy;
-      legacy.top_p = 0.95;
-      stored_settings["sampling"] = legacy.to_json();
-    }
-    const std::string diff = first_difference(stored_settings, settings);
-    HYMBA_CHECK(diff.empty(), opt.out_dir, ": holds a suite run with other settings (", diff,
-                "); use another --out or the same flags");
-    for (const std::string& msg : stored.corrupt) std::fprintf(stderr, "warning: %s; measuring that row again\n", msg.c_str());
-    for (RowResult& r : stored.rows) done.emplace(run_key(r.id, r.repeat), std::move(r));
+  if (!fs::exists(results_json)) return done;
+  StoredResults stored = read_results_json(results_json);
+  HYMBA_CHECK(stored.header.value("format", "") == kResultsFormat, results_json,
+              ": not a hymba ablate results file (format '", stored.header.value("format", ""), "')");
+  json stored_settings = stored.header.value("settings", json::object());
+  // Runs from before sampling was explicit sampled with these (the sampler's
+  // default top-p 0.95): a suite that still does may continue them.
+  if (stored_settings.is_object() && !stored_settings.contains("sampling")) {
+    SampleSettings legacy;
+    legacy.top_p = 0.95;
+    stored_settings["sampling"] = legacy.to_json();
   }
+  const std::string diff = first_difference(stored_settings, settings);
+  HYMBA_CHECK(diff.empty(), out_dir, ": holds a suite run with other settings (", diff,
+              "); use another --out or the same flags");
+  for (const std::string& msg : stored.corrupt) std::fprintf(stderr, "warning: %s; measuring that row again\n", msg.c_str());
+  for (RowResult& r : stored.rows) done.emplace(run_key(r.id, r.repeat), std::move(r));
+  return done;
+}
 
-  // Rank 0 makes the suite's tokenizer first; the others then load it (or,
-  // without a shared directory, build the same one).
-  std::unique_ptr<Tokenizer> tok;
-  if (root) tok = suite_tokenizer(dir, base, std::move(given_tok));
-  world.barrier();
-  if (!root) tok = suite_tokenizer(dir, base, std::move(given_tok));
-  const int64_t vocab = tok->vocab_size();
-
-  // Check every row's config and its changes against earlier results before
-  // training anything; the parameter counts also weigh the ETA (every row
-  // sees the same tokens, so its time scales with the model).
-  std::vector<double> row_params;
-  for (const SuiteRow& row : suite.rows) {
-    row_params.push_back(static_cast<double>(summarize(row_config(row, vocab), 1).total_params));
-    for (const auto& entry : done)
-      HYMBA_CHECK(entry.second.id != row.id || same_model(entry.second.config, row, vocab), "row '", row.id,
-                  "': its model config changed since ", opt.out_dir, " was run; use another --out");
-  }
-  // Rows measured earlier for a suite file that has since lost them stay in
-  // results.json (after the suite's rows) but not in the report.
+// Rows measured earlier for a suite file that has since lost them stay in
+// results.json (after the suite's rows) but not in the report.
+std::vector<RowResult> runs_not_in_suite(const Suite& suite, const std::map<std::string, RowResult>& done,
+                                         const std::string& results_json) {
   std::vector<RowResult> extra_rows;
   for (const auto& entry : done) {
     const RowResult& r = entry.second;
@@ -492,99 +489,193 @@ AblateSummary run_ablation(const AblateOptions& opt) {
                    results_json.c_str(), r.id.c_str());
     extra_rows.push_back(r);
   }
+  return extra_rows;
+}
 
-  // Rows over the memory available are skipped (with the reason) instead of stopping the suite.
-  auto memory_skip = [&](const fs::path& run_dir, const MemoryEstimate& need) -> std::optional<std::string> {
-    if (!suite.skip_over_memory || fs::exists(run_dir / kSummaryFile)) return std::nullopt;
-    return memory_skip_reason(need, available_memory_bytes());
-  };
-  // The group's ranks must agree: the leader's view of the memory decides.
-  auto group_memory_skip = [&](const fs::path& run_dir, const MemoryEstimate& need) -> std::optional<std::string> {
-    const std::optional<std::string> why = memory_skip(run_dir, need);
-    if (group_comm.size() == 1) return why;
-    std::string agreed = why ? "1" + *why : "0";
-    group_comm.broadcast(agreed);
-    if (agreed[0] == '0') return std::nullopt;
-    return agreed.substr(1);
-  };
-  auto row_memory = [&](const TrainOptions& t, const SuiteRow& row) {
-    return model_run_memory(row_config(row, vocab), t.batch, t.seq_len, true);
-  };
-  if (!suite.seq_lens.empty()) {
+// A suite's whole invocation: the rows' runs this rank's group trains and
+// measures, then (on rank 0) results.json/csv, intervals and the report.
+class SuiteRun {
+ public:
+  explicit SuiteRun(const AblateOptions& opt)
+      : opt_(opt), world_(dist::world()), groups_(world_.size() / opt.ranks_per_row),
+        group_(world_.rank() / opt.ranks_per_row), group_comm_(world_.split(group_)), root_(world_.is_root()),
+        leader_(group_comm_.is_root()), dir_(opt.out_dir), results_json_((dir_ / "results.json").string()) {}
+
+  AblateSummary run() {
+    set_num_threads(opt_.threads);
+    suite_ = suite_with_overrides(opt_);
+    base_ = suite_train_base(suite_, opt_);
+    prompts_ = opt_.prompts.empty() ? suite_.prompts : opt_.prompts;
+    HYMBA_CHECK(!prompts_.empty(), "--prompt: the suite has no sample prompts; give one");
+    std::error_code ec;
+    fs::create_directories(dir_ / "runs", ec);
+    HYMBA_CHECK(!ec, opt_.out_dir, ": cannot create the output directory (", ec.message(), ")");
+    settings_ = suite_settings(suite_, opt_, base_, prompts_);
+    std::unique_ptr<Tokenizer> given_tok = given_tokenizer(opt_, settings_);
+    done_ = read_measured_runs(results_json_, settings_, opt_.out_dir);
+    // Rank 0 makes the suite's tokenizer first; the others then load it (or,
+    // without a shared directory, build the same one).
+    if (root_) tok_ = suite_tokenizer(dir_, base_, std::move(given_tok));
+    world_.barrier();
+    if (!root_) tok_ = suite_tokenizer(dir_, base_, std::move(given_tok));
+    vocab_ = tok_->vocab_size();
+    check_rows_against_measured();
+    extra_rows_ = runs_not_in_suite(suite_, done_, results_json_);
+    if (!suite_.seq_lens.empty()) check_seq_axis();
+    header_ = {{"format", kResultsFormat},
+               {"suite", suite_.name},
+               {"title", suite_.title},
+               {"scale", opt_.scale.empty() ? "seed" : opt_.scale},
+               {"threads", num_threads()},
+               {"settings", settings_}};
+    const auto t_suite = std::chrono::steady_clock::now();
+    train_jobs();
+    if (root_ && opt_.repeats > 1 && summary_.skipped > 0)
+      std::fprintf(stderr, "%lld run(s) measured earlier, skipped\n", static_cast<long long>(summary_.skipped));
+    if (world_.size() > 1 && !gather_rows(world_, leader_, runs_here_, suite_, done_, summary_))
+      return summary_;  // rank 0 writes
+    report();
+    std::fprintf(stderr, "suite %s: %lld run(s) trained, %lld measured earlier, %zu row(s) skipped over memory, %s\n",
+                 suite_.name.c_str(), static_cast<long long>(summary_.trained),
+                 static_cast<long long>(summary_.skipped), summary_.skipped_rows.size(),
+                 format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_suite).count())
+                     .c_str());
+    return summary_;
+  }
+
+ private:
+  // Every row's config and its changes against earlier results, before
+  // training anything; the parameter counts also weigh the ETA (every row
+  // sees the same tokens, so its time scales with the model).
+  void check_rows_against_measured() {
+    for (const SuiteRow& row : suite_.rows) {
+      row_params_.push_back(static_cast<double>(summarize(row_config(row, vocab_), 1).total_params));
+      for (const auto& entry : done_)
+        HYMBA_CHECK(entry.second.id != row.id || same_model(entry.second.config, row, vocab_), "row '", row.id,
+                    "': its model config changed since ", opt_.out_dir, " was run; use another --out");
+    }
+  }
+
+  // A T axis: the validation split must hold a window of the longest T to train.
+  void check_seq_axis() {
     std::vector<std::pair<const SuiteRow*, TrainOptions>> to_train;
-    for (const SuiteRow& row : suite.rows) {
-      TrainOptions t = row_train_options(base, row, opt.train_overrides);
-      for (int64_t rep = 0; rep < opt.repeats; ++rep) {
-        if (done.count(run_key(row.id, rep)) || memory_skip(dir / "runs" / repeat_run_name(row.id, rep), row_memory(t, row)))
+    for (const SuiteRow& row : suite_.rows) {
+      TrainOptions t = row_train_options(base_, row, opt_.train_overrides);
+      for (int64_t rep = 0; rep < opt_.repeats; ++rep) {
+        if (done_.count(run_key(row.id, rep)) ||
+            memory_skip(dir_ / "runs" / repeat_run_name(row.id, rep), row_memory(t, row)))
           continue;
         t.seed = repeat_seed(t.seed, rep);
         to_train.emplace_back(&row, t);
         break;
       }
     }
-    if (!to_train.empty()) check_validation_holds_longest_t(to_train, *tok);
+    if (!to_train.empty()) check_validation_holds_longest_t(to_train, *tok_);
   }
 
-  // ETA: seconds per parameter of the runs trained so far.
-  double work_done = 0.0, seconds_done = 0.0;
+  MemoryEstimate row_memory(const TrainOptions& t, const SuiteRow& row) const {
+    return model_run_memory(row_config(row, vocab_), t.batch, t.seq_len, true);
+  }
 
-  json header = {{"format", kResultsFormat},
-                 {"suite", suite.name},
-                 {"title", suite.title},
-                 {"scale", opt.scale.empty() ? "seed" : opt.scale},
-                 {"threads", num_threads()},
-                 {"settings", settings}};
-  AblateSummary summary;
-  const auto t_suite = std::chrono::steady_clock::now();
-  // Every run: repeat-major, so that each finished pass over the rows adds
-  // one paired repeat. Job j belongs to group j % groups.
-  struct Job {
-    size_t row;
-    int64_t repeat;
-  };
-  std::vector<Job> jobs;
-  for (int64_t rep = 0; rep < opt.repeats; ++rep)
-    for (size_t i = 0; i < suite.rows.size(); ++i) jobs.push_back({i, rep});
-  const size_t n = jobs.size();
-  auto job_label = [&](size_t j) {
-    const SuiteRow& row = suite.rows[jobs[j].row];
-    std::string label = "[" + std::to_string(j + 1) + "/" + std::to_string(n) + "] " + row.name;
-    if (opt.repeats > 1) label += " (repeat " + std::to_string(jobs[j].repeat + 1) + "/" + std::to_string(opt.repeats) + ")";
+  // Rows over the memory available are skipped (with the reason) instead of stopping the suite.
+  std::optional<std::string> memory_skip(const fs::path& run_dir, const MemoryEstimate& need) const {
+    if (!suite_.skip_over_memory || fs::exists(run_dir / kSummaryFile)) return std::nullopt;
+    return memory_skip_reason(need, available_memory_bytes());
+  }
+
+  // The group's ranks must agree: the leader's view of the memory decides.
+  std::optional<std::string> group_memory_skip(const fs::path& run_dir, const MemoryEstimate& need) const {
+    const std::optional<std::string> why = memory_skip(run_dir, need);
+    if (group_comm_.size() == 1) return why;
+    std::string agreed = why ? "1" + *why : "0";
+    group_comm_.broadcast(agreed);
+    if (agreed[0] == '0') return std::nullopt;
+    return agreed.substr(1);
+  }
+
+  std::string job_label(size_t j) const {
+    const SuiteRow& row = suite_.rows[jobs_[j].row];
+    std::string label = "[" + std::to_string(j + 1) + "/" + std::to_string(jobs_.size()) + "] " + row.name;
+    if (opt_.repeats > 1)
+      label += " (repeat " + std::to_string(jobs_[j].repeat + 1) + "/" + std::to_string(opt_.repeats) + ")";
     return label;
-  };
-  std::vector<std::string> runs_here;  // keys of the runs this group trained
-  std::set<std::string> skipped_ids;
-  for (size_t j = 0; j < n; ++j) {
-    const SuiteRow& row = suite.rows[jobs[j].row];
-    const int64_t rep = jobs[j].repeat;
-    const std::string key = run_key(row.id, rep), label = job_label(j);
-    const bool measured = done.count(key) > 0;
-    if (measured) {
-      if (root && opt.repeats == 1) std::fprintf(stderr, "%s: measured earlier, skipped\n", label.c_str());
-      if (root) ++summary.skipped;
-      continue;
-    }
-    if (static_cast<int>(j % static_cast<size_t>(groups)) != group) continue;  // another group's
-    double remaining = 0.0;
-    for (size_t k = j; k < n; ++k)
-      if (!done.count(run_key(suite.rows[jobs[k].row].id, jobs[k].repeat))) remaining += row_params[jobs[k].row];
-    const std::string eta = work_done > 0 ? "suite ETA " + format_duration(remaining * seconds_done / work_done)
-                                          : "suite ETA after the first row";
-    if (leader) std::fprintf(stderr, "%s (%s): start; %s\n", label.c_str(), row.source.c_str(), eta.c_str());
-    const auto t_row = std::chrono::steady_clock::now();
+  }
 
-    TrainOptions row_opt = row_train_options(base, row, opt.train_overrides);
+  // ETA: seconds per parameter of the runs trained so far, over the parameters left.
+  std::string eta_from(size_t j) const {
+    if (work_done_ <= 0) return "suite ETA after the first row";
+    double remaining = 0.0;
+    for (size_t k = j; k < jobs_.size(); ++k)
+      if (!done_.count(run_key(suite_.rows[jobs_[k].row].id, jobs_[k].repeat))) remaining += row_params_[jobs_[k].row];
+    return "suite ETA " + format_duration(remaining * seconds_done_ / work_done_);
+  }
+
+  // Job j belongs to group j % groups.
+  void train_jobs() {
+    for (int64_t rep = 0; rep < opt_.repeats; ++rep)
+      for (size_t i = 0; i < suite_.rows.size(); ++i) jobs_.push_back({i, rep});
+    for (size_t j = 0; j < jobs_.size(); ++j) {
+      const SuiteRow& row = suite_.rows[jobs_[j].row];
+      if (done_.count(run_key(row.id, jobs_[j].repeat)) > 0) {
+        if (root_ && opt_.repeats == 1) std::fprintf(stderr, "%s: measured earlier, skipped\n", job_label(j).c_str());
+        if (root_) ++summary_.skipped;
+        continue;
+      }
+      if (static_cast<int>(j % static_cast<size_t>(groups_)) == group_) train_job(j);
+    }
+  }
+
+  void train_job(size_t j) {
+    const SuiteRow& row = suite_.rows[jobs_[j].row];
+    const int64_t rep = jobs_[j].repeat;
+    const std::string key = run_key(row.id, rep), label = job_label(j);
+    if (leader_) std::fprintf(stderr, "%s (%s): start; %s\n", label.c_str(), row.source.c_str(), eta_from(j).c_str());
+    const auto t_row = std::chrono::steady_clock::now();
+    TrainOptions row_opt = row_train_options(base_, row, opt_.train_overrides);
     row_opt.seed = repeat_seed(row_opt.seed, rep);
     const MemoryEstimate need = row_memory(row_opt, row);
-    const fs::path run_dir = dir / "runs" / repeat_run_name(row.id, rep);
-    runs_here.push_back(key);
+    const fs::path run_dir = dir_ / "runs" / repeat_run_name(row.id, rep);
+    runs_here_.push_back(key);
     if (const auto why = group_memory_skip(run_dir, need)) {
-      if (leader) std::fprintf(stderr, "%s: skipped: %s\n", label.c_str(), why->c_str());
-      if (skipped_ids.insert(row.id).second)
-        summary.skipped_rows.push_back(
+      if (leader_) std::fprintf(stderr, "%s: skipped: %s\n", label.c_str(), why->c_str());
+      if (skipped_ids_.insert(row.id).second)
+        summary_.skipped_rows.push_back(
             {row.id, row.name, row.group, row_opt.seq_len, row_opt.batch, need.total() / (1024.0 * 1024.0), *why});
-      continue;
+      return;
     }
+    const fs::path summary_path = run_dir / kSummaryFile;
+    json trained;
+    if (fs::exists(summary_path)) {
+      trained = read_json_file(summary_path.string());  // trained earlier; only the measurements were lost
+    } else {
+      TrainOptions t = row_opt;
+      t.out_dir = run_dir.string();
+      t.resume = fs::exists(run_dir / kLatestFile);
+      t.resume_finished = true;
+      t.comm = &group_comm_;
+      trained = train(row_config(row, vocab_), t).to_json();
+      ++summary_.trained;
+      work_done_ += row_params_[jobs_[j].row];
+      seconds_done_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_row).count();
+    }
+    if (!leader_) return;  // the group's rank 0 measures the row
+    const RowResult r = measure_run(row, rep, row_opt, need, run_dir, trained, label);
+    done_.emplace(key, r);
+    // Every finished run is on disk before the next starts.
+    if (root_) write_results_json(results_json_, header_, runs_in_order(suite_, done_, extra_rows_));
+    std::fprintf(stderr,
+                 "%s: done in %s: %.2fM params, best val loss %.4f (ppl %.2f), acc %.3f, %.0f train tok/s, "
+                 "%.1f decode tok/s\n",
+                 label.c_str(),
+                 format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_row).count()).c_str(),
+                 r.params / 1e6, r.best_val_loss, r.best_val_ppl, r.final_val_accuracy, r.train_tokens_per_s,
+                 r.decode_tokens_per_s);
+  }
+
+  // A trained run's figures: its summary and curves, the model's sizes, and
+  // samples with a decode rate from its best checkpoint.
+  RowResult measure_run(const SuiteRow& row, int64_t rep, const TrainOptions& row_opt, const MemoryEstimate& need,
+                        const fs::path& run_dir, const json& trained, const std::string& label) {
     RowResult r;
     r.id = row.id;
     r.name = row.name;
@@ -597,103 +688,103 @@ AblateSummary run_ablation(const AblateOptions& opt) {
     r.repeat = rep;
     r.seed = row_opt.seed;
     r.est_train_memory_mb = mib(static_cast<int64_t>(need.total()));
-    const fs::path summary_path = run_dir / kSummaryFile;
-    json trained;
-    if (fs::exists(summary_path)) {
-      trained = read_json_file(summary_path.string());  // trained earlier; only the measurements were lost
-    } else {
-      TrainOptions t = row_opt;
-      t.out_dir = run_dir.string();
-      t.resume = fs::exists(run_dir / kLatestFile);
-      t.resume_finished = true;
-      t.comm = &group_comm;
-      trained = train(row_config(row, vocab), t).to_json();
-      ++summary.trained;
-      work_done += row_params[jobs[j].row];
-      seconds_done += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_row).count();
-    }
-    if (!leader) continue;  // the group's rank 0 measures the row
-    read_training_summary(r, trained, summary_path.string());
-    fill_model_figures(r, row, vocab, opt.cache_context);
+    read_training_summary(r, trained, (run_dir / kSummaryFile).string());
+    fill_model_figures(r, row, vocab_, opt_.cache_context);
     r.curve = read_curve(run_dir / kMetricsFile);
     r.train_curve = read_train_curve(run_dir / kMetricsFile);
     const fs::path best = run_dir / kBestDir;
     // A mask that reads later tokens (a seed's leak) trains and evaluates but
     // cannot decode: such a row has no samples and no decode rate.
-    const std::string why = row_config(row, vocab).decode_refusal();
+    const std::string why = row_config(row, vocab_).decode_refusal();
     const bool decodes = why.empty();
     if (!decodes)
       std::fprintf(stderr, "%s: no samples or decode rate: %s\n", label.c_str(), why.c_str());
     else
       r.decode_tokens_per_s = sample_and_time(r, fs::exists(best) ? best.string() : resolve_checkpoint(run_dir.string()),
-                                              *tok, prompts, suite.sampling, opt.sample_tokens, row_opt.seed);
-    if (suite.sampling.untrained && decodes)
-      r.untrained_samples = untrained_samples(row_config(row, vocab), *tok, prompts, suite.sampling,
-                                              suite.sampling.tokens > 0 ? suite.sampling.tokens : opt.sample_tokens,
+                                              *tok_, prompts_, suite_.sampling, opt_.sample_tokens, row_opt.seed);
+    if (suite_.sampling.untrained && decodes)
+      r.untrained_samples = untrained_samples(row_config(row, vocab_), *tok_, prompts_, suite_.sampling,
+                                              suite_.sampling.tokens > 0 ? suite_.sampling.tokens : opt_.sample_tokens,
                                               row_opt.seed);
-    done.emplace(key, r);
-    // Every finished run is on disk before the next starts.
-    if (root) write_results_json(results_json, header, runs_in_order(suite, done, extra_rows));
-    std::fprintf(stderr,
-                 "%s: done in %s: %.2fM params, best val loss %.4f (ppl %.2f), acc %.3f, %.0f train tok/s, "
-                 "%.1f decode tok/s\n",
-                 label.c_str(),
-                 format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_row).count()).c_str(),
-                 r.params / 1e6, r.best_val_loss, r.best_val_ppl, r.final_val_accuracy, r.train_tokens_per_s,
-                 r.decode_tokens_per_s);
+    return r;
   }
-  if (root && opt.repeats > 1 && summary.skipped > 0)
-    std::fprintf(stderr, "%lld run(s) measured earlier, skipped\n", static_cast<long long>(summary.skipped));
-  if (world.size() > 1 && !gather_rows(world, leader, runs_here, suite, done, summary)) return summary;  // rank 0 writes
-  const std::vector<RowResult> all_runs = runs_in_order(suite, done, extra_rows);
-  write_results_json(results_json, header, all_runs);
 
-  // The report's rows: each row's mean over its repeats; the runs and spreads beside.
-  std::vector<RowResult> results;
-  for (const SuiteRow& s : suite.rows) {
-    std::vector<RowResult> runs = runs_of(all_runs, s.id);
-    if (runs.empty()) continue;
-    for (RowResult& r : runs) r.implementation = s.implementation;
-    summary.runs.insert(summary.runs.end(), runs.begin(), runs.end());
-    results.push_back(mean_row(runs));
+  // results.json/csv, intervals.json and the report: each row's mean over its
+  // repeats, the runs and spreads beside, the suite's questions answered.
+  void report() {
+    const std::vector<RowResult> all_runs = runs_in_order(suite_, done_, extra_rows_);
+    write_results_json(results_json_, header_, all_runs);
+    std::vector<RowResult> results;
+    for (const SuiteRow& s : suite_.rows) {
+      std::vector<RowResult> runs = runs_of(all_runs, s.id);
+      if (runs.empty()) continue;
+      for (RowResult& r : runs) r.implementation = s.implementation;
+      summary_.runs.insert(summary_.runs.end(), runs.begin(), runs.end());
+      results.push_back(mean_row(runs));
+    }
+    if (suite_.sort == SortOrder::kBestPpl)
+      std::stable_sort(results.begin(), results.end(),
+                       [](const RowResult& a, const RowResult& b) { return a.best_val_ppl < b.best_val_ppl; });
+    // In the report's order from here on (the CSV, the spreads), each row's runs in repeat order.
+    std::vector<RowResult> ordered_runs;
+    for (const RowResult& r : results) {
+      std::vector<RowResult> runs = runs_of(summary_.runs, r.id);
+      summary_.spreads.push_back(row_spread(runs));
+      ordered_runs.insert(ordered_runs.end(), runs.begin(), runs.end());
+    }
+    summary_.runs = std::move(ordered_runs);
+    summary_.answers =
+        answer_questions(suite_.questions.empty() ? seed_questions(suite_) : suite_.questions, summary_.runs);
+    write_results_csv((dir_ / "results.csv").string(), summary_.runs);
+    write_intervals_json((dir_ / "intervals.json").string(), summary_.spreads, summary_.answers);
+    ReportInfo info;
+    info.dir = dir_.string();
+    info.suite = suite_.name;
+    info.title = suite_.title;
+    info.sorted_by_ppl = suite_.sort == SortOrder::kBestPpl;
+    info.seed = suite_.seed;
+    info.settings = settings_;
+    info.scale = header_["scale"].get<std::string>();
+    info.gnuplot = opt_.gnuplot;
+    info.skipped = summary_.skipped_rows;
+    info.spreads = summary_.spreads;
+    info.answers = summary_.answers;
+    const ReportFiles files = write_report(info, results);
+    summary_.rows = results;
+    summary_.plots_written = files.plots_written;
+    summary_.report_md = files.markdown;
+    summary_.report_html = files.html;
   }
-  if (suite.sort == SortOrder::kBestPpl)
-    std::stable_sort(results.begin(), results.end(),
-                     [](const RowResult& a, const RowResult& b) { return a.best_val_ppl < b.best_val_ppl; });
-  // In the report's order from here on (the CSV, the spreads), each row's runs in repeat order.
-  std::vector<RowResult> ordered_runs;
-  for (const RowResult& r : results) {
-    std::vector<RowResult> runs = runs_of(summary.runs, r.id);
-    summary.spreads.push_back(row_spread(runs));
-    ordered_runs.insert(ordered_runs.end(), runs.begin(), runs.end());
-  }
-  summary.runs = std::move(ordered_runs);
-  summary.answers =
-      answer_questions(suite.questions.empty() ? seed_questions(suite) : suite.questions, summary.runs);
-  write_results_csv((dir / "results.csv").string(), summary.runs);
-  write_intervals_json((dir / "intervals.json").string(), summary.spreads, summary.answers);
-  ReportInfo info;
-  info.dir = dir.string();
-  info.suite = suite.name;
-  info.title = suite.title;
-  info.sorted_by_ppl = suite.sort == SortOrder::kBestPpl;
-  info.seed = suite.seed;
-  info.settings = settings;
-  info.scale = header["scale"].get<std::string>();
-  info.gnuplot = opt.gnuplot;
-  info.skipped = summary.skipped_rows;
-  info.spreads = summary.spreads;
-  info.answers = summary.answers;
-  const ReportFiles files = write_report(info, results);
-  summary.rows = results;
-  summary.plots_written = files.plots_written;
-  summary.report_md = files.markdown;
-  summary.report_html = files.html;
-  std::fprintf(stderr, "suite %s: %lld run(s) trained, %lld measured earlier, %zu row(s) skipped over memory, %s\n",
-               suite.name.c_str(), static_cast<long long>(summary.trained), static_cast<long long>(summary.skipped),
-               summary.skipped_rows.size(),
-               format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_suite).count()).c_str());
-  return summary;
+
+  const AblateOptions& opt_;
+  const dist::Communicator& world_;
+  // Group g of K ranks trains rows g, g + groups, ...; its rank 0 measures them.
+  const int groups_, group_;
+  const dist::Communicator group_comm_;
+  const bool root_, leader_;
+  const fs::path dir_;
+  const std::string results_json_;
+  Suite suite_;
+  TrainOptions base_;
+  std::vector<std::string> prompts_;
+  json settings_, header_;
+  std::unique_ptr<Tokenizer> tok_;
+  int64_t vocab_ = 0;
+  std::map<std::string, RowResult> done_;
+  std::vector<RowResult> extra_rows_;
+  std::vector<double> row_params_;
+  std::vector<Job> jobs_;
+  double work_done_ = 0.0, seconds_done_ = 0.0;
+  std::vector<std::string> runs_here_;  // keys of the runs this group trained
+  std::set<std::string> skipped_ids_;
+  AblateSummary summary_;
+};
+
+}  // namespace
+
+AblateSummary run_ablation(const AblateOptions& opt) {
+  check_ablate_options(opt, dist::world());
+  return SuiteRun(opt).run();
 }
 
 }  // namespace hymba::ablate
