@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -311,25 +312,219 @@ std::shared_ptr<CompletionSlot> Server::try_claim_slot() {
   return std::make_shared<CompletionSlot>(active_completions_);
 }
 
+std::shared_ptr<CompletionSlot> Server::claim_slot(httplib::Response& res) {
+  std::shared_ptr<CompletionSlot> slot = try_claim_slot();
+  if (!slot)
+    refuse(res, 429, "the server is busy: " + std::to_string(options_.max_concurrent_requests) +
+                         " completions are being served (--max-concurrent-requests); retry later",
+           "rate_limit_exceeded", 1);
+  return slot;
+}
+
+bool Server::submit(httplib::Response& res, const std::shared_ptr<Job>& job) {
+  const auto admission = scheduler_->try_submit(job, static_cast<size_t>(options_.max_queue));
+  if (admission == Scheduler::Admission::kQueued) return true;
+  refuse_admission(res, admission, options_.max_queue);
+  return false;
+}
+
+namespace {
+
+// A non-streamed job's wait; a failed job gets a 500 in OpenAI's shape.
+bool wait_for(const httplib::Request& req, httplib::Response& res, Job& job) {
+  return wait_while_client_stays(req, res, job, [&res](const std::string& error) {
+    reply(res, 500, error_body(error, "server_error"));
+  });
+}
+
+// The stream's end: the job's error, or the usage chunk when asked, then [DONE].
+void end_stream(httplib::DataSink& sink, Job& job, const std::function<bool(const json&)>& send,
+                const std::function<json()>& usage_chunk) {
+  if (const std::string error = job.error(); !error.empty())
+    send(error_body(error, "server_error"));
+  else if (usage_chunk)
+    send(usage_chunk());
+  static constexpr std::string_view kDone = "data: [DONE]\n\n";
+  sink.write(kDone.data(), kDone.size());
+  sink.done();
+}
+
+// /v1/completions as server-sent events: a chunk per piece of text.
+void stream_completion(httplib::Response& res, std::shared_ptr<Job> job, const CompletionMeta& meta,
+                       bool include_usage, int64_t n, std::shared_ptr<CompletionSlot> slot) {
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [job, meta, include_usage, n, &res](size_t, httplib::DataSink& sink) {
+        auto send = [&](const json& data) {
+          const std::string event = "data: " + dump(data) + "\n\n";
+          return sink.write(event.data(), event.size());
+        };
+        std::vector<Job::Event> events;
+        const bool more = job->next_events(events);
+        for (const Job::Event& e : events)
+          if (!send(chunk_body(meta, e.sequence, e.text, e.finish ? finish_reason(*e.finish) : nullptr,
+                               include_usage))) {
+            job->cancel();  // the client went away
+            res.status = kClientClosedRequest;
+            return false;
+          }
+        if (!more)
+          end_stream(sink, *job, send,
+                     include_usage ? std::function<json()>([&] { return completion_usage_chunk(meta, job->results(), n); })
+                                   : nullptr);
+        return true;
+      },
+      [job, slot](bool) {
+        job->cancel();
+        (void)slot;  // held until the stream ends: its concurrency slot is given back with it
+      });
+}
+
+// /v1/chat/completions as server-sent events: OpenAI's role chunk, then the content.
+void stream_chat(httplib::Response& res, std::shared_ptr<Job> job, const CompletionMeta& meta, size_t choices,
+                 bool include_usage, std::shared_ptr<CompletionSlot> slot) {
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [job, meta, choices, include_usage, &res, started = false](size_t, httplib::DataSink& sink) mutable {
+        auto send = [&](const json& data) {
+          const std::string event = "data: " + dump(data) + "\n\n";
+          if (sink.write(event.data(), event.size())) return true;
+          job->cancel();  // the client went away
+          res.status = kClientClosedRequest;
+          return false;
+        };
+        if (!started) {  // OpenAI's first chunk of each choice: the role, empty content
+          started = true;
+          for (size_t i = 0; i < choices; ++i)
+            if (!send(chat_chunk_body(meta, i, {{"role", "assistant"}, {"content", ""}}, nullptr, include_usage)))
+              return false;
+        }
+        std::vector<Job::Event> events;
+        const bool more = job->next_events(events);
+        for (const Job::Event& e : events) {
+          if (!e.text.empty() && !send(chat_chunk_body(meta, e.sequence, {{"content", e.text}}, nullptr, include_usage)))
+            return false;
+          if (e.finish && !send(chat_chunk_body(meta, e.sequence, json::object(), finish_reason(*e.finish), include_usage)))
+            return false;
+        }
+        if (!more)
+          end_stream(sink, *job, send,
+                     include_usage ? std::function<json()>([&] { return chat_usage_chunk(meta, job->results()); })
+                                   : nullptr);
+        return true;
+      },
+      [job, slot](bool) {
+        job->cancel();
+        (void)slot;  // held until the stream ends
+      });
+}
+
+}  // namespace
+
+std::vector<std::vector<int32_t>> Server::completion_prompts(CompletionRequest& request) const {
+  check_logit_bias(lm_, request.options.sampling);
+  const int64_t sequences = static_cast<int64_t>(request.prompts.size() + request.prompt_ids.size()) * request.n;
+  if (sequences > options_.max_sequences_per_request)
+    throw BadRequest(request.n > 1 ? "n" : "prompt",
+                     "prompts x n is " + std::to_string(sequences) + ", more than this server's " +
+                         "--max-sequences-per-request " + std::to_string(options_.max_sequences_per_request));
+  std::vector<std::vector<int32_t>> prompts;
+  for (const std::string& text : request.prompts) {
+    const std::vector<int32_t> ids = checked_prompt_ids(lm_, text, options_.max_prompt_tokens, "prompt", "a prompt");
+    for (int64_t c = 0; c < request.n; ++c) prompts.push_back(ids);
+  }
+  for (const std::vector<int32_t>& ids : request.prompt_ids) {
+    check_token_prompt(lm_, ids, options_.max_prompt_tokens);
+    request.prompts.push_back(lm_.decode(ids));  // the text echo shows
+    for (int64_t c = 0; c < request.n; ++c) prompts.push_back(ids);
+  }
+  if (request.options.max_new_tokens > 0)
+    fit_generation(lm_, prompts, options_.context, request.max_tokens_field, "prompt", request.options.max_new_tokens);
+  return prompts;
+}
+
+void Server::serve_completion(const httplib::Request& req, httplib::Response& res) {
+  static std::atomic<int64_t> next_id{0};
+  static const std::string id_prefix = random_id_prefix();
+  CompletionRequest request;
+  std::vector<std::vector<int32_t>> prompts;
+  try {
+    request = parse_completion_request(req.body);
+    if (unknown_model(res, request.model)) return;
+    prompts = completion_prompts(request);
+  } catch (const BadRequest& e) {
+    reply(res, 400, error_body(e.what(), "invalid_request_error", e.field(), "invalid_value"));
+    return;
+  }
+  const auto slot = claim_slot(res);
+  if (!slot) return;
+  const CompletionMeta meta{id_prefix + std::to_string(next_id++), static_cast<int64_t>(std::time(nullptr)),
+                            options_.model_name};
+  if (request.options.max_new_tokens == 0) {  // echo with max_tokens 0: score the prompts, generate nothing
+    std::vector<infer::Generation> scored(prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) scored[i].prompt = std::move(prompts[i]);
+    reply_completion(res, meta, request, scored, /*queues=*/true);  // a scoring request waits like a sequence
+    return;
+  }
+  auto job = std::make_shared<Job>(std::move(prompts), request.options);
+  if (!submit(res, job)) return;
+  if (request.stream) return stream_completion(res, job, meta, request.include_usage, request.n, slot);
+  if (!wait_for(req, res, *job)) return;
+  reply_completion(res, meta, request, job->results(), /*queues=*/false);  // admitted already
+}
+
+std::vector<std::vector<int32_t>> Server::chat_prompts(ChatRequest& request, httplib::Response& res) const {
+  check_logit_bias(lm_, request.options.sampling);
+  if (request.n > options_.max_sequences_per_request)
+    throw BadRequest("n", "is " + std::to_string(request.n) + ", more than this server's " +
+                              "--max-sequences-per-request " + std::to_string(options_.max_sequences_per_request));
+  if (!chat_template_) {
+    reply(res, 500, error_body("this model's chat template cannot be used: " + chat_template_error_, "server_error"));
+    return {};
+  }
+  std::string text;
+  try {
+    text = chat_template_->render_prompt(request.messages, lm_.adds_bos());
+  } catch (const Error& e) {  // the template refused the messages (raise_exception) or failed on them
+    throw BadRequest("messages", e.what());
+  }
+  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(request.n),
+                                            checked_prompt_ids(lm_, text, options_.max_prompt_tokens, "messages",
+                                                               "the chat prompt"));
+  fit_generation(lm_, prompts, options_.context, request.max_tokens_field, "messages", request.options.max_new_tokens);
+  return prompts;
+}
+
+void Server::serve_chat_completion(const httplib::Request& req, httplib::Response& res) {
+  static std::atomic<int64_t> next_id{0};
+  static const std::string id_prefix = random_id_prefix("chatcmpl-");
+  ChatRequest request;
+  std::vector<std::vector<int32_t>> prompts;
+  try {
+    request = parse_chat_request(req.body);
+    if (unknown_model(res, request.model)) return;
+    prompts = chat_prompts(request, res);
+    if (prompts.empty()) return;  // replied already
+  } catch (const BadRequest& e) {
+    reply(res, 400, error_body(e.what(), "invalid_request_error", e.field(), "invalid_value"));
+    return;
+  }
+  const auto slot = claim_slot(res);
+  if (!slot) return;
+  const CompletionMeta meta{id_prefix + std::to_string(next_id++), static_cast<int64_t>(std::time(nullptr)),
+                            options_.model_name};
+  auto job = std::make_shared<Job>(std::move(prompts), request.options);
+  if (!submit(res, job)) return;
+  if (request.stream)
+    return stream_chat(res, job, meta, static_cast<size_t>(request.n), request.include_usage, slot);
+  if (!wait_for(req, res, *job)) return;
+  json body = chat_completion_body(meta, job->results());
+  if (request.top_logprobs >= 0 && !add_chat_logprobs(res, body, job->results(), request.top_logprobs)) return;
+  reply(res, 200, body);
+}
+
 void Server::add_routes() {
-  // One of --max-concurrent-requests slots, or null with the 429 written.
-  const auto claim_slot = [this](httplib::Response& res) -> std::shared_ptr<CompletionSlot> {
-    std::shared_ptr<CompletionSlot> slot = try_claim_slot();
-    if (!slot)
-      refuse(res, 429, "the server is busy: " + std::to_string(options_.max_concurrent_requests) +
-                           " completions are being served (--max-concurrent-requests); retry later",
-             "rate_limit_exceeded", 1);
-    return slot;
-  };
-  // A non-streamed job's wait; a failed job gets a 500 in OpenAI's shape.
-  const auto wait_while_client_stays = [](const httplib::Request& req, httplib::Response& res, Job& job) {
-    return serve::wait_while_client_stays(req, res, job, [&res](const std::string& error) {
-      reply(res, 500, error_body(error, "server_error"));
-    });
-  };
-
   http_->Get("/health", [](const httplib::Request&, httplib::Response& res) { reply(res, 200, {{"status", "ok"}}); });
-
   const json model = {{"id", options_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "hymba"}};
   http_->Get("/v1/models", [model](const httplib::Request&, httplib::Response& res) {
     reply(res, 200, {{"object", "list"}, {"data", json::array({model})}});
@@ -337,190 +532,12 @@ void Server::add_routes() {
   http_->Get("/v1/models/(.+)", [this, model](const httplib::Request& req, httplib::Response& res) {
     if (!unknown_model(res, req.matches[1])) reply(res, 200, model);
   });
-
   add_embeddings_route();
   add_ollama_routes();
-
-  http_->Post("/v1/completions", [this, claim_slot, wait_while_client_stays](const httplib::Request& req,
-                                                                             httplib::Response& res) {
-    static std::atomic<int64_t> next_id{0};
-    static const std::string id_prefix = random_id_prefix();
-    CompletionRequest request;
-    std::vector<std::vector<int32_t>> prompts;
-    try {
-      request = parse_completion_request(req.body);
-      if (unknown_model(res, request.model)) return;
-      check_logit_bias(lm_, request.options.sampling);
-      const int64_t sequences =
-          static_cast<int64_t>(request.prompts.size() + request.prompt_ids.size()) * request.n;
-      if (sequences > options_.max_sequences_per_request)
-        throw BadRequest(request.n > 1 ? "n" : "prompt",
-                         "prompts x n is " + std::to_string(sequences) + ", more than this server's " +
-                             "--max-sequences-per-request " + std::to_string(options_.max_sequences_per_request));
-      for (const std::string& text : request.prompts) {
-        const std::vector<int32_t> ids = checked_prompt_ids(lm_, text, options_.max_prompt_tokens, "prompt", "a prompt");
-        for (int64_t c = 0; c < request.n; ++c) prompts.push_back(ids);
-      }
-      for (const std::vector<int32_t>& ids : request.prompt_ids) {
-        check_token_prompt(lm_, ids, options_.max_prompt_tokens);
-        request.prompts.push_back(lm_.decode(ids));  // the text echo shows
-        for (int64_t c = 0; c < request.n; ++c) prompts.push_back(ids);
-      }
-      if (request.options.max_new_tokens > 0)
-        fit_generation(lm_, prompts, options_.context, request.max_tokens_field, "prompt",
-                       request.options.max_new_tokens);
-    } catch (const BadRequest& e) {
-      reply(res, 400, error_body(e.what(), "invalid_request_error", e.field(), "invalid_value"));
-      return;
-    }
-
-    const auto slot = claim_slot(res);
-    if (!slot) return;
-    const CompletionMeta meta{id_prefix + std::to_string(next_id++), static_cast<int64_t>(std::time(nullptr)),
-                              options_.model_name};
-    if (request.options.max_new_tokens == 0) {  // echo with max_tokens 0: score the prompts, generate nothing
-      std::vector<infer::Generation> scored(prompts.size());
-      for (size_t i = 0; i < prompts.size(); ++i) scored[i].prompt = std::move(prompts[i]);
-      reply_completion(res, meta, request, scored, /*queues=*/true);  // a scoring request waits like a sequence
-      return;
-    }
-    auto job = std::make_shared<Job>(std::move(prompts), request.options);
-    if (const auto admission = scheduler_->try_submit(job, static_cast<size_t>(options_.max_queue));
-        admission != Scheduler::Admission::kQueued) {
-      refuse_admission(res, admission, options_.max_queue);
-      return;
-    }
-    if (!request.stream) {
-      if (!wait_while_client_stays(req, res, *job)) return;
-      reply_completion(res, meta, request, job->results(), /*queues=*/false);  // admitted already
-      return;
-    }
-    const bool include_usage = request.include_usage;
-    const int64_t n = request.n;
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [job, meta, include_usage, n, &res](size_t, httplib::DataSink& sink) {
-          auto send = [&](const json& data) {
-            const std::string event = "data: " + dump(data) + "\n\n";
-            return sink.write(event.data(), event.size());
-          };
-          std::vector<Job::Event> events;
-          const bool more = job->next_events(events);
-          for (const Job::Event& e : events)
-            if (!send(chunk_body(meta, e.sequence, e.text, e.finish ? finish_reason(*e.finish) : nullptr,
-                                 include_usage))) {
-              job->cancel();  // the client went away
-              res.status = kClientClosedRequest;
-              return false;
-            }
-          if (!more) {
-            if (const std::string error = job->error(); !error.empty())
-              send(error_body(error, "server_error"));
-            else if (include_usage)
-              send(completion_usage_chunk(meta, job->results(), n));
-            static constexpr std::string_view kDone = "data: [DONE]\n\n";
-            sink.write(kDone.data(), kDone.size());
-            sink.done();
-          }
-          return true;
-        },
-        [job, slot](bool) {
-          job->cancel();
-          (void)slot;  // held until the stream ends: its concurrency slot is given back with it
-        });
-  });
-
-  http_->Post("/v1/chat/completions", [this, claim_slot, wait_while_client_stays](const httplib::Request& req,
-                                                                                  httplib::Response& res) {
-    static std::atomic<int64_t> next_id{0};
-    static const std::string id_prefix = random_id_prefix("chatcmpl-");
-    ChatRequest request;
-    std::vector<std::vector<int32_t>> prompts;
-    try {
-      request = parse_chat_request(req.body);
-      if (unknown_model(res, request.model)) return;
-      check_logit_bias(lm_, request.options.sampling);
-      if (request.n > options_.max_sequences_per_request)
-        throw BadRequest("n", "is " + std::to_string(request.n) + ", more than this server's " +
-                                  "--max-sequences-per-request " + std::to_string(options_.max_sequences_per_request));
-      if (!chat_template_) {
-        reply(res, 500, error_body("this model's chat template cannot be used: " + chat_template_error_, "server_error"));
-        return;
-      }
-      std::string text;
-      try {
-        text = chat_template_->render_prompt(request.messages, lm_.adds_bos());
-      } catch (const Error& e) {  // the template refused the messages (raise_exception) or failed on them
-        throw BadRequest("messages", e.what());
-      }
-      prompts.assign(static_cast<size_t>(request.n),
-                     checked_prompt_ids(lm_, text, options_.max_prompt_tokens, "messages", "the chat prompt"));
-      fit_generation(lm_, prompts, options_.context, request.max_tokens_field, "messages",
-                     request.options.max_new_tokens);
-    } catch (const BadRequest& e) {
-      reply(res, 400, error_body(e.what(), "invalid_request_error", e.field(), "invalid_value"));
-      return;
-    }
-    const auto slot = claim_slot(res);
-    if (!slot) return;
-    const CompletionMeta meta{id_prefix + std::to_string(next_id++), static_cast<int64_t>(std::time(nullptr)),
-                              options_.model_name};
-    auto job = std::make_shared<Job>(std::move(prompts), request.options);
-    if (const auto admission = scheduler_->try_submit(job, static_cast<size_t>(options_.max_queue));
-        admission != Scheduler::Admission::kQueued) {
-      refuse_admission(res, admission, options_.max_queue);
-      return;
-    }
-    if (!request.stream) {
-      if (!wait_while_client_stays(req, res, *job)) return;
-      json body = chat_completion_body(meta, job->results());
-      if (request.top_logprobs >= 0 && !add_chat_logprobs(res, body, job->results(), request.top_logprobs)) return;
-      reply(res, 200, body);
-      return;
-    }
-    const auto choices = static_cast<size_t>(request.n);
-    const bool include_usage = request.include_usage;
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [job, meta, choices, include_usage, &res, started = false](size_t, httplib::DataSink& sink) mutable {
-          auto send = [&](const json& data) {
-            const std::string event = "data: " + dump(data) + "\n\n";
-            if (sink.write(event.data(), event.size())) return true;
-            job->cancel();  // the client went away
-            res.status = kClientClosedRequest;
-            return false;
-          };
-          if (!started) {  // OpenAI's first chunk of each choice: the role, empty content
-            started = true;
-            for (size_t i = 0; i < choices; ++i)
-              if (!send(chat_chunk_body(meta, i, {{"role", "assistant"}, {"content", ""}}, nullptr, include_usage)))
-                return false;
-          }
-          std::vector<Job::Event> events;
-          const bool more = job->next_events(events);
-          for (const Job::Event& e : events) {
-            if (!e.text.empty() && !send(chat_chunk_body(meta, e.sequence, {{"content", e.text}}, nullptr, include_usage)))
-              return false;
-            if (e.finish && !send(chat_chunk_body(meta, e.sequence, json::object(), finish_reason(*e.finish), include_usage)))
-              return false;
-          }
-          if (!more) {
-            if (const std::string error = job->error(); !error.empty())
-              send(error_body(error, "server_error"));
-            else if (include_usage)
-              send(chat_usage_chunk(meta, job->results()));
-            static constexpr std::string_view kDone = "data: [DONE]\n\n";
-            sink.write(kDone.data(), kDone.size());
-            sink.done();
-          }
-          return true;
-        },
-        [job, slot](bool) {
-          job->cancel();
-          (void)slot;  // held until the stream ends
-        });
-  });
-
+  http_->Post("/v1/completions",
+              [this](const httplib::Request& req, httplib::Response& res) { serve_completion(req, res); });
+  http_->Post("/v1/chat/completions",
+              [this](const httplib::Request& req, httplib::Response& res) { serve_chat_completion(req, res); });
   // Browsers send a preflight OPTIONS before a cross-origin POST with a JSON body.
   if (!options_.cors_origin.empty()) {
     http_->set_default_headers({{"Access-Control-Allow-Origin", options_.cors_origin}, {"Vary", "Origin"}});
@@ -531,7 +548,10 @@ void Server::add_routes() {
       res.set_header("Access-Control-Max-Age", "600");
     });
   }
+  add_error_handlers();
+}
 
+void Server::add_error_handlers() {
   // Unknown paths get a JSON 404, known paths with another method a 405.
   const httplib::Server::HandlerWithResponse on_error = [](const httplib::Request& req, httplib::Response& res) {
     static const std::vector<std::pair<std::string, std::string>> kRoutes = {

@@ -71,6 +71,8 @@ class CompletionSlot;
 struct OllamaRequest;
 struct CompletionMeta;
 struct CompletionRequest;
+struct ChatRequest;
+class Job;
 
 class Server {
  public:
@@ -115,6 +117,19 @@ class Server {
                                std::chrono::steady_clock::time_point started);
   // One of --max-concurrent-requests completion slots, or null when all are taken.
   std::shared_ptr<CompletionSlot> try_claim_slot();
+  // try_claim_slot(), or null with the 429 written.
+  std::shared_ptr<CompletionSlot> claim_slot(httplib::Response& res);
+  // Queues the job, or writes the scheduler's refusal and returns false.
+  bool submit(httplib::Response& res, const std::shared_ptr<Job>& job);
+  // /v1/completions and /v1/chat/completions. The prompts' ids of a request,
+  // checked against the server's limits (BadRequest naming the field); the
+  // chat's are empty when it replied 500 (an unusable template).
+  std::vector<std::vector<int32_t>> completion_prompts(CompletionRequest& request) const;
+  std::vector<std::vector<int32_t>> chat_prompts(ChatRequest& request, httplib::Response& res) const;
+  void serve_completion(const httplib::Request& req, httplib::Response& res);
+  void serve_chat_completion(const httplib::Request& req, httplib::Response& res);
+  // The JSON 404/405, other errors' bodies, exceptions as 500s, the request log.
+  void add_error_handlers();
   // Puts each choice's chat logprobs (top alternatives per token) into body;
   // false when it replied with an error instead.
   bool add_chat_logprobs(httplib::Response& res, nlohmann::json& body,
