@@ -109,6 +109,270 @@ json memory_record(const Classifier& clf) {
           {"activation_peak_mb", mb(clf.activation_peak_bytes())}};
 }
 
+// The examples a run trains and validates on, sampled to the asked sizes.
+struct ClassifyTexts {
+  std::vector<LabeledText> train, val;
+  size_t read_train = 0, read_val = 0;  // before sampling
+  std::string val_path;  // "" when validation is a split of --data
+  std::vector<std::string> classes;
+};
+
+ClassifyTexts read_texts(const ClassifyTrainOptions& opt) {
+  ClassifyTexts t;
+  const std::vector<LabeledText> all = read_labeled(opt.train_path, opt.read);
+  t.val_path = resolve_val_path(opt.train_path, opt.val_path);
+  if (t.val_path.empty()) {
+    split_train_val(all, opt.val_fraction, opt.seed, t.train, t.val);
+  } else {
+    t.train = all;
+    t.val = read_labeled(t.val_path, opt.read);
+  }
+  t.read_train = t.train.size();
+  t.read_val = t.val.size();
+  t.train = sample_examples(t.train, opt.train_size, opt.seed);
+  t.val = sample_examples(t.val, opt.eval_size, opt.seed + 1);
+  t.classes = class_list(t.train, opt.classes);
+  return t;
+}
+
+HeadConfig head_config(const ClassifyTrainOptions& opt) {
+  HeadConfig hc;
+  hc.pooling = parse_pooling(opt.pooling);
+  HYMBA_CHECK(opt.backbones.size() == 2 || opt.fusion.empty(),
+              "--fusion: concat and gated combine two backbones; give --backbone twice");
+  hc.fusion = opt.backbones.size() == 2 ? parse_feature_fusion(opt.fusion.empty() ? "concat" : opt.fusion)
+                                        : FeatureFusion::kSingle;
+  hc.hidden = opt.hidden;
+  hc.loss_on_raw_logits = parse_raw_logits_loss(opt.loss, "--loss");
+  if (hc.loss_on_raw_logits)
+    std::fprintf(stderr, "warning: --loss raw-logits: the loss is -logit[label] (seed 004's NLL without log-softmax), "
+                         "unbounded below, so it falls without limit while accuracy need not improve\n");
+  return hc;
+}
+
+// Every example's pooled features, backbone by backbone, in batches of `batch`.
+void fill_feature_cache(Classifier& clf, const std::vector<Example>& ex, int64_t batch,
+                        std::vector<std::vector<float>>& cache) {
+  std::vector<std::vector<float>> feats;
+  std::vector<PaddedBatch> batches;
+  for (std::vector<float>& c : cache) c.clear();
+  for (size_t start = 0; start < ex.size(); start += static_cast<size_t>(batch)) {
+    std::vector<int64_t> idx;
+    for (size_t i = start; i < std::min(ex.size(), start + static_cast<size_t>(batch)); ++i)
+      idx.push_back(static_cast<int64_t>(i));
+    clf.features(ex, idx, feats, batches);
+    for (size_t k = 0; k < cache.size(); ++k) cache[k].insert(cache[k].end(), feats[k].begin(), feats[k].end());
+  }
+}
+
+// The head's training (and the backbones' when unfrozen): shuffled epochs of
+// batches, one global gradient norm, AdamW with a schedule per part.
+class ClassifierTraining {
+ public:
+  ClassifierTraining(const ClassifyTrainOptions& opt, Classifier& clf, const std::vector<Example>& train_ex,
+                     const std::vector<Example>& val_ex, const std::vector<std::string>& classes, std::FILE* log)
+      : opt_(opt), clf_(clf), plan_(clf.head_plan()), K_(clf.backbones().size()), train_ex_(train_ex),
+        val_ex_(val_ex), classes_(classes), log_(log), n_train_(static_cast<int64_t>(train_ex.size())),
+        per_epoch_((n_train_ + opt.batch - 1) / opt.batch),
+        total_(opt.steps > 0 ? opt.steps
+                             : std::max<int64_t>(1, std::llround(opt.epochs * static_cast<double>(per_epoch_)))),
+        metrics_((fs::path(opt.out_dir) / "metrics.jsonl").string(), /*fresh=*/true),
+        train_cache_(K_), val_cache_(K_), feats_(K_), dfeats_(K_), order_(static_cast<size_t>(n_train_)) {}
+
+  int64_t total() const { return total_; }
+
+  // Frozen backbones give every example the same features at every step:
+  // they run once over the data and the head trains on the cached features.
+  void cache_frozen_features() {
+    if (!opt_.freeze) return;
+    const auto t0 = Clock::now();
+    fill_feature_cache(clf_, train_ex_, opt_.batch, train_cache_);
+    backbone_tokens_ = count_tokens(train_ex_);
+    backbone_seconds_ = seconds_since(t0);
+    fill_feature_cache(clf_, val_ex_, opt_.batch, val_cache_);
+    if (log_)
+      std::fprintf(log_, "features of the frozen backbone%s: %.1f s (%.0f tok/s)\n", K_ > 1 ? "s" : "",
+                   backbone_seconds_, backbone_tokens_ / std::max(backbone_seconds_, 1e-9));
+  }
+
+  void run() {
+    const int64_t eval_every = opt_.eval_interval > 0 ? opt_.eval_interval : per_epoch_;
+    Progress progress(log_ ? log_ : stderr, total_, 0, opt_.log_interval, opt_.plain_progress);
+    for (int64_t step = 0; step < total_; ++step) {
+      const auto t0 = Clock::now();
+      const int64_t B = batch_features(step);
+      const double loss = head_loss_and_gradients(B, step, progress);
+      const double norm = clip_and_step(step);
+      const double dt = seconds_since(t0);
+      train_seconds_ += dt;
+      if (!opt_.freeze) backbone_seconds_ += dt;
+      examples_seen_ += B;
+      final_loss_ = loss;
+      const int64_t done = step + 1;
+      if (log_)
+        progress.update(step, loss, head_sched().at(step),
+                        backbone_seconds_ > 0 ? backbone_tokens_ / backbone_seconds_ : 0);
+      if (done % opt_.log_interval == 0 || done == total_)
+        metrics_.write({{"step", done}, {"loss", loss}, {"lr", head_sched().at(step)}, {"grad_norm", norm}});
+      if (done % eval_every == 0 || done == total_) evaluate(done, progress);
+    }
+    progress.finish();
+  }
+
+  // The summary's "train" record.
+  json train_record() const {
+    const double seconds = train_seconds_ + (opt_.freeze ? backbone_seconds_ : 0.0);
+    return {{"steps", total_},
+            {"epochs", static_cast<double>(examples_seen_) / static_cast<double>(n_train_)},
+            {"final_loss", final_loss_},
+            {"seconds", seconds},
+            {"examples_per_s", examples_seen_ / std::max(seconds, 1e-9)},
+            {"backbone_tokens", backbone_tokens_},
+            {"backbone_tokens_per_s", backbone_tokens_ / std::max(backbone_seconds_, 1e-9)}};
+  }
+  const json& history() const { return history_; }
+
+ private:
+  LrSchedule head_sched() const { return {opt_.lr, opt_.lr * opt_.min_lr_ratio, opt_.warmup, total_}; }
+  LrSchedule backbone_sched() const {
+    return {opt_.backbone_lr, opt_.backbone_lr * opt_.min_lr_ratio, opt_.warmup, total_};
+  }
+
+  // The step's batch (a new shuffle at each epoch's start) and its pooled
+  // features, cached or computed; returns the batch's size.
+  int64_t batch_features(int64_t step) {
+    const int64_t epoch = step / per_epoch_, in_epoch = step % per_epoch_;
+    if (in_epoch == 0) {
+      for (int64_t i = 0; i < n_train_; ++i) order_[i] = i;
+      Rng rng = Rng(opt_.seed).split(static_cast<uint64_t>(epoch) + 1);
+      for (int64_t i = n_train_; i > 1; --i) std::swap(order_[i - 1], order_[rng.below(static_cast<uint64_t>(i))]);
+    }
+    const int64_t begin = in_epoch * opt_.batch, B = std::min(opt_.batch, n_train_ - begin);
+    idx_.assign(order_.begin() + begin, order_.begin() + begin + B);
+    if (opt_.freeze) {
+      for (size_t k = 0; k < K_; ++k) {
+        const int64_t d = plan_.cfg.widths[k];
+        feats_[k].resize(static_cast<size_t>(B * d));
+        for (int64_t r = 0; r < B; ++r)
+          std::copy_n(train_cache_[k].begin() + idx_[r] * d, d, feats_[k].begin() + r * d);
+      }
+    } else {
+      clf_.features(train_ex_, idx_, feats_, batches_);
+      for (const PaddedBatch& pb : batches_)
+        for (int64_t n : pb.lengths) backbone_tokens_ += n;
+    }
+    return B;
+  }
+
+  // The head's forward and backward on the batch, and the backbones' backward
+  // when unfrozen; returns the batch's mean loss.
+  double head_loss_and_gradients(int64_t B, int64_t step, Progress& progress) {
+    std::vector<int32_t> labels;
+    for (int64_t i : idx_) labels.push_back(train_ex_[i].label);
+    std::vector<const float*> fp;
+    std::vector<float*> dp;
+    for (size_t k = 0; k < K_; ++k) {
+      fp.push_back(feats_[k].data());
+      dfeats_[k].resize(feats_[k].size());
+      dp.push_back(opt_.freeze ? nullptr : dfeats_[k].data());
+    }
+    clf_.head_params().zero_grad();
+    if (!opt_.freeze)
+      for (Backbone& b : clf_.backbones()) b.model->params().zero_grad();
+    const LossStats s = head_forward(plan_, clf_.head_params().values_block(), fp, B, labels.data(), acts_);
+    const double loss = s.loss_sum / static_cast<double>(B);
+    if (!std::isfinite(loss)) {
+      progress.finish();
+      fail("loss became ", loss, " at step ", step + 1, "; stopped (try a lower --lr or --backbone-lr)");
+    }
+    head_backward(plan_, clf_.head_params().values_block(), clf_.head_params().grads_block(), acts_, labels.data(),
+                  1.0f / static_cast<float>(B), dp);
+    if (!opt_.freeze) clf_.backward_features(dfeats_, batches_);
+    return loss;
+  }
+
+  // One global norm over the head and the trainable backbones, clipped; then
+  // AdamW on each. Returns the norm before clipping.
+  double clip_and_step(int64_t step) {
+    // Summed once all are taken, head first: no multiply-add is fused into the
+    // sum, so the norm keeps its bits however the compiler inlines this.
+    std::vector<double> squares = {std::pow(grad_global_norm(clf_.head_params()), 2)};
+    if (!opt_.freeze)
+      for (const Backbone& b : clf_.backbones()) squares.push_back(std::pow(grad_global_norm(b.model->params()), 2));
+    double sq = 0.0;
+    for (double q : squares) sq += q;
+    const double norm = std::sqrt(sq);
+    HYMBA_CHECK(std::isfinite(norm), "gradient norm became ", norm, " at step ", step + 1, "; stopped");
+    if (opt_.grad_clip > 0 && norm > opt_.grad_clip) {
+      const float scale = static_cast<float>(opt_.grad_clip / norm);
+      scale_grads(clf_.head_params(), scale);
+      if (!opt_.freeze)
+        for (Backbone& b : clf_.backbones()) scale_grads(b.model->params(), scale);
+    }
+    adamw_step(clf_.head_params(), opt_.adamw, head_sched().at(step), step + 1);
+    if (!opt_.freeze)
+      for (Backbone& b : clf_.backbones()) adamw_step(b.model->params(), opt_.adamw, backbone_sched().at(step), step + 1);
+    return norm;
+  }
+
+  void evaluate(int64_t step_done, Progress& progress) {
+    double loss = 0.0;
+    const std::vector<int32_t> pred = opt_.freeze ? predict_cached(plan_, clf_.head_params().values_block(),
+                                                                   val_cache_, val_ex_, opt_.batch, loss)
+                                                  : clf_.predict(val_ex_, opt_.batch, &loss);
+    const Metrics m = compute_metrics(labels_of(val_ex_), pred, classes_);
+    const json rec = {{"step", step_done}, {"val_loss", loss}, {"val_accuracy", m.accuracy}, {"val_macro_f1", m.macro_f1}};
+    metrics_.write(rec);
+    history_.push_back(rec);
+    char line[160];
+    std::snprintf(line, sizeof line, "eval step %lld: val loss %.4f accuracy %.4f macro-F1 %.4f",
+                  static_cast<long long>(step_done), loss, m.accuracy, m.macro_f1);
+    if (log_) progress.note(line);
+  }
+
+  const ClassifyTrainOptions& opt_;
+  Classifier& clf_;
+  const HeadPlan& plan_;
+  const size_t K_;
+  const std::vector<Example>& train_ex_;
+  const std::vector<Example>& val_ex_;
+  const std::vector<std::string>& classes_;
+  std::FILE* log_;
+  const int64_t n_train_, per_epoch_, total_;
+  MetricsLog metrics_;
+  json history_ = json::array();
+  std::vector<std::vector<float>> train_cache_, val_cache_, feats_, dfeats_;
+  std::vector<int64_t> order_, idx_;
+  std::vector<PaddedBatch> batches_;
+  HeadActs<float> acts_;
+  double backbone_seconds_ = 0.0, train_seconds_ = 0.0, final_loss_ = 0.0;
+  int64_t backbone_tokens_ = 0, examples_seen_ = 0;
+};
+
+json classify_settings(const ClassifyTrainOptions& opt, const std::string& val_path, FeatureFusion fusion,
+                       int64_t total) {
+  return {{"backbones", opt.backbones},
+          {"train", opt.train_path},
+          {"val", val_path.empty() ? "split of --data" : val_path},
+          {"val_fraction", opt.val_fraction},
+          {"train_size", opt.train_size},
+          {"eval_size", opt.eval_size},
+          {"pooling", opt.pooling},
+          {"fusion", to_string(fusion)},
+          {"hidden", opt.hidden},
+          {"loss", opt.loss},
+          {"freeze", opt.freeze},
+          {"max_len", opt.max_len},
+          {"batch", opt.batch},
+          {"steps", total},
+          {"lr", opt.lr},
+          {"backbone_lr", opt.backbone_lr},
+          {"weight_decay", opt.adamw.weight_decay},
+          {"grad_clip", opt.grad_clip},
+          {"seed", opt.seed},
+          {"threads", num_threads()}};
+}
+
 }  // namespace
 
 json train_classifier(const ClassifyTrainOptions& opt) {
@@ -121,175 +385,19 @@ json train_classifier(const ClassifyTrainOptions& opt) {
   fs::create_directories(opt.out_dir, ec);
   HYMBA_CHECK(!ec, opt.out_dir, ": cannot create directory (", ec.message(), ")");
 
-  const std::vector<LabeledText> all = read_labeled(opt.train_path, opt.read);
-  const std::string val_path = resolve_val_path(opt.train_path, opt.val_path);
-  std::vector<LabeledText> train_texts, val_texts;
-  if (val_path.empty()) {
-    split_train_val(all, opt.val_fraction, opt.seed, train_texts, val_texts);
-  } else {
-    train_texts = all;
-    val_texts = read_labeled(val_path, opt.read);
-  }
-  const size_t read_train = train_texts.size(), read_val = val_texts.size();
-  train_texts = sample_examples(train_texts, opt.train_size, opt.seed);
-  val_texts = sample_examples(val_texts, opt.eval_size, opt.seed + 1);
-  const std::vector<std::string> classes = class_list(train_texts, opt.classes);
-
-  HeadConfig hc;
-  hc.pooling = parse_pooling(opt.pooling);
-  HYMBA_CHECK(opt.backbones.size() == 2 || opt.fusion.empty(),
-              "--fusion: concat and gated combine two backbones; give --backbone twice");
-  hc.fusion = opt.backbones.size() == 2 ? parse_feature_fusion(opt.fusion.empty() ? "concat" : opt.fusion)
-                                        : FeatureFusion::kSingle;
-  hc.hidden = opt.hidden;
-  hc.loss_on_raw_logits = parse_raw_logits_loss(opt.loss, "--loss");
-  if (hc.loss_on_raw_logits)
-    std::fprintf(stderr, "warning: --loss raw-logits: the loss is -logit[label] (seed 004's NLL without log-softmax), "
-                         "unbounded below, so it falls without limit while accuracy need not improve\n");
-  Classifier clf(opt.backbones, hc, classes, opt.max_len, !opt.freeze, true, opt.seed);
-  const std::vector<Example> train_ex = clf.encode(train_texts);
-  const std::vector<Example> val_ex = clf.encode(val_texts);
+  const ClassifyTexts texts = read_texts(opt);
+  Classifier clf(opt.backbones, head_config(opt), texts.classes, opt.max_len, !opt.freeze, true, opt.seed);
+  const std::vector<Example> train_ex = clf.encode(texts.train);
+  const std::vector<Example> val_ex = clf.encode(texts.val);
   const HeadPlan& plan = clf.head_plan();
-  const size_t K = clf.backbones().size();
-
-  const int64_t n_train = static_cast<int64_t>(train_ex.size());
-  const int64_t per_epoch = (n_train + opt.batch - 1) / opt.batch;
-  const int64_t total =
-      opt.steps > 0 ? opt.steps : std::max<int64_t>(1, std::llround(opt.epochs * static_cast<double>(per_epoch)));
-  const int64_t eval_every = opt.eval_interval > 0 ? opt.eval_interval : per_epoch;
+  ClassifierTraining training(opt, clf, train_ex, val_ex, texts.classes, log);
   if (log)
-    std::fprintf(log, "classify: %zu classes, %lld train / %zu val examples, %s backbone%s (%s), %lld steps of %lld\n",
-                 classes.size(), static_cast<long long>(n_train), val_ex.size(), opt.freeze ? "frozen" : "unfrozen",
-                 K > 1 ? "s" : "", to_string(plan.cfg.fusion), static_cast<long long>(total),
-                 static_cast<long long>(opt.batch));
-
-  // Frozen backbones give every example the same features at every step:
-  // they run once over the data and the head trains on the cached features.
-  std::vector<std::vector<float>> train_cache(K), val_cache(K);
-  double backbone_seconds = 0.0;
-  int64_t backbone_tokens = 0;
-  if (opt.freeze) {
-    const auto t0 = Clock::now();
-    auto fill = [&](const std::vector<Example>& ex, std::vector<std::vector<float>>& cache) {
-      std::vector<std::vector<float>> feats;
-      std::vector<PaddedBatch> batches;
-      for (size_t k = 0; k < K; ++k) cache[k].clear();
-      for (size_t start = 0; start < ex.size(); start += static_cast<size_t>(opt.batch)) {
-        std::vector<int64_t> idx;
-        for (size_t i = start; i < std::min(ex.size(), start + static_cast<size_t>(opt.batch)); ++i)
-          idx.push_back(static_cast<int64_t>(i));
-        clf.features(ex, idx, feats, batches);
-        for (size_t k = 0; k < K; ++k) cache[k].insert(cache[k].end(), feats[k].begin(), feats[k].end());
-      }
-    };
-    fill(train_ex, train_cache);
-    backbone_tokens = count_tokens(train_ex);
-    backbone_seconds = seconds_since(t0);
-    fill(val_ex, val_cache);
-    if (log)
-      std::fprintf(log, "features of the frozen backbone%s: %.1f s (%.0f tok/s)\n", K > 1 ? "s" : "",
-                   backbone_seconds, backbone_tokens / std::max(backbone_seconds, 1e-9));
-  }
-
-  LrSchedule head_sched{opt.lr, opt.lr * opt.min_lr_ratio, opt.warmup, total};
-  LrSchedule backbone_sched{opt.backbone_lr, opt.backbone_lr * opt.min_lr_ratio, opt.warmup, total};
-  MetricsLog metrics((fs::path(opt.out_dir) / "metrics.jsonl").string(), /*fresh=*/true);
-  json history = json::array();
-  auto evaluate_val = [&](int64_t step_done, Progress& progress) {
-    double loss = 0.0;
-    const std::vector<int32_t> pred = opt.freeze ? predict_cached(plan, clf.head_params().values_block(), val_cache,
-                                                                  val_ex, opt.batch, loss)
-                                                 : clf.predict(val_ex, opt.batch, &loss);
-    const Metrics m = compute_metrics(labels_of(val_ex), pred, classes);
-    const json rec = {{"step", step_done}, {"val_loss", loss}, {"val_accuracy", m.accuracy}, {"val_macro_f1", m.macro_f1}};
-    metrics.write(rec);
-    history.push_back(rec);
-    char line[160];
-    std::snprintf(line, sizeof line, "eval step %lld: val loss %.4f accuracy %.4f macro-F1 %.4f",
-                  static_cast<long long>(step_done), loss, m.accuracy, m.macro_f1);
-    if (log) progress.note(line);
-  };
-
-  Progress progress(log ? log : stderr, total, 0, opt.log_interval, opt.plain_progress);
-  std::vector<int64_t> order(static_cast<size_t>(n_train));
-  std::vector<std::vector<float>> feats(K), dfeats(K);
-  std::vector<PaddedBatch> batches;
-  HeadActs<float> acts;
-  double train_seconds = 0.0, final_loss = 0.0;
-  int64_t examples_seen = 0;
-  for (int64_t step = 0; step < total; ++step) {
-    const auto t0 = Clock::now();
-    const int64_t epoch = step / per_epoch, in_epoch = step % per_epoch;
-    if (in_epoch == 0) {
-      for (int64_t i = 0; i < n_train; ++i) order[i] = i;
-      Rng rng = Rng(opt.seed).split(static_cast<uint64_t>(epoch) + 1);
-      for (int64_t i = n_train; i > 1; --i) std::swap(order[i - 1], order[rng.below(static_cast<uint64_t>(i))]);
-    }
-    const int64_t begin = in_epoch * opt.batch, B = std::min(opt.batch, n_train - begin);
-    const std::vector<int64_t> idx(order.begin() + begin, order.begin() + begin + B);
-    std::vector<int32_t> labels;
-    for (int64_t i : idx) labels.push_back(train_ex[i].label);
-
-    if (opt.freeze) {
-      for (size_t k = 0; k < K; ++k) {
-        const int64_t d = plan.cfg.widths[k];
-        feats[k].resize(static_cast<size_t>(B * d));
-        for (int64_t r = 0; r < B; ++r)
-          std::copy_n(train_cache[k].begin() + idx[r] * d, d, feats[k].begin() + r * d);
-      }
-    } else {
-      clf.features(train_ex, idx, feats, batches);
-      for (const PaddedBatch& pb : batches)
-        for (int64_t n : pb.lengths) backbone_tokens += n;
-    }
-    std::vector<const float*> fp;
-    std::vector<float*> dp;
-    for (size_t k = 0; k < K; ++k) {
-      fp.push_back(feats[k].data());
-      dfeats[k].resize(feats[k].size());
-      dp.push_back(opt.freeze ? nullptr : dfeats[k].data());
-    }
-    clf.head_params().zero_grad();
-    if (!opt.freeze)
-      for (Backbone& b : clf.backbones()) b.model->params().zero_grad();
-    const LossStats s = head_forward(plan, clf.head_params().values_block(), fp, B, labels.data(), acts);
-    const double loss = s.loss_sum / static_cast<double>(B);
-    if (!std::isfinite(loss)) {
-      progress.finish();
-      fail("loss became ", loss, " at step ", step + 1, "; stopped (try a lower --lr or --backbone-lr)");
-    }
-    head_backward(plan, clf.head_params().values_block(), clf.head_params().grads_block(), acts, labels.data(),
-                  1.0f / static_cast<float>(B), dp);
-    if (!opt.freeze) clf.backward_features(dfeats, batches);
-
-    // One global norm over the head and the trainable backbones.
-    double sq = std::pow(grad_global_norm(clf.head_params()), 2);
-    if (!opt.freeze)
-      for (const Backbone& b : clf.backbones()) sq += std::pow(grad_global_norm(b.model->params()), 2);
-    const double norm = std::sqrt(sq);
-    HYMBA_CHECK(std::isfinite(norm), "gradient norm became ", norm, " at step ", step + 1, "; stopped");
-    if (opt.grad_clip > 0 && norm > opt.grad_clip) {
-      const float scale = static_cast<float>(opt.grad_clip / norm);
-      scale_grads(clf.head_params(), scale);
-      if (!opt.freeze)
-        for (Backbone& b : clf.backbones()) scale_grads(b.model->params(), scale);
-    }
-    adamw_step(clf.head_params(), opt.adamw, head_sched.at(step), step + 1);
-    if (!opt.freeze)
-      for (Backbone& b : clf.backbones()) adamw_step(b.model->params(), opt.adamw, backbone_sched.at(step), step + 1);
-
-    const double dt = seconds_since(t0);
-    train_seconds += dt;
-    if (!opt.freeze) backbone_seconds += dt;
-    examples_seen += B;
-    final_loss = loss;
-    const int64_t done = step + 1;
-    if (log) progress.update(step, loss, head_sched.at(step), backbone_seconds > 0 ? backbone_tokens / backbone_seconds : 0);
-    if (done % opt.log_interval == 0 || done == total)
-      metrics.write({{"step", done}, {"loss", loss}, {"lr", head_sched.at(step)}, {"grad_norm", norm}});
-    if (done % eval_every == 0 || done == total) evaluate_val(done, progress);
-  }
-  progress.finish();
+    std::fprintf(log, "classify: %zu classes, %zu train / %zu val examples, %s backbone%s (%s), %lld steps of %lld\n",
+                 texts.classes.size(), train_ex.size(), val_ex.size(), opt.freeze ? "frozen" : "unfrozen",
+                 clf.backbones().size() > 1 ? "s" : "", to_string(plan.cfg.fusion),
+                 static_cast<long long>(training.total()), static_cast<long long>(opt.batch));
+  training.cache_frozen_features();
+  training.run();
 
   // The final figures come through the same path as `classify eval`.
   const auto t_eval = Clock::now();
@@ -297,56 +405,29 @@ json train_classifier(const ClassifyTrainOptions& opt) {
   int64_t val_tokens = 0;
   const std::vector<int32_t> pred = clf.predict(val_ex, opt.batch, &val_loss, &val_tokens);
   const double eval_seconds = seconds_since(t_eval);
-  Metrics m = compute_metrics(labels_of(val_ex), pred, classes);
+  Metrics m = compute_metrics(labels_of(val_ex), pred, texts.classes);
   m.loss = val_loss;
 
-  const json settings = {{"backbones", opt.backbones},
-                         {"train", opt.train_path},
-                         {"val", val_path.empty() ? "split of --data" : val_path},
-                         {"val_fraction", opt.val_fraction},
-                         {"train_size", opt.train_size},
-                         {"eval_size", opt.eval_size},
-                         {"pooling", opt.pooling},
-                         {"fusion", to_string(plan.cfg.fusion)},
-                         {"hidden", opt.hidden},
-                         {"loss", opt.loss},
-                         {"freeze", opt.freeze},
-                         {"max_len", opt.max_len},
-                         {"batch", opt.batch},
-                         {"steps", total},
-                         {"lr", opt.lr},
-                         {"backbone_lr", opt.backbone_lr},
-                         {"weight_decay", opt.adamw.weight_decay},
-                         {"grad_clip", opt.grad_clip},
-                         {"seed", opt.seed},
-                         {"threads", num_threads()}};
+  const json settings = classify_settings(opt, texts.val_path, plan.cfg.fusion, training.total());
   clf.save(opt.out_dir, {{"trained", settings}});
-
   json summary = {
       {"command", "classify train"},
       {"mode", opt.freeze ? "frozen" : "unfrozen"},
       {"backbones", backbone_records(clf)},
       {"head", plan.cfg.to_json()},
       {"head_params", clf.head_params().num_params()},
-      {"classes", classes},
+      {"classes", texts.classes},
       {"data",
-       {{"train_examples", n_train},
+       {{"train_examples", static_cast<int64_t>(train_ex.size())},
         {"val_examples", val_ex.size()},
-        {"train_examples_read", read_train},
-        {"val_examples_read", read_val},
+        {"train_examples_read", texts.read_train},
+        {"val_examples_read", texts.read_val},
         {"max_len", opt.max_len}}},
       {"settings", settings},
-      {"train",
-       {{"steps", total},
-        {"epochs", static_cast<double>(examples_seen) / static_cast<double>(n_train)},
-        {"final_loss", final_loss},
-        {"seconds", train_seconds + (opt.freeze ? backbone_seconds : 0.0)},
-        {"examples_per_s", examples_seen / std::max(train_seconds + (opt.freeze ? backbone_seconds : 0.0), 1e-9)},
-        {"backbone_tokens", backbone_tokens},
-        {"backbone_tokens_per_s", backbone_tokens / std::max(backbone_seconds, 1e-9)}}},
+      {"train", training.train_record()},
       {"metrics", m.to_json()},
       {"eval_tokens_per_s", val_tokens / std::max(eval_seconds, 1e-9)},
-      {"history", history},
+      {"history", training.history()},
       {"memory", memory_record(clf)},
       {"wall_s", seconds_since(t_start)}};
   write_text_atomic((fs::path(opt.out_dir) / "summary.json").string(), summary.dump(2) + "\n");
