@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ablate/report_kit.h"
+#include "report/report_kit.h"
 #include "core/atomic_file.h"
 #include "core/json_io.h"
 #include "model/config.h"
@@ -50,9 +50,9 @@ TEST(PublishedNulls, HymbaNullWindowWithGlobalsListedIsStillAllGlobal) {
 
 // "Hymba" and "Hymba-NoMeta" at almost one place get different label slots.
 TEST(ReportPlots, NearbyPointsGetDifferentLabelSlots) {
-  const std::vector<int> slots = ablate::label_slots({1.00, 1.01, 3.0, 1.02}, {20.0, 20.1, 40.0, 20.05});
+  const std::vector<int> slots = report::label_slots({1.00, 1.01, 3.0, 1.02}, {20.0, 20.1, 40.0, 20.05});
   EXPECT_EQ(slots, (std::vector<int>{0, 1, 0, 2}));
-  EXPECT_EQ(ablate::label_slots({1, 2}, {5, 50}), (std::vector<int>{0, 0}));  // far apart: both default
+  EXPECT_EQ(report::label_slots({1, 2}, {5, 50}), (std::vector<int>{0, 0}));  // far apart: both default
 }
 
 // The seed sections of report.html come from the markdown report: headings,
@@ -63,7 +63,7 @@ TEST(ReportHtml, MarkdownSectionsBecomeHtml) {
       "## Seed 000's table\n\nColumns as seed 000 defines them (`a<b`).\nSecond line.\n\n"
       "| # | Model | PPL |\n|--:|:--|--:|\n| 1 | Hybrid \\| SWA | **6.07** |\n| 2 | <script> | 7.1 |\n\n"
       "- Mamba: **faster**\n- Transformer: `x`\n\n### Sub\n\n```\nkeep | *as* <is>\n```\n";
-  const std::string h = ablate::markdown_to_html(md);
+  const std::string h = report::markdown_to_html(md);
   EXPECT_EQ(h,
             "<h2>Seed 000's table</h2>\n"
             "<p>Columns as seed 000 defines them (<code>a&lt;b</code>). Second line.</p>\n"
@@ -74,13 +74,13 @@ TEST(ReportHtml, MarkdownSectionsBecomeHtml) {
             "<h3>Sub</h3>\n<pre>keep | *as* &lt;is&gt;\n</pre>\n")
       << h;
   // An unpaired ** stays text.
-  EXPECT_EQ(ablate::markdown_to_html("a ** b"), "<p>a ** b</p>\n");
+  EXPECT_EQ(report::markdown_to_html("a ** b"), "<p>a ** b</p>\n");
 }
 
 TEST(ReportHtml, InlineCodeIsRenderedAndEverythingElseEscaped) {
-  EXPECT_EQ(ablate::html_inline("suite `demo`, data `a<b`"), "suite <code>demo</code>, data <code>a&lt;b</code>");
-  EXPECT_EQ(ablate::html_inline("one ` alone & more"), "one ` alone &amp; more");
-  EXPECT_EQ(ablate::html_inline(""), "");
+  EXPECT_EQ(report::html_inline("suite `demo`, data `a<b`"), "suite <code>demo</code>, data <code>a&lt;b</code>");
+  EXPECT_EQ(report::html_inline("one ` alone & more"), "one ` alone &amp; more");
+  EXPECT_EQ(report::html_inline(""), "");
 }
 
 }  // namespace

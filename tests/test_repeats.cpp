@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "ablate/questions.h"
+#include "report/questions.h"
 #include "ablate/repeats.h"
 #include "ablate/seed_questions.h"
 #include "ablate/suite.h"
@@ -16,11 +16,11 @@
 namespace hymba {
 namespace {
 
-using ablate::Answer;
-using ablate::Claim;
-using ablate::Question;
-using ablate::RepeatValues;
-using ablate::Verdict;
+using report::Answer;
+using report::Claim;
+using report::Question;
+using report::RepeatValues;
+using report::Verdict;
 
 TEST(Stats, StudentTQuantilesMatchTheTables) {
   // Two-sided 95 % critical values from the standard t table.
@@ -59,7 +59,7 @@ Question q(Claim c, double margin = 0.0) { return {"q", "Q?", "yes", c, "a", "b"
 TEST(Questions, PairedDifferencesUseTheRepeatsBothRowsHave) {
   // b - a per shared repeat (lower is better): repeat 3 has no partner.
   const RepeatValues a = {{0, 1.0}, {1, 1.1}, {2, 0.9}, {3, 0.1}}, b = {{0, 1.5}, {1, 1.4}, {2, 1.6}};
-  const Answer ans = ablate::answer_question(q(Claim::kBetter), true, a, b);
+  const Answer ans = report::answer_question(q(Claim::kBetter), true, a, b);
   ASSERT_EQ(ans.diffs.size(), 3u);
   EXPECT_EQ(ans.repeats, (std::vector<int64_t>{0, 1, 2}));
   EXPECT_NEAR(ans.diffs[0], 0.5, 1e-12);
@@ -70,7 +70,7 @@ TEST(Questions, PairedDifferencesUseTheRepeatsBothRowsHave) {
   EXPECT_NEAR(ans.spread.low(), 0.5 - 4.302653 * 0.2 / std::sqrt(3.0), 1e-6);  // 0.00317 > 0
   EXPECT_EQ(ans.verdict, Verdict::kHolds);
   // Higher is better: the same values argue the other way.
-  EXPECT_EQ(ablate::answer_question(q(Claim::kBetter), false, a, b).verdict, Verdict::kReversed);
+  EXPECT_EQ(report::answer_question(q(Claim::kBetter), false, a, b).verdict, Verdict::kReversed);
 }
 
 TEST(Questions, VerdictsHoldReverseOrStayInconclusive) {
@@ -81,47 +81,47 @@ TEST(Questions, VerdictsHoldReverseOrStayInconclusive) {
     return v;
   };
   // a better than b: b - a.
-  EXPECT_EQ(ablate::answer_question(q(Claim::kBetter), true, base, shifted({0.5, 0.3, 0.7})).verdict, Verdict::kHolds);
-  EXPECT_EQ(ablate::answer_question(q(Claim::kBetter), true, base, shifted({-0.5, -0.3, -0.7})).verdict,
+  EXPECT_EQ(report::answer_question(q(Claim::kBetter), true, base, shifted({0.5, 0.3, 0.7})).verdict, Verdict::kHolds);
+  EXPECT_EQ(report::answer_question(q(Claim::kBetter), true, base, shifted({-0.5, -0.3, -0.7})).verdict,
             Verdict::kReversed);
-  EXPECT_EQ(ablate::answer_question(q(Claim::kBetter), true, base, shifted({0.5, -0.3, 0.7})).verdict,
+  EXPECT_EQ(report::answer_question(q(Claim::kBetter), true, base, shifted({0.5, -0.3, 0.7})).verdict,
             Verdict::kInconclusive);
   // a costs at most 0.1 over b: a's advantage stays above -0.1.
-  EXPECT_EQ(ablate::answer_question(q(Claim::kNoWorse, 0.1), true, shifted({0.02, 0.03, 0.01}), base).verdict,
+  EXPECT_EQ(report::answer_question(q(Claim::kNoWorse, 0.1), true, shifted({0.02, 0.03, 0.01}), base).verdict,
             Verdict::kHolds);
-  EXPECT_EQ(ablate::answer_question(q(Claim::kNoWorse, 0.1), true, shifted({0.5, 0.6, 0.55}), base).verdict,
+  EXPECT_EQ(report::answer_question(q(Claim::kNoWorse, 0.1), true, shifted({0.5, 0.6, 0.55}), base).verdict,
             Verdict::kReversed);
-  EXPECT_EQ(ablate::answer_question(q(Claim::kNoWorse, 0.1), true, shifted({0.0, 0.2, 0.1}), base).verdict,
+  EXPECT_EQ(report::answer_question(q(Claim::kNoWorse, 0.1), true, shifted({0.0, 0.2, 0.1}), base).verdict,
             Verdict::kInconclusive);
   // a within 0.1 of b, either way.
-  EXPECT_EQ(ablate::answer_question(q(Claim::kSimilar, 0.1), true, shifted({0.01, -0.01, 0.0}), base).verdict,
+  EXPECT_EQ(report::answer_question(q(Claim::kSimilar, 0.1), true, shifted({0.01, -0.01, 0.0}), base).verdict,
             Verdict::kHolds);
-  EXPECT_EQ(ablate::answer_question(q(Claim::kSimilar, 0.1), true, shifted({-0.5, -0.6, -0.55}), base).verdict,
+  EXPECT_EQ(report::answer_question(q(Claim::kSimilar, 0.1), true, shifted({-0.5, -0.6, -0.55}), base).verdict,
             Verdict::kReversed);
-  EXPECT_EQ(ablate::answer_question(q(Claim::kSimilar, 0.1), true, shifted({0.0, 0.2, 0.1}), base).verdict,
+  EXPECT_EQ(report::answer_question(q(Claim::kSimilar, 0.1), true, shifted({0.0, 0.2, 0.1}), base).verdict,
             Verdict::kInconclusive);
   // a above 0.5 (b unused).
   const RepeatValues mix = {{0, 0.61}, {1, 0.63}, {2, 0.62}};
-  EXPECT_EQ(ablate::answer_question(q(Claim::kAbove, 0.5), true, mix, {}).verdict, Verdict::kHolds);
-  EXPECT_EQ(ablate::answer_question(q(Claim::kAbove, 0.7), true, mix, {}).verdict, Verdict::kReversed);
-  EXPECT_EQ(ablate::answer_question(q(Claim::kAbove, 0.62), true, mix, {}).verdict, Verdict::kInconclusive);
+  EXPECT_EQ(report::answer_question(q(Claim::kAbove, 0.5), true, mix, {}).verdict, Verdict::kHolds);
+  EXPECT_EQ(report::answer_question(q(Claim::kAbove, 0.7), true, mix, {}).verdict, Verdict::kReversed);
+  EXPECT_EQ(report::answer_question(q(Claim::kAbove, 0.62), true, mix, {}).verdict, Verdict::kInconclusive);
 }
 
 TEST(Questions, OneRepeatOrNoPairIsInconclusiveWithTheReason) {
-  const Answer one = ablate::answer_question(q(Claim::kBetter), true, {{0, 1.0}}, {{0, 3.0}});
+  const Answer one = report::answer_question(q(Claim::kBetter), true, {{0, 1.0}}, {{0, 3.0}});
   EXPECT_EQ(one.verdict, Verdict::kInconclusive);
   EXPECT_EQ(one.note, "one repeat: no interval");
   EXPECT_NEAR(one.spread.mean, 2.0, 1e-12);
-  const Answer none = ablate::answer_question(q(Claim::kBetter), true, {{0, 1.0}}, {{1, 3.0}});
+  const Answer none = report::answer_question(q(Claim::kBetter), true, {{0, 1.0}}, {{1, 3.0}});
   EXPECT_EQ(none.verdict, Verdict::kInconclusive);
   EXPECT_EQ(none.note, "no repeat measured for both rows");
-  const std::string md = ablate::answers_markdown({one});
+  const std::string md = report::answers_markdown({one});
   EXPECT_NE(md.find("inconclusive at this budget (one repeat: no interval)"), std::string::npos) << md;
 }
 
 TEST(Questions, SuiteFileQuestionsAreCheckedFieldByField) {
   using nlohmann::json;
-  const Question ok = ablate::question_from_json(
+  const Question ok = report::question_from_json(
       json{{"question", "Q?"}, {"claim", "no_worse"}, {"a", "x"}, {"b", "y"}, {"margin", 0.02}}, "s.json",
       "best_val_loss");
   EXPECT_EQ(ok.claim, Claim::kNoWorse);
@@ -129,7 +129,7 @@ TEST(Questions, SuiteFileQuestionsAreCheckedFieldByField) {
   EXPECT_DOUBLE_EQ(ok.margin, 0.02);
   auto error_of = [](const json& j) {
     try {
-      (void)ablate::question_from_json(j, "s.json", "best_val_loss");
+      (void)report::question_from_json(j, "s.json", "best_val_loss");
     } catch (const Error& e) {
       return std::string(e.what());
     }
@@ -241,9 +241,9 @@ TEST(SeedQuestions, EveryBuiltInSuiteAsksItsSeedsQuestionsOfRowsItHas) {
                                                      {"seed-003-long", 4}, {"demo", 3}};
   for (const auto& [name, count] : expected) {
     const ablate::Suite suite = ablate::load_suite(name, "tiny");
-    const std::vector<ablate::Question> qs = ablate::seed_questions(suite);
+    const std::vector<report::Question> qs = ablate::seed_questions(suite);
     EXPECT_EQ(qs.size(), count) << name;
-    for (const ablate::Question& q : qs) {
+    for (const report::Question& q : qs) {
       EXPECT_NO_THROW((void)ablate::metric_lower_is_better(q.metric)) << name << " " << q.id;
       EXPECT_FALSE(q.text.empty() || q.seed_says.empty()) << name << " " << q.id;
     }

@@ -296,7 +296,7 @@ TEST(SeedReport, Seed001AnalysisFromTheResults) {
   EXPECT_NE(md.find("Hybrid-Mine − Hybrid-Official: -2.00 PPL (Mine is better)"), std::string::npos) << md;
   EXPECT_NE(md.find("1,003,854"), std::string::npos);  // the seed's data, stated
   // Sorted by best PPL, Implementation column.
-  const ablate::TextTable t = ablate::seed_table("001", rows, json::object());
+  const report::TextTable t = ablate::seed_table("001", rows, json::object());
   EXPECT_EQ(t.headers[1], "Implementation");
   EXPECT_EQ(t.cells.front()[0], "hybrid-nokvshare");
   EXPECT_EQ(t.cells.back()[0], "mamba-only");
@@ -313,7 +313,7 @@ TEST(SeedReport, Seed000TableAsItsReport) {
   r.train_seconds = 5.4 * 60;
   r.config = ablate::load_suite("seed-000", "seed").rows[2].config;
   ablate::fill_seed_figures(r);
-  const ablate::TextTable t = ablate::seed_table("000", {r}, json::object());
+  const report::TextTable t = ablate::seed_table("000", {r}, json::object());
   ASSERT_EQ(t.cells.size(), 1u);
   const auto& c = t.cells[0];
   EXPECT_EQ(c[1], "68,910,592");
@@ -351,7 +351,7 @@ TEST(SeedReport, Seed002TableHasTheRoadmapColumns) {
     ablate::fill_seed_figures(r);
     rows.push_back(r);
   }
-  const ablate::TextTable t = ablate::seed_table("002", rows, json::object());
+  const report::TextTable t = ablate::seed_table("002", rows, json::object());
   const std::vector<std::string> tail(t.headers.end() - 5, t.headers.end());
   EXPECT_EQ(tail, (std::vector<std::string>{"Steps", "Fusion", "SWA", "Meta", "KVshare"}));
   ASSERT_EQ(t.cells.size(), 13u);
@@ -535,7 +535,7 @@ TEST(SeedLongReport, TableTrendsAndDifferencesAgainstT) {
       long_row("Hymba v2", 256, 2.4, 10.0, 500.0, {0.7, 0.5}), long_row("Hymba v2", 1024, 2.2, 20.0, 400.0, {0.4, 0.4})};
   const std::vector<ablate::SkippedRow> skipped = {
       {"mamba4096", "Mamba T=4096", "Mamba", 4096, 1, 123.0, "estimated training memory 1 GiB exceeds"}};
-  const ablate::TextTable t = ablate::long_seq_table(rows, skipped);
+  const report::TextTable t = ablate::long_seq_table(rows, skipped);
   ASSERT_EQ(t.cells.size(), 5u);
   // Grouped by architecture, ascending T, the skipped row in its place.
   EXPECT_EQ(t.cells[0][0], "Mamba");

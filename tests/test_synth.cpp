@@ -443,7 +443,7 @@ TEST_F(SynthSuiteTest, RepeatsAddRunsWithDerivedSeedsAndAnswerTheQuestions) {
   EXPECT_EQ(s.rows[0].repeat, 0);
   ASSERT_EQ(s.answers.size(), 2u);
   EXPECT_EQ(s.answers[0].spread.n, 3);
-  EXPECT_EQ(s.answers[1].verdict, ablate::Verdict::kReversed);  // no accuracy is above 2
+  EXPECT_EQ(s.answers[1].verdict, report::Verdict::kReversed);  // no accuracy is above 2
   const std::string md = read_file(s.report_md);
   EXPECT_NE(md.find("## Repeats and intervals"), std::string::npos) << md;
   EXPECT_NE(md.find("Does Mamba beat the gated hybrid?"), std::string::npos);

@@ -26,9 +26,9 @@ py::dict ordered(const json& record, const std::vector<std::string>& keys) {
 }
 
 // The answered questions (ablate/questions.h) as dicts, as results.json holds them.
-py::list answers_list(const std::vector<ablate::Answer>& answers) {
+py::list answers_list(const std::vector<report::Answer>& answers) {
   py::list out;
-  for (const ablate::Answer& a : answers) out.append(to_python(a.to_json()));
+  for (const report::Answer& a : answers) out.append(to_python(a.to_json()));
   return out;
 }
 

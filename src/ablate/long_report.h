@@ -11,10 +11,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ablate/report_kit.h"
+#include "report/report_kit.h"
 #include "ablate/results.h"
 
 namespace hymba::ablate {
+
+using namespace report;  // tables, charts, questions and verdicts (src/report)
 
 // Measured and skipped rows, grouped by architecture (in order of first
 // appearance), ascending T within a group.

@@ -5,11 +5,13 @@
 #include <map>
 #include <sstream>
 
-#include "ablate/report_kit.h"
+#include "report/report_kit.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace hymba::ablate {
+
+using namespace report;  // tables, charts, questions and verdicts (src/report)
 
 uint64_t repeat_seed(uint64_t base, int64_t repeat) { return base + static_cast<uint64_t>(repeat); }
 

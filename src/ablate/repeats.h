@@ -9,11 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "ablate/questions.h"
+#include "report/questions.h"
 #include "ablate/results.h"
 #include "core/stats.h"
 
 namespace hymba::ablate {
+
+using namespace report;  // tables, charts, questions and verdicts (src/report)
 
 // Repeat r of a suite whose seed is `base` trains with base + r: repeat 0 is
 // the run a suite without repeats makes, so a rerun with a larger N adds

@@ -1,7 +1,7 @@
 #include "ablate/report.h"
 
 #include "ablate/long_report.h"
-#include "ablate/report_kit.h"
+#include "report/report_kit.h"
 #include "ablate/seed_metrics.h"
 #include "ablate/seed_report.h"
 
@@ -20,6 +20,8 @@
 #include "train/progress.h"
 
 namespace hymba::ablate {
+
+using namespace report;  // tables, charts, questions and verdicts (src/report)
 
 namespace fs = std::filesystem;
 using nlohmann::json;

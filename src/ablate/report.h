@@ -14,6 +14,8 @@
 
 namespace hymba::ablate {
 
+using namespace report;  // tables, charts, questions and verdicts (src/report)
+
 struct ReportInfo {
   std::string dir;
   std::string suite, title, scale;

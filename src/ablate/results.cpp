@@ -1,6 +1,6 @@
 #include "ablate/results.h"
 
-#include "ablate/report_kit.h"
+#include "report/report_kit.h"
 #include "ablate/seed_metrics.h"
 
 #include <cstdio>
@@ -11,6 +11,8 @@
 #include "model/summary.h"
 
 namespace hymba::ablate {
+
+using namespace report;  // tables, charts, questions and verdicts (src/report)
 
 using nlohmann::json;
 

@@ -23,6 +23,8 @@
 
 namespace hymba::ablate {
 
+using namespace report;  // tables, charts, questions and verdicts (src/report)
+
 struct AblateOptions {
   std::string suite;             // built-in name or suite .json file
   std::string scale;             // "" = the suite file's, else seed

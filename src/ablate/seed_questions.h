@@ -5,10 +5,12 @@
 
 #include <vector>
 
-#include "ablate/questions.h"
+#include "report/questions.h"
 #include "ablate/suite.h"
 
 namespace hymba::ablate {
+
+using namespace report;  // tables, charts, questions and verdicts (src/report)
 
 std::vector<Question> seed_questions(const Suite& suite);
 

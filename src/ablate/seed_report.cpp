@@ -13,6 +13,8 @@
 
 namespace hymba::ablate {
 
+using namespace report;  // tables, charts, questions and verdicts (src/report)
+
 using nlohmann::json;
 
 namespace {

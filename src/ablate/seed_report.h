@@ -11,10 +11,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ablate/report_kit.h"
+#include "report/report_kit.h"
 #include "ablate/results.h"
 
 namespace hymba::ablate {
+
+using namespace report;  // tables, charts, questions and verdicts (src/report)
 
 // Seed 001's section 4 and 7 figures. Rows are found by preset id
 // (hybrid-mine, hybrid-nometa, hybrid-nokvshare, hybrid-official,

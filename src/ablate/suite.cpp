@@ -14,6 +14,8 @@
 
 namespace hymba::ablate {
 
+using namespace report;  // tables, charts, questions and verdicts (src/report)
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 

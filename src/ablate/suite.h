@@ -8,11 +8,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ablate/questions.h"
+#include "report/questions.h"
 #include "model/presets.h"
 #include "train/trainer.h"
 
 namespace hymba::ablate {
+
+using namespace report;  // tables, charts, questions and verdicts (src/report)
 
 struct SuiteRow {
   std::string id;      // directory name under DIR/runs, unique in the suite

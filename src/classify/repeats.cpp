@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "ablate/report_kit.h"
+#include "report/report_kit.h"
 #include "core/error.h"
 #include "core/stats.h"
 
@@ -23,10 +23,10 @@ double metric_of(const json& r, const std::string& metric) {
 
 }  // namespace
 
-std::vector<ablate::Question> classify_questions(const std::string& suite) {
+std::vector<report::Question> classify_questions(const std::string& suite) {
   if (suite != "seed-004") return {};
   auto better = [](std::string id, std::string text, std::string says, std::string a, std::string b) {
-    return ablate::Question{std::move(id), std::move(text), std::move(says), ablate::Claim::kBetter,
+    return report::Question{std::move(id), std::move(text), std::move(says), report::Claim::kBetter,
                             std::move(a),  std::move(b),    "val_acc",       0.0};
   };
   return {better("gpt-neo-vs-mamba", "Does the frozen GPT-Neo head beat the frozen Mamba head?",
@@ -35,22 +35,22 @@ std::vector<ablate::Question> classify_questions(const std::string& suite) {
           better("hybrid-vs-mamba", "Do both backbones beat Mamba alone?", "not reported", "hybrid", "mamba")};
 }
 
-std::vector<ablate::Answer> answer_classify_questions(const std::vector<ablate::Question>& questions,
+std::vector<report::Answer> answer_classify_questions(const std::vector<report::Question>& questions,
                                                       const json& runs) {
-  std::vector<ablate::Answer> out;
-  for (const ablate::Question& q : questions) {
+  std::vector<report::Answer> out;
+  for (const report::Question& q : questions) {
     auto values = [&](const std::string& id) {
-      ablate::RepeatValues v;
+      report::RepeatValues v;
       for (const json& r : runs)
         if (r.at("id").get<std::string>() == id) v[repeat_of(r)] = metric_of(r, q.metric);
       return v;
     };
-    out.push_back(ablate::answer_question(q, false, values(q.row_a), values(q.row_b)));
+    out.push_back(report::answer_question(q, false, values(q.row_a), values(q.row_b)));
   }
   return out;
 }
 
-std::string classify_repeats_markdown(const json& runs, const std::vector<ablate::Answer>& answers) {
+std::string classify_repeats_markdown(const json& runs, const std::vector<report::Answer>& answers) {
   std::vector<std::string> ids;
   bool repeated = false;
   for (const json& r : runs) {
@@ -60,7 +60,7 @@ std::string classify_repeats_markdown(const json& runs, const std::vector<ablate
   }
   std::ostringstream md;
   if (repeated) {
-    ablate::TextTable t;
+    report::TextTable t;
     t.headers = {"Row", "Repeats", "Seeds", "Val acc", "Macro-F1"};
     for (const std::string& id : ids) {
       std::vector<double> acc, f1;
@@ -72,17 +72,17 @@ std::string classify_repeats_markdown(const json& runs, const std::vector<ablate
         f1.push_back(metric_of(r, "macro_f1"));
         seeds += (seeds.empty() ? "" : ", ") + std::to_string(r.value("run_seed", uint64_t{0}));
       }
-      t.cells.push_back({name, std::to_string(acc.size()), seeds, ablate::spread_text(spread_of(acc), "%.4f"),
-                         ablate::spread_text(spread_of(f1), "%.4f")});
+      t.cells.push_back({name, std::to_string(acc.size()), seeds, report::spread_text(spread_of(acc), "%.4f"),
+                         report::spread_text(spread_of(f1), "%.4f")});
     }
     md << "## Repeats and intervals\n\nThe tables above hold each row's first repeat; here every row over its "
           "repeats (seeds: --seed + 0, 1, ...: the train/validation split, the head's init and the data order): "
           "mean ± standard deviation [95 % Student t interval of the mean].\n\n"
-       << ablate::markdown_table(t) << "\n";
+       << report::markdown_table(t) << "\n";
   }
   if (!answers.empty())
     md << "## Questions\n\nSeed 004's table as paired comparisons over the repeats.\n\n"
-       << ablate::answers_markdown(answers) << "\n";
+       << report::answers_markdown(answers) << "\n";
   return md.str();
 }
 

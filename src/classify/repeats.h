@@ -7,20 +7,20 @@
 #include <string>
 #include <vector>
 
-#include "ablate/questions.h"
+#include "report/questions.h"
 
 namespace hymba::classify {
 
 // Seed 004's conclusions for its IMDB table (metric: validation accuracy).
-std::vector<ablate::Question> classify_questions(const std::string& suite);
+std::vector<report::Question> classify_questions(const std::string& suite);
 
 // Each question answered from the run records (`id`, `repeat`,
 // `engine.val_acc` / `engine.macro_f1`), paired by repeat.
-std::vector<ablate::Answer> answer_classify_questions(const std::vector<ablate::Question>& questions,
+std::vector<report::Answer> answer_classify_questions(const std::vector<report::Question>& questions,
                                                       const nlohmann::json& runs);
 
 // The rows over their repeats (mean ± sd [95 % interval] of validation
 // accuracy and macro-F1) when any row has more than one, then the answers.
-std::string classify_repeats_markdown(const nlohmann::json& runs, const std::vector<ablate::Answer>& answers);
+std::string classify_repeats_markdown(const nlohmann::json& runs, const std::vector<report::Answer>& answers);
 
 }  // namespace hymba::classify

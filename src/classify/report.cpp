@@ -5,7 +5,7 @@
 #include <sstream>
 #include <vector>
 
-#include "ablate/report_kit.h"
+#include "report/report_kit.h"
 #include "core/atomic_file.h"
 
 namespace hymba::classify {
@@ -30,13 +30,13 @@ std::string num(double v, const char* f = "%.4f") {
 std::string markdown(const Table& t) {
   std::ostringstream o;
   o << "## " << t.title << "\n\n|";
-  for (const std::string& h : t.header) o << " " << ablate::md_escape(h) << " |";
+  for (const std::string& h : t.header) o << " " << report::md_escape(h) << " |";
   o << "\n|";
   for (size_t i = 0; i < t.header.size(); ++i) o << (i == 0 ? "---|" : "---:|");
   o << "\n";
   for (const auto& row : t.rows) {
     o << "|";
-    for (const std::string& c : row) o << " " << ablate::md_escape(c) << " |";
+    for (const std::string& c : row) o << " " << report::md_escape(c) << " |";
     o << "\n";
   }
   return o.str() + "\n";
@@ -44,12 +44,12 @@ std::string markdown(const Table& t) {
 
 std::string html(const Table& t) {
   std::ostringstream o;
-  o << "<h2>" << ablate::html_escape(t.title) << "</h2>\n<table>\n<tr>";
-  for (const std::string& h : t.header) o << "<th>" << ablate::html_escape(h) << "</th>";
+  o << "<h2>" << report::html_escape(t.title) << "</h2>\n<table>\n<tr>";
+  for (const std::string& h : t.header) o << "<th>" << report::html_escape(h) << "</th>";
   o << "</tr>\n";
   for (const auto& row : t.rows) {
     o << "<tr>";
-    for (const std::string& c : row) o << "<td>" << ablate::html_escape(c) << "</td>";
+    for (const std::string& c : row) o << "<td>" << report::html_escape(c) << "</td>";
     o << "</tr>\n";
   }
   return o.str() + "</table>\n";
@@ -134,11 +134,11 @@ void write_classify_report(const std::string& dir, const json& summary) {
   write_text_atomic((fs::path(dir) / "report.md").string(), md.str());
 
   std::ostringstream h;
-  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << ablate::html_escape(t)
+  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << report::html_escape(t)
     << "</title>\n<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;"
        "font-size:14px}th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f0f0f0}"
        "td:first-child{text-align:left}</style></head><body>\n<h1>"
-    << ablate::html_escape(t) << "</h1>\n<p>" << ablate::html_escape(note) << "</p>\n";
+    << report::html_escape(t) << "</h1>\n<p>" << report::html_escape(note) << "</p>\n";
   for (const Table& x : ts) h << html(x);
   h << "</body></html>\n";
   write_text_atomic((fs::path(dir) / "report.html").string(), h.str());

@@ -312,7 +312,7 @@ ClassifySuiteSummary run_classify_suite(const ClassifySuiteOptions& opt) {
   }
   const SuiteReportFiles files = write_suite_report(opt.out_dir, header);
   header["questions"] = json::array();
-  for (const ablate::Answer& a : files.answers) header["questions"].push_back(a.to_json());
+  for (const report::Answer& a : files.answers) header["questions"].push_back(a.to_json());
   write_text_atomic(results_path.string(), header.dump(2) + "\n");
   summary.results = header;
   summary.report_md = files.markdown;

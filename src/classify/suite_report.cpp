@@ -13,7 +13,7 @@ namespace hymba::classify {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using ablate::fmt;
+using report::fmt;
 
 namespace {
 
@@ -180,8 +180,8 @@ json suite_row_record(const SeedClassifyRow& row, const json& trained, const jso
           {"differences", differences(row, trained, backbones, opt)}};
 }
 
-ablate::TextTable suite_table(const json& rows) {
-  ablate::TextTable t;
+report::TextTable suite_table(const json& rows) {
+  report::TextTable t;
   t.headers = {"Row",         "Seed dev acc", "Seed memory MB (batch 1)", "Val acc",  "Macro-F1",
                "Peak RSS MB", "Activation peak MB", "Backbone tok/s",   "Train s", "Params", "Train / val examples"};
   for (const json& r : rows) {
@@ -204,8 +204,8 @@ ablate::TextTable suite_table(const json& rows) {
 namespace {
 
 // Seed 004's GPT-Neo dev accuracy at its steps beside ours at the same steps.
-ablate::TextTable progress_table(const json& rows) {
-  ablate::TextTable t;
+report::TextTable progress_table(const json& rows) {
+  report::TextTable t;
   t.headers = {"Step", "Seed GPT-Neo dev acc (log-softmax)", "Seed, raw logits (no log-softmax)", "Ours: GPT-Neo val acc"};
   const json* neo = nullptr;
   for (const json& r : rows)
@@ -256,7 +256,7 @@ std::string csv(const json& rows) {
     const json& s = r.at("seed");
     std::string bbs;
     for (const json& b : r.at("backbones")) bbs += (bbs.empty() ? "" : " + ") + b.at("dir").get<std::string>();
-    o << ablate::csv_field(r.at("id").get<std::string>()) << ',' << ablate::csv_field(r.at("name").get<std::string>())
+    o << report::csv_field(r.at("id").get<std::string>()) << ',' << report::csv_field(r.at("name").get<std::string>())
       << ',' << (s.at("dev_acc").is_null() ? "" : fmt("%g", s.at("dev_acc").get<double>())) << ','
       << (s.at("memory_mb").is_null() ? "" : fmt("%g", s.at("memory_mb").get<double>())) << ','
       << fmt("%.6f", e.at("val_acc").get<double>()) << ',' << fmt("%.6f", e.at("macro_f1").get<double>()) << ','
@@ -265,7 +265,7 @@ std::string csv(const json& rows) {
       << ',' << fmt("%.1f", e.at("tokens_per_s").get<double>()) << ','
       << fmt("%.3f", e.at("train_seconds").get<double>()) << ',' << e.at("steps").get<int64_t>() << ','
       << e.at("train_examples").get<int64_t>() << ',' << e.at("val_examples").get<int64_t>() << ','
-      << e.at("params").get<int64_t>() << ',' << ablate::csv_field(bbs) << ',' << r.value("repeat", int64_t{0}) << ','
+      << e.at("params").get<int64_t>() << ',' << report::csv_field(bbs) << ',' << r.value("repeat", int64_t{0}) << ','
       << r.value("run_seed", uint64_t{0}) << '\n';
   }
   return o.str();
@@ -283,7 +283,7 @@ SuiteReportFiles write_suite_report(const std::string& dir, const json& results)
   json rows = json::array();  // each row's first repeat
   for (const json& r : runs)
     if (r.value("repeat", int64_t{0}) == 0) rows.push_back(r);
-  const ablate::TextTable main = suite_table(rows), steps = progress_table(rows);
+  const report::TextTable main = suite_table(rows), steps = progress_table(rows);
   const std::string title = results.at("title").get<std::string>();
   const std::string settings = settings_line(results);
   SuiteReportFiles files{(fs::path(dir) / "report.md").string(), (fs::path(dir) / "report.html").string(),
@@ -297,7 +297,7 @@ SuiteReportFiles write_suite_report(const std::string& dir, const json& results)
      << "Seed columns as seed 004 reports them (dev accuracy; GPU memory in MB at batch 1). Ours: accuracy and "
         "macro-F1 on the validation set, peak RSS and activation peak in MB, backbone tokens/s of the frozen "
         "feature pass, training seconds.\n\n"
-     << ablate::markdown_table(main) << "\n## GPT-Neo during its epoch\n\n" << ablate::markdown_table(steps) << "\n"
+     << report::markdown_table(main) << "\n## GPT-Neo during its epoch\n\n" << report::markdown_table(steps) << "\n"
      << kLossNote << "\n\n" << repeats_md << "## Differences from seed 004, per row\n\n";
   for (const json& r : rows) {
     md << "**" << r.at("name").get<std::string>() << "**\n\n";
@@ -307,14 +307,14 @@ SuiteReportFiles write_suite_report(const std::string& dir, const json& results)
   write_text_atomic(files.markdown, md.str());
 
   std::ostringstream h;
-  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << ablate::html_escape(title)
-    << "</title>\n" << ablate::html_style() << "</head><body>\n<h1>" << ablate::html_escape(title) << "</h1>\n<p>"
-    << ablate::html_inline(settings) << ".</p>\n<h2>Seed 004's table beside ours</h2>\n" << ablate::html_table(main)
-    << "<h2>GPT-Neo during its epoch</h2>\n" << ablate::html_table(steps) << "<p>" << ablate::html_escape(kLossNote)
-    << "</p>\n" << ablate::markdown_to_html(repeats_md) << "<h2>Differences from seed 004, per row</h2>\n";
+  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << report::html_escape(title)
+    << "</title>\n" << report::html_style() << "</head><body>\n<h1>" << report::html_escape(title) << "</h1>\n<p>"
+    << report::html_inline(settings) << ".</p>\n<h2>Seed 004's table beside ours</h2>\n" << report::html_table(main)
+    << "<h2>GPT-Neo during its epoch</h2>\n" << report::html_table(steps) << "<p>" << report::html_escape(kLossNote)
+    << "</p>\n" << report::markdown_to_html(repeats_md) << "<h2>Differences from seed 004, per row</h2>\n";
   for (const json& r : rows) {
-    h << "<h3>" << ablate::html_escape(r.at("name").get<std::string>()) << "</h3>\n<ul>\n";
-    for (const json& d : r.at("differences")) h << "<li>" << ablate::html_escape(d.get<std::string>()) << "</li>\n";
+    h << "<h3>" << report::html_escape(r.at("name").get<std::string>()) << "</h3>\n<ul>\n";
+    for (const json& d : r.at("differences")) h << "<li>" << report::html_escape(d.get<std::string>()) << "</li>\n";
     h << "</ul>\n";
   }
   h << "</body></html>\n";

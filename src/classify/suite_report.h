@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ablate/questions.h"
-#include "ablate/report_kit.h"
+#include "report/questions.h"
+#include "report/report_kit.h"
 #include "classify/suite.h"
 
 namespace hymba::classify {
@@ -20,11 +20,11 @@ nlohmann::json suite_row_record(const SeedClassifyRow& row, const nlohmann::json
                                 const nlohmann::json& backbones, const ClassifySuiteOptions& opt);
 
 // The seed's table beside ours: one line per row record.
-ablate::TextTable suite_table(const nlohmann::json& rows);
+report::TextTable suite_table(const nlohmann::json& rows);
 
 struct SuiteReportFiles {
   std::string markdown, html, csv;
-  std::vector<ablate::Answer> answers;  // the suite's questions over the repeats (classify/repeats.h)
+  std::vector<report::Answer> answers;  // the suite's questions over the repeats (classify/repeats.h)
 };
 // Writes results.csv (a line per run), report.md and report.html into dir
 // (atomically) from results.json's contents; the tables hold each row's

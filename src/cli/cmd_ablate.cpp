@@ -201,7 +201,7 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
     const ablate::AblateSummary s = ablate::run_ablation(run);
     if (!dist::world().is_root()) return;  // rank 0 wrote the suite's files and reports them
     std::printf("%s\n", ablate::markdown_table(s.rows).c_str());
-    if (!s.answers.empty()) std::printf("%s\n", ablate::answers_markdown(s.answers).c_str());
+    if (!s.answers.empty()) std::printf("%s\n", report::answers_markdown(s.answers).c_str());
     std::printf("report: %s\n        %s%s\n", s.report_md.c_str(), s.report_html.c_str(),
                 s.plots_written ? " (plots in plots/)" : "");
   });

@@ -106,7 +106,7 @@ void register_classify_suite(CLI::App* group, const GlobalOptions& global) {
       return;
     }
     const classify::ClassifySuiteSummary s = classify::run_classify_suite(so->o);
-    std::printf("%s\n", ablate::markdown_table(classify::suite_table(s.results.at("rows"))).c_str());
+    std::printf("%s\n", report::markdown_table(classify::suite_table(s.results.at("rows"))).c_str());
     std::printf("report: %s\n        %s\n", s.report_md.c_str(), s.report_html.c_str());
   });
 }

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "ablate/report_kit.h"
+#include "report/report_kit.h"
 #include "core/error.h"
 #include "core/stats.h"
 
@@ -47,9 +47,9 @@ const MetricDef& metric_def(const std::string& metric) {
        "' (known: best_acc, final_acc, final_macro_acc, final_eval_loss, solve_epoch)");
 }
 
-ablate::Question better(std::string id, std::string text, std::string says, std::string a, std::string b,
+report::Question better(std::string id, std::string text, std::string says, std::string a, std::string b,
                         std::string metric) {
-  return {std::move(id), std::move(text), std::move(says),   ablate::Claim::kBetter,
+  return {std::move(id), std::move(text), std::move(says),   report::Claim::kBetter,
           std::move(a),  std::move(b),    std::move(metric), 0.0};
 }
 
@@ -59,7 +59,7 @@ double record_metric(const RowRecord& r, const std::string& metric) { return met
 
 bool synth_metric_lower_is_better(const std::string& metric) { return metric_def(metric).lower_is_better; }
 
-std::vector<ablate::Question> synth_questions(const SynthSuite& suite) {
+std::vector<report::Question> synth_questions(const SynthSuite& suite) {
   if (!suite.questions.empty()) return suite.questions;
   if (suite.name == "seed004-selective-copying")
     return {better("mamba-vs-transformer", "Does Mamba beat the Transformer (best accuracy)?", "yes: 1.000 vs 0.950",
@@ -82,30 +82,30 @@ std::vector<ablate::Question> synth_questions(const SynthSuite& suite) {
   return {};
 }
 
-std::vector<ablate::Answer> answer_synth_questions(const std::vector<ablate::Question>& questions,
+std::vector<report::Answer> answer_synth_questions(const std::vector<report::Question>& questions,
                                                    const std::vector<RowRecord>& runs) {
-  std::vector<ablate::Answer> out;
-  for (const ablate::Question& q : questions) {
+  std::vector<report::Answer> out;
+  for (const report::Question& q : questions) {
     auto values = [&](const std::string& id) {
-      ablate::RepeatValues v;
+      report::RepeatValues v;
       for (const RowRecord& r : runs)
         if (r.id == id) v[r.repeat] = record_metric(r, q.metric);
       return v;
     };
-    out.push_back(ablate::answer_question(q, synth_metric_lower_is_better(q.metric), values(q.row_a), values(q.row_b)));
+    out.push_back(report::answer_question(q, synth_metric_lower_is_better(q.metric), values(q.row_a), values(q.row_b)));
   }
   return out;
 }
 
 std::string synth_repeats_markdown(const SynthSuite& suite, const std::vector<RowRecord>& runs,
-                                   const std::vector<ablate::Answer>& answers) {
+                                   const std::vector<report::Answer>& answers) {
   size_t most = 0;
   for (const SynthRow& row : suite.rows)
     most = std::max<size_t>(
         most, std::count_if(runs.begin(), runs.end(), [&](const RowRecord& r) { return r.id == row.id; }));
   std::ostringstream md;
   if (most > 1) {
-    ablate::TextTable t;
+    report::TextTable t;
     t.headers = {"Model", "Repeats", "Seeds", "Best acc", "Final acc", "Solve epoch (acc >= 0.99)"};
     for (const SynthRow& row : suite.rows) {
       std::vector<double> best, final_acc, solve;
@@ -118,19 +118,19 @@ std::string synth_repeats_markdown(const SynthSuite& suite, const std::vector<Ro
         seeds += (seeds.empty() ? "" : ", ") + std::to_string(r.seed);
       }
       if (best.empty()) continue;
-      t.cells.push_back({row.name, std::to_string(best.size()), seeds, ablate::spread_text(spread_of(best), "%.3f"),
-                         ablate::spread_text(spread_of(final_acc), "%.3f"),
-                         ablate::spread_text(spread_of(solve), "%.1f")});
+      t.cells.push_back({row.name, std::to_string(best.size()), seeds, report::spread_text(spread_of(best), "%.3f"),
+                         report::spread_text(spread_of(final_acc), "%.3f"),
+                         report::spread_text(spread_of(solve), "%.1f")});
     }
     md << "## Repeats and intervals\n\nThe table above holds each row's first repeat; here every row over its "
           "repeats (seeds: the suite's seed + 0, 1, ...): mean ± standard deviation [95 % Student t interval of the "
           "mean]. Solve epoch: the first epoch at token accuracy 0.99 or more; a run that never got there counts "
           "as its last epoch + 1.\n\n"
-       << ablate::markdown_table(t) << "\n";
+       << report::markdown_table(t) << "\n";
   }
   if (!answers.empty())
     md << "## Questions\n\nThe seed's conclusions as paired comparisons over the repeats.\n\n"
-       << ablate::answers_markdown(answers) << "\n";
+       << report::answers_markdown(answers) << "\n";
   return md.str();
 }
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ablate/questions.h"
+#include "report/questions.h"
 #include "synth/runner.h"
 #include "synth/suite.h"
 
@@ -24,16 +24,16 @@ bool synth_metric_lower_is_better(const std::string& metric);
 
 // Seed 004's conclusions for its two suites, else the suite's own
 // (`questions` of a suite file); none for other suites.
-std::vector<ablate::Question> synth_questions(const SynthSuite& suite);
+std::vector<report::Question> synth_questions(const SynthSuite& suite);
 
 // Each question answered from every run (paired by repeat).
-std::vector<ablate::Answer> answer_synth_questions(const std::vector<ablate::Question>& questions,
+std::vector<report::Answer> answer_synth_questions(const std::vector<report::Question>& questions,
                                                    const std::vector<RowRecord>& runs);
 
 // The rows over their repeats (mean ± sd [95 % interval] of best and final
 // accuracy and the solve epoch) and the answered questions; "" with one
 // repeat per row and no questions.
 std::string synth_repeats_markdown(const SynthSuite& suite, const std::vector<RowRecord>& runs,
-                                   const std::vector<ablate::Answer>& answers);
+                                   const std::vector<report::Answer>& answers);
 
 }  // namespace hymba::synth

@@ -6,7 +6,7 @@
 #include <optional>
 #include <sstream>
 
-#include "ablate/report_kit.h"
+#include "report/report_kit.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/stats.h"
@@ -18,7 +18,7 @@ namespace hymba::synth {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using ablate::fmt;
+using report::fmt;
 
 namespace {
 
@@ -39,10 +39,10 @@ double best_acc(const RunResult& r) {
   return best;
 }
 
-ablate::TextTable table(const std::vector<RowRecord>& rows) {
+report::TextTable table(const std::vector<RowRecord>& rows) {
   bool refs = false;
   for (const RowRecord& r : rows) refs = refs || r.reference.has_value();
-  ablate::TextTable t;
+  report::TextTable t;
   t.headers = {"Model", "Params", "Epoch", "Train loss", "Eval loss", "Eval acc", "Macro acc (MAD)", "Best acc", "Time"};
   if (refs) t.headers.insert(t.headers.end(), {"Ref. epoch", "Ref. train loss", "Ref. eval loss", "Ref. eval acc"});
   double top = -1;
@@ -109,7 +109,7 @@ std::string epoch_bands(const std::vector<RowRecord>& runs, const std::string& i
 
 bool write_plots(const std::string& dir_name, const std::string& title, const std::string& gnuplot_name,
                  const std::vector<RowRecord>& rows, const std::vector<RowRecord>& runs, std::string& why) {
-  const auto gnuplot = ablate::find_gnuplot(gnuplot_name, why);
+  const auto gnuplot = report::find_gnuplot(gnuplot_name, why);
   if (!gnuplot) return false;
   const fs::path dir = fs::path(dir_name) / "plots";
   fs::create_directories(dir);
@@ -125,14 +125,14 @@ bool write_plots(const std::string& dir_name, const std::string& title, const st
   auto chart = [&](const std::string& what, const std::string& ylabel, int column, const std::string& extra,
                    int train_column = 0) {
     std::ostringstream c;
-    c << "set title " << ablate::gp_str(what + " — " + title + repeats) << "\nset xlabel 'epoch'\nset ylabel "
-      << ablate::gp_str(ylabel) << "\nset key outside right\nset grid\nset style fill transparent solid 0.2 noborder\n"
+    c << "set title " << report::gp_str(what + " — " + title + repeats) << "\nset xlabel 'epoch'\nset ylabel "
+      << report::gp_str(ylabel) << "\nset key outside right\nset grid\nset style fill transparent solid 0.2 noborder\n"
       << extra << "plot ";
     for (size_t i = 0; i < rows.size(); ++i) {
       const std::string lc = " lc " + std::to_string(i + 1);
       c << (i ? ", " : "") << "'epochs.dat' index " << i << " using 1:" << column + 1 << ":" << column + 2
         << " with filledcurves" << lc << " notitle, 'epochs.dat' index " << i << " using 1:" << column
-        << " with linespoints lw 2 pt 7 ps 0.6" << lc << " title " << ablate::gp_str(rows[i].name);
+        << " with linespoints lw 2 pt 7 ps 0.6" << lc << " title " << report::gp_str(rows[i].name);
       if (train_column > 0)
         c << ", 'epochs.dat' index " << i << " using 1:" << train_column << " with lines dt 2 lw 1" << lc << " notitle";
     }
@@ -142,7 +142,7 @@ bool write_plots(const std::string& dir_name, const std::string& title, const st
       {chart_names()[0], chart("Eval accuracy over scored positions", "eval accuracy", 2, "set yrange [0:1.02]\n")},
       {chart_names()[1], chart("Eval loss (solid) and training loss (dashed)", "loss (log scale)", 5,
                                "set logscale y\n", 8)}};
-  return ablate::render_charts(*gnuplot, dir.string(), charts, why);
+  return report::render_charts(*gnuplot, dir.string(), charts, why);
 }
 
 std::string settings_line(const SynthSuite& s) {
@@ -218,7 +218,7 @@ RowRecord RowRecord::from_json(const json& j) {
   return r;
 }
 
-std::string synth_markdown_table(const std::vector<RowRecord>& rows) { return ablate::markdown_table(table(rows)); }
+std::string synth_markdown_table(const std::vector<RowRecord>& rows) { return report::markdown_table(table(rows)); }
 
 SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& opt) {
   HYMBA_CHECK(!opt.out_dir.empty(), "--out: an output directory is needed");
@@ -232,7 +232,7 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
   }
   suite.train.validate();
   HYMBA_CHECK(opt.repeats >= 1 && opt.repeats <= 1000, "--repeats ", opt.repeats, " must be in [1, 1000]");
-  for (const ablate::Question& q : synth_questions(suite)) {
+  for (const report::Question& q : synth_questions(suite)) {
     try {
       (void)synth_metric_lower_is_better(q.metric);
     } catch (const Error& e) {
@@ -287,7 +287,7 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
     }
     if (!summary.answers.empty()) {
       all["questions"] = json::array();
-      for (const ablate::Answer& a : summary.answers) all["questions"].push_back(a.to_json());
+      for (const report::Answer& a : summary.answers) all["questions"].push_back(a.to_json());
     }
     write_text_atomic(results_path, all.dump(2) + "\n");
   };
@@ -367,7 +367,7 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
          "ref_eval_loss,ref_eval_acc,repeat,seed\n";
   for (const RowRecord& r : summary.runs) {
     const EpochStats& e = r.result.last();
-    csv << ablate::csv_field(r.id) << "," << ablate::csv_field(r.name) << "," << r.result.params << "," << e.epoch
+    csv << report::csv_field(r.id) << "," << report::csv_field(r.name) << "," << r.result.params << "," << e.epoch
         << "," << (r.result.stopped_early ? "true" : "false") << "," << fmt("%.4f", e.train_loss) << ","
         << fmt("%.4f", e.eval_loss) << "," << fmt("%.4f", e.eval_acc) << "," << fmt("%.4f", e.eval_macro_acc) << ","
         << fmt("%.4f", best_acc(r.result)) << ","
@@ -384,7 +384,7 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
   std::string why;
   summary.plots_written = write_plots(opt.out_dir, suite.title, opt.gnuplot, summary.rows, summary.runs, why);
   if (!summary.plots_written) std::fprintf(stderr, "%s\n", why.c_str());
-  const ablate::TextTable t = table(summary.rows);
+  const report::TextTable t = table(summary.rows);
   const std::string ref_note =
       suite.reference_source.empty() ? "" : " Ref. columns: the figures " + suite.reference_source + " reported.";
   const std::string legend =
@@ -395,7 +395,7 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
   std::ostringstream md;
   const std::string repeats_md = synth_repeats_markdown(suite, summary.runs, summary.answers);
   md << "# " << suite.title << "\n\n" << settings_line(suite) << ".\n\n" << legend << "\n\n"
-     << ablate::markdown_table(t) << "\n" << repeats_md;
+     << report::markdown_table(t) << "\n" << repeats_md;
   if (summary.plots_written)
     for (const std::string& n : chart_names()) md << "![" << n << "](plots/" << n << ".png)\n\n";
   else
@@ -404,14 +404,14 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
   write_text_atomic(summary.report_md, md.str());
 
   std::ostringstream h;
-  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << ablate::html_escape(suite.title)
-    << "</title>\n" << ablate::html_style() << "</head><body>\n<h1>" << ablate::html_escape(suite.title)
-    << "</h1>\n<p>" << ablate::html_escape(settings_line(suite)) << ".</p>\n<p>" << ablate::html_escape(legend)
-    << "</p>\n" << ablate::html_table(t) << ablate::markdown_to_html(repeats_md);
+  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << report::html_escape(suite.title)
+    << "</title>\n" << report::html_style() << "</head><body>\n<h1>" << report::html_escape(suite.title)
+    << "</h1>\n<p>" << report::html_escape(settings_line(suite)) << ".</p>\n<p>" << report::html_escape(legend)
+    << "</p>\n" << report::html_table(t) << report::markdown_to_html(repeats_md);
   if (summary.plots_written)
     for (const std::string& n : chart_names()) h << "<img src=\"plots/" << n << ".svg\" alt=\"" << n << "\">\n";
   else
-    h << "<p><em>" << ablate::html_escape(why) << ".</em></p>\n";
+    h << "<p><em>" << report::html_escape(why) << ".</em></p>\n";
   h << "</body></html>\n";
   summary.report_html = (fs::path(opt.out_dir) / "report.html").string();
   write_text_atomic(summary.report_html, h.str());

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ablate/questions.h"
+#include "report/questions.h"
 #include "synth/suite.h"
 
 namespace hymba::synth {
@@ -44,7 +44,7 @@ struct RowRecord {
 struct SuiteRunSummary {
   std::vector<RowRecord> rows;  // repeat 0 of each row, in the suite's order
   std::vector<RowRecord> runs;  // every run, repeat-major
-  std::vector<ablate::Answer> answers;
+  std::vector<report::Answer> answers;
   int64_t trained = 0, skipped = 0;
   bool plots_written = false;
   std::string report_md, report_html;

@@ -110,12 +110,12 @@ std::optional<ReferenceFigures> reference_from_json(const json& j, const std::st
   return f;
 }
 
-std::vector<ablate::Question> questions_from_json(const json& qs, const SynthSuite& s, const std::string& path) {
+std::vector<report::Question> questions_from_json(const json& qs, const SynthSuite& s, const std::string& path) {
   HYMBA_CHECK(qs.is_array(), path, ": 'questions' must be a list");
-  std::vector<ablate::Question> out;
+  std::vector<report::Question> out;
   for (size_t i = 0; i < qs.size(); ++i) {
     const std::string where = path + ": questions[" + std::to_string(i) + "]";
-    ablate::Question q = ablate::question_from_json(qs[i], where, "best_acc");
+    report::Question q = report::question_from_json(qs[i], where, "best_acc");
     for (const std::string& id : {q.row_a, q.row_b})
       HYMBA_CHECK(id.empty() || std::any_of(s.rows.begin(), s.rows.end(), [&](const SynthRow& r) { return r.id == id; }),
                   where, ": row '", id, "' is not a row id of the suite");

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ablate/questions.h"
+#include "report/questions.h"
 #include "synth/tasks.h"
 #include "synth/trainer.h"
 
@@ -37,7 +37,7 @@ struct SynthSuite {
   std::string reference_source;  // who reported the reference figures ("" = none)
   std::vector<SynthRow> rows;
   // A suite file's questions (synth/repeats.h; metric default best_acc).
-  std::vector<ablate::Question> questions;
+  std::vector<report::Question> questions;
 };
 
 struct SynthSuiteInfo {

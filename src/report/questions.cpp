@@ -1,4 +1,4 @@
-#include "ablate/questions.h"
+#include "report/questions.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,10 +6,10 @@
 #include <iterator>
 #include <sstream>
 
-#include "ablate/report_kit.h"
+#include "report/report_kit.h"
 #include "core/error.h"
 
-namespace hymba::ablate {
+namespace hymba::report {
 
 const char* to_string(Verdict v) {
   switch (v) {
@@ -192,4 +192,4 @@ std::string answers_markdown(const std::vector<Answer>& answers) {
   return md.str();
 }
 
-}  // namespace hymba::ablate
+}  // namespace hymba::report

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace hymba::ablate {
+namespace hymba::report {
 
 // A table of text cells; highlight[r][c] marks the best value of a column.
 // The first column is the row number, added by the renderers.
@@ -52,4 +52,4 @@ std::optional<std::string> find_gnuplot(const std::string& name, std::string& wh
 bool render_charts(const std::string& gnuplot, const std::string& dir,
                    const std::vector<std::pair<std::string, std::string>>& charts, std::string& why);
 
-}  // namespace hymba::ablate
+}  // namespace hymba::report

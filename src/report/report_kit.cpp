@@ -1,4 +1,4 @@
-#include "ablate/report_kit.h"
+#include "report/report_kit.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 
 #include "core/atomic_file.h"
 
-namespace hymba::ablate {
+namespace hymba::report {
 
 namespace fs = std::filesystem;
 
@@ -326,4 +326,4 @@ bool render_charts(const std::string& gnuplot, const std::string& dir_name,
   return true;
 }
 
-}  // namespace hymba::ablate
+}  // namespace hymba::report

@@ -13,7 +13,7 @@
 
 #include "core/stats.h"
 
-namespace hymba::ablate {
+namespace hymba::report {
 
 enum class Claim {
   kBetter,   // row a beats row b
@@ -72,4 +72,4 @@ std::string spread_text(const Spread& s, const char* format);
 // mean difference with its interval, verdict; and how to read it.
 std::string answers_markdown(const std::vector<Answer>& answers);
 
-}  // namespace hymba::ablate
+}  // namespace hymba::report
