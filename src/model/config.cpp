@@ -14,71 +14,73 @@ namespace hymba {
 
 using nlohmann::json;
 
-const char* to_string(MixerKind k) {
-  switch (k) {
-    case MixerKind::kAttention: return "attention";
-    case MixerKind::kMamba: return "mamba";
-    case MixerKind::kHybrid: return "hybrid";
-  }
-  return "?";
-}
-const char* to_string(ProjStyle s) { return s == ProjStyle::kFused ? "fused" : "separate"; }
-const char* to_string(Fusion f) {
-  switch (f) {
-    case Fusion::kNormMean: return "norm_mean";
-    case Fusion::kLearnedBeta: return "learned_beta";
-    case Fusion::kMean: return "mean";
-    case Fusion::kConcat: return "concat";
-  }
-  return "?";
-}
-const char* to_string(BlockLink l) {
-  switch (l) {
-    case BlockLink::kNull: return "null";
-    case BlockLink::kResidual: return "residual";
-    case BlockLink::kGated: return "gated";
-  }
+namespace {
+
+// Each enum's names, both ways: to_string() and the config's fields read
+// through the same table.
+template <typename E>
+struct Named {
+  E value;
+  const char* name;
+};
+constexpr Named<MixerKind> kMixerNames[] = {
+    {MixerKind::kAttention, "attention"}, {MixerKind::kMamba, "mamba"}, {MixerKind::kHybrid, "hybrid"}};
+constexpr Named<ProjStyle> kProjStyleNames[] = {{ProjStyle::kFused, "fused"}, {ProjStyle::kSeparate, "separate"}};
+constexpr Named<Fusion> kFusionNames[] = {{Fusion::kNormMean, "norm_mean"},
+                                          {Fusion::kLearnedBeta, "learned_beta"},
+                                          {Fusion::kMean, "mean"},
+                                          {Fusion::kConcat, "concat"}};
+constexpr Named<BlockLink> kBlockLinkNames[] = {
+    {BlockLink::kNull, "null"}, {BlockLink::kResidual, "residual"}, {BlockLink::kGated, "gated"}};
+constexpr Named<InitScheme> kInitSchemeTable[] = {
+    {InitScheme::kNormal, "normal"}, {InitScheme::kTorch, "torch"}, {InitScheme::kMambaSsm, "mamba_ssm"}};
+constexpr Named<NormKind> kNormNames[] = {{NormKind::kRmsNorm, "rmsnorm"}, {NormKind::kLayerNorm, "layernorm"}};
+constexpr Named<MlpActivation> kActivationNames[] = {
+    {MlpActivation::kSwiGlu, "swiglu"}, {MlpActivation::kGelu, "gelu"}, {MlpActivation::kGeluErf, "gelu_erf"}};
+constexpr Named<PositionEmbedding> kPositionNames[] = {{PositionEmbedding::kRope, "rope"},
+                                                       {PositionEmbedding::kLearned, "learned"},
+                                                       {PositionEmbedding::kNone, "none"}};
+constexpr Named<AttentionScale> kScaleNames[] = {{AttentionScale::kInvSqrtD, "inv_sqrt_d"},
+                                                 {AttentionScale::kNone, "none"}};
+
+template <typename E, size_t N>
+const char* name_in(const Named<E> (&table)[N], E v) {
+  for (const Named<E>& e : table)
+    if (e.value == v) return e.name;
   return "?";
 }
 
-const char* to_string(InitScheme s) {
-  switch (s) {
-    case InitScheme::kNormal: return "normal";
-    case InitScheme::kTorch: return "torch";
-    case InitScheme::kMambaSsm: return "mamba_ssm";
-  }
-  return "?";
-}
-
-const char* to_string(NormKind k) { return k == NormKind::kLayerNorm ? "layernorm" : "rmsnorm"; }
-const char* to_string(MlpActivation a) {
-  switch (a) {
-    case MlpActivation::kSwiGlu: return "swiglu";
-    case MlpActivation::kGelu: return "gelu";
-    case MlpActivation::kGeluErf: return "gelu_erf";
-  }
-  return "?";
-}
-const char* to_string(PositionEmbedding p) {
-  switch (p) {
-    case PositionEmbedding::kRope: return "rope";
-    case PositionEmbedding::kLearned: return "learned";
-    case PositionEmbedding::kNone: return "none";
-  }
-  return "?";
-}
-
-const char* to_string(AttentionScale s) { return s == AttentionScale::kNone ? "none" : "inv_sqrt_d"; }
-
-bool parse_init_scheme(const std::string& name, InitScheme& out) {
-  for (InitScheme s : {InitScheme::kNormal, InitScheme::kTorch, InitScheme::kMambaSsm}) {
-    if (name == to_string(s)) {
-      out = s;
+template <typename E, size_t N>
+bool value_named(const Named<E> (&table)[N], const std::string& name, E& out) {
+  for (const Named<E>& e : table)
+    if (name == e.name) {
+      out = e.value;
       return true;
     }
-  }
   return false;
 }
+
+// "a, b, c": the names a field takes, for its error.
+template <typename E, size_t N>
+std::string names_in(const Named<E> (&table)[N]) {
+  std::string s;
+  for (const Named<E>& e : table) s += (s.empty() ? "" : ", ") + std::string(e.name);
+  return s;
+}
+
+}  // namespace
+
+const char* to_string(MixerKind k) { return name_in(kMixerNames, k); }
+const char* to_string(ProjStyle s) { return name_in(kProjStyleNames, s); }
+const char* to_string(Fusion f) { return name_in(kFusionNames, f); }
+const char* to_string(BlockLink l) { return name_in(kBlockLinkNames, l); }
+const char* to_string(InitScheme s) { return name_in(kInitSchemeTable, s); }
+const char* to_string(NormKind k) { return name_in(kNormNames, k); }
+const char* to_string(MlpActivation a) { return name_in(kActivationNames, a); }
+const char* to_string(PositionEmbedding p) { return name_in(kPositionNames, p); }
+const char* to_string(AttentionScale s) { return name_in(kScaleNames, s); }
+
+bool parse_init_scheme(const std::string& name, InitScheme& out) { return value_named(kInitSchemeTable, name, out); }
 
 namespace {
 
@@ -133,6 +135,13 @@ class FieldReader {
     if (!v.is_string()) type_error(name, "a string");
     return v.get<std::string>();
   }
+  // A name from `table`; absent, `out` keeps its value (the default).
+  template <typename E, size_t N>
+  void get_enum(const char* name, const Named<E> (&table)[N], E& out) {
+    const std::string given = get_string(name, name_in(table, out));
+    if (!value_named(table, given, out))
+      fail(source_, ": field '", name, "' must be one of ", names_in(table), " (got \"", excerpt(given), "\")");
+  }
   void mark_seen(const char* name) { seen_.insert(name); }
   void reject_unknown() const {
     for (auto it = j_.begin(); it != j_.end(); ++it)
@@ -147,10 +156,9 @@ class FieldReader {
 };
 
 MixerKind parse_mixer(const std::string& s, const std::string& where) {
-  if (s == "attention") return MixerKind::kAttention;
-  if (s == "mamba") return MixerKind::kMamba;
-  if (s == "hybrid") return MixerKind::kHybrid;
-  fail(where, ": layer type '", excerpt(s), "' is not one of attention, mamba, hybrid");
+  MixerKind k{};
+  if (!value_named(kMixerNames, s, k)) fail(where, ": layer type '", excerpt(s), "' is not one of ", names_in(kMixerNames));
+  return k;
 }
 
 // Seed 002's dims_from_ratio, with the attention share rounded to a multiple of
@@ -236,9 +244,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   r.get("tie_word_embeddings", c.tie_word_embeddings);
   r.get("dropout", c.dropout);
   r.get("initializer_range", c.initializer_range);
-  const std::string scheme = r.get_string("init_scheme", "normal");
-  if (!parse_init_scheme(scheme, c.init_scheme))
-    fail(source, ": field 'init_scheme' must be one of ", kInitSchemeNames, " (got \"", excerpt(scheme), "\")");
+  r.get_enum("init_scheme", kInitSchemeTable, c.init_scheme);
   r.get("num_attention_heads", c.num_attention_heads);
   r.get("num_key_value_heads", c.num_key_value_heads);
   r.get("qk_head_dim", c.qk_head_dim);
@@ -246,13 +252,10 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   r.get("rope_theta", c.rope_theta);
   const bool rope_given = r.has("rope");
   r.get("rope", c.rope);
-  const std::string pe = r.get_string("position_embedding", c.rope ? "rope" : "none");
-  if (pe == "rope") c.position_embedding = PositionEmbedding::kRope;
-  else if (pe == "learned") c.position_embedding = PositionEmbedding::kLearned;
-  else if (pe == "none") c.position_embedding = PositionEmbedding::kNone;
-  else fail(source, ": field 'position_embedding' must be one of rope, learned, none (got \"", pe, "\")");
-  HYMBA_CHECK(!rope_given || c.rope == (c.position_embedding == PositionEmbedding::kRope), source,
-              ": field 'rope' (", c.rope ? "true" : "false", ") contradicts position_embedding \"", pe, "\"");
+  c.position_embedding = c.rope ? PositionEmbedding::kRope : PositionEmbedding::kNone;
+  r.get_enum("position_embedding", kPositionNames, c.position_embedding);
+  HYMBA_CHECK(!rope_given || c.rope == (c.position_embedding == PositionEmbedding::kRope), source, ": field 'rope' (",
+              c.rope ? "true" : "false", ") contradicts position_embedding \"", to_string(c.position_embedding), "\"");
   c.rope = c.position_embedding == PositionEmbedding::kRope;
   const std::string rope_type = r.get_string("rope_type", "default");
   if (rope_type == "ntk") c.rope_ntk = true;
@@ -269,10 +272,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   r.get("attention_dropout", c.attention_dropout);
   r.get("attention_out_bias", c.attention_out_bias);
   r.get("attention_qkv_bias", c.attention_qkv_bias);
-  const std::string scale = r.get_string("attention_scale", "inv_sqrt_d");
-  if (scale == "inv_sqrt_d") c.attention_scale = AttentionScale::kInvSqrtD;
-  else if (scale == "none") c.attention_scale = AttentionScale::kNone;
-  else fail(source, ": field 'attention_scale' must be \"inv_sqrt_d\" or \"none\" (got \"", excerpt(scale), "\")");
+  r.get_enum("attention_scale", kScaleNames, c.attention_scale);
   r.get("mamba_d_state", c.mamba_d_state);
   r.get("mamba_d_conv", c.mamba_d_conv);
   r.get("mamba_expand", c.mamba_expand);
@@ -281,23 +281,12 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   r.get("mamba_dt_min", c.mamba_dt_min);
   r.get("mamba_dt_max", c.mamba_dt_max);
   r.get("intermediate_size", c.intermediate_size);
-  const std::string act = r.get_string("mlp_activation", "swiglu");
-  if (act == "swiglu") c.mlp_activation = MlpActivation::kSwiGlu;
-  else if (act == "gelu") c.mlp_activation = MlpActivation::kGelu;
-  else if (act == "gelu_erf") c.mlp_activation = MlpActivation::kGeluErf;
-  else fail(source, ": field 'mlp_activation' must be one of swiglu, gelu, gelu_erf (got \"", act, "\")");
+  r.get_enum("mlp_activation", kActivationNames, c.mlp_activation);
   r.get("mlp_bias", c.mlp_bias);
-  const std::string norm = r.get_string("norm", "rmsnorm");
-  if (norm == "rmsnorm") c.norm = NormKind::kRmsNorm;
-  else if (norm == "layernorm") c.norm = NormKind::kLayerNorm;
-  else fail(source, ": field 'norm' must be \"rmsnorm\" or \"layernorm\" (got \"", norm, "\")");
+  r.get_enum("norm", kNormNames, c.norm);
   r.get("layer_norm_eps", c.layer_norm_eps);
   r.get("block_layers", c.block_layers);
-  const std::string link = r.get_string("block_link", "null");
-  if (link == "null") c.block_link = BlockLink::kNull;
-  else if (link == "residual") c.block_link = BlockLink::kResidual;
-  else if (link == "gated") c.block_link = BlockLink::kGated;
-  else fail(source, ": field 'block_link' must be one of null, residual, gated (got \"", excerpt(link), "\")");
+  r.get_enum("block_link", kBlockLinkNames, c.block_link);
 
   if (r.has("mamba_dt_rank")) {
     const json& v = r.at("mamba_dt_rank");
@@ -356,18 +345,9 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
     }
   }
 
-  const std::string style = r.get_string("proj_style", "fused");
-  if (style == "fused") c.proj_style = ProjStyle::kFused;
-  else if (style == "separate") c.proj_style = ProjStyle::kSeparate;
-  else fail(source, ": field 'proj_style' must be \"fused\" or \"separate\" (got \"", excerpt(style), "\")");
+  r.get_enum("proj_style", kProjStyleNames, c.proj_style);
 
-  const std::string fusion = r.get_string("fusion", "norm_mean");
-  if (fusion == "norm_mean") c.fusion = Fusion::kNormMean;
-  else if (fusion == "learned_beta") c.fusion = Fusion::kLearnedBeta;
-  else if (fusion == "mean") c.fusion = Fusion::kMean;
-  else if (fusion == "concat") c.fusion = Fusion::kConcat;
-  else fail(source, ": field 'fusion' must be one of norm_mean, learned_beta, mean, concat (got \"", excerpt(fusion),
-            "\")");
+  r.get_enum("fusion", kFusionNames, c.fusion);
 
   if (r.has("attn_mamba_ratio")) {
     const json& v = r.at("attn_mamba_ratio");
