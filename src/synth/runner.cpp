@@ -1,6 +1,7 @@
 #include "synth/runner.h"
 
 #include <algorithm>
+#include <functional>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -220,10 +221,13 @@ RowRecord RowRecord::from_json(const json& j) {
 
 std::string synth_markdown_table(const std::vector<RowRecord>& rows) { return report::markdown_table(table(rows)); }
 
-SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& opt) {
+namespace {
+
+// Every row's task and model, the training settings, --repeats and the
+// suite's questions, checked before the first row trains; returns the tasks.
+std::vector<TaskSpec> checked_tasks(const SynthSuite& suite, const SuiteRunOptions& opt) {
   HYMBA_CHECK(!opt.out_dir.empty(), "--out: an output directory is needed");
   HYMBA_CHECK(!suite.rows.empty(), "suite '", suite.name, "' has no rows");
-  // Everything is checked before the first row trains.
   std::vector<TaskSpec> tasks;
   for (const SynthRow& r : suite.rows) {
     tasks.push_back(row_task(suite, r));
@@ -239,133 +243,94 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
       fail("suite '", suite.name, "': question '", q.text, "': ", e.what());
     }
   }
-  std::error_code ec;
-  fs::create_directories(opt.out_dir, ec);
-  HYMBA_CHECK(!ec && fs::is_directory(opt.out_dir), "--out: cannot create directory ", opt.out_dir,
-              ec ? " (" + ec.message() + ")" : std::string());
+  return tasks;
+}
 
-  // Rows measured before under the same settings are kept, not retrained.
-  const std::string results_path = (fs::path(opt.out_dir) / "results.json").string();
+// The rows results.json holds from earlier runs; an unreadable row is
+// measured again.
+std::vector<RowRecord> read_stored_records(const std::string& results_path) {
   std::vector<RowRecord> stored;
-  if (fs::exists(results_path)) {
-    const json old = read_json_file(results_path);
-    HYMBA_CHECK(old.is_object() && old.contains("rows") && old["rows"].is_array(), results_path,
-                ": not a synth results file (no 'rows' list)");
-    for (size_t i = 0; i < old["rows"].size(); ++i) {
-      try {
-        stored.push_back(RowRecord::from_json(old["rows"][i]));
-      } catch (const Error& e) {
-        std::fprintf(stderr, "%s: row %zu is unreadable (%s); it will be measured again\n", results_path.c_str(), i,
-                     e.what());
-      }
+  if (!fs::exists(results_path)) return stored;
+  const json old = read_json_file(results_path);
+  HYMBA_CHECK(old.is_object() && old.contains("rows") && old["rows"].is_array(), results_path,
+              ": not a synth results file (no 'rows' list)");
+  for (size_t i = 0; i < old["rows"].size(); ++i) {
+    try {
+      stored.push_back(RowRecord::from_json(old["rows"][i]));
+    } catch (const Error& e) {
+      std::fprintf(stderr, "%s: row %zu is unreadable (%s); it will be measured again\n", results_path.c_str(), i,
+                   e.what());
     }
   }
-  const json header = {{"suite", suite.name}, {"title", suite.title}, {"task", suite.task.to_json()},
-                       {"train", suite.train.to_json()}, {"reference_source", suite.reference_source}};
-  // Under mpirun group g of K ranks (--ranks-per-row K; groups = N / K)
-  // trains rows g, g + groups, ... data-parallel (K = 1: each rank alone,
-  // with its own threads); rank 0 gathers the records and writes the results
-  // and report.
-  const dist::Communicator& world = dist::world();
-  const bool root = world.is_root();
-  HYMBA_CHECK(opt.ranks_per_row >= 1 && world.size() % opt.ranks_per_row == 0, "--ranks-per-row ", opt.ranks_per_row,
-              " must be >= 1 and divide the ", world.size(), " MPI rank(s) of the job");
-  const int groups = world.size() / opt.ranks_per_row;
-  const int group = world.rank() / opt.ranks_per_row;
-  const dist::Communicator group_comm = world.split(group);
-  const bool leader = group_comm.is_root();  // reports its group's rows
-  auto group_of = [groups](size_t run) { return static_cast<int>(run % static_cast<size_t>(groups)); };
-  SuiteRunSummary summary;
-  auto save_results = [&] {
-    // Rows of ids the suite no longer has stay in the file, out of the report.
-    json all = header;
-    all["rows"] = json::array();
-    for (const RowRecord& r : summary.runs) all["rows"].push_back(r.to_json());
-    for (const RowRecord& r : stored) {
-      const bool in_suite = std::any_of(suite.rows.begin(), suite.rows.end(), [&](const SynthRow& x) { return x.id == r.id; });
-      if (!in_suite) all["rows"].push_back(r.to_json());
-    }
-    if (!summary.answers.empty()) {
-      all["questions"] = json::array();
-      for (const report::Answer& a : summary.answers) all["questions"].push_back(a.to_json());
-    }
-    write_text_atomic(results_path, all.dump(2) + "\n");
-  };
-  // Runs go repeat-major (every row once, then again); run j belongs to group j % groups.
-  const size_t rows_n = suite.rows.size(), runs_n = rows_n * static_cast<size_t>(opt.repeats);
-  std::vector<std::optional<RowRecord>> records(runs_n);
-  for (size_t j = 0; j < runs_n; ++j) {
-    const size_t i = j % rows_n;
-    const int64_t rep = static_cast<int64_t>(j / rows_n);
-    const SynthRow& row = suite.rows[i];
-    TrainSettings train = suite.train;
-    train.seed = suite.train.seed + static_cast<uint64_t>(rep);
-    RowRecord rec;
-    rec.id = row.id;
-    rec.name = row.name;
-    rec.repeat = rep;
-    rec.seed = train.seed;
-    rec.task = tasks[i].to_json();
-    rec.arch = row.arch.to_json();
-    rec.train = train.to_json();
-    rec.reference = row.reference;
-    std::string label = "[" + std::to_string(j + 1) + "/" + std::to_string(runs_n) + "] " + row.name;
-    if (opt.repeats > 1) label += " (repeat " + std::to_string(rep + 1) + "/" + std::to_string(opt.repeats) + ")";
-    auto same = [&](const RowRecord& r) {
-      return r.id == rec.id && r.task == rec.task && r.arch == rec.arch && r.train == rec.train;
-    };
-    auto found = std::find_if(stored.begin(), stored.end(), same);
-    if (found != stored.end()) {
-      rec.result = found->result;
-      ++summary.skipped;
-      if (!opt.quiet && root) std::fprintf(opt.log, "%s: measured before, kept\n", label.c_str());
-    } else if (group_of(j) != group) {
-      continue;  // another group's run
-    } else {
-      if (!opt.quiet && leader) std::fprintf(opt.log, "%s\n", label.c_str());
-      rec.result = train_on_task(tasks[i], row.arch, train, [&](const EpochStats& e) {
-        if (opt.quiet || !leader) return;
-        std::fprintf(opt.log, "  epoch %3lld  train loss %.4f  eval loss %.4f  eval acc %.4f  macro %.4f  (%.1fs)\n",
-                     static_cast<long long>(e.epoch), e.train_loss, e.eval_loss, e.eval_acc, e.eval_macro_acc,
-                     e.seconds);
-        std::fflush(opt.log);
-      }, &group_comm);
-      ++summary.trained;
-    }
-    summary.runs.push_back(rec);
-    records[j] = rec;
-    // Saved after every run, so a killed suite keeps what it measured (rank
-    // 0's runs so far, under mpirun).
-    if (root) save_results();
-  }
-  if (world.size() > 1) {
-    json trained_here = json::array();
-    for (size_t j = 0; j < records.size(); ++j)
-      if (records[j] && leader && group_of(j) == group)
-        trained_here.push_back({{"index", j}, {"record", records[j]->to_json()}});
-    const std::vector<std::string> parts =
-        world.gather(json{{"trained", summary.trained}, {"rows", trained_here}}.dump());
-    if (!root) return summary;  // rank 0 writes the suite's files
-    summary.trained = 0;
-    for (size_t k = 0; k < parts.size(); ++k) {
-      const json part = json::parse(parts[k]);
-      summary.trained += part.at("trained").get<int64_t>();
-      for (const json& r : part.at("rows")) records.at(r.at("index").get<size_t>()) = RowRecord::from_json(r.at("record"));
-    }
-    summary.runs.clear();
-    for (const std::optional<RowRecord>& r : records) summary.runs.push_back(*r);
-    save_results();
-  }
-  for (const RowRecord& r : summary.runs)
-    if (r.repeat == 0) summary.rows.push_back(r);
-  summary.answers = answer_synth_questions(synth_questions(suite), summary.runs);
-  if (!summary.answers.empty()) save_results();  // with the answered questions
+  return stored;
+}
 
+// results.json: the header, this suite's runs, then rows of ids the suite
+// no longer has (kept in the file, out of the report), and the answers.
+void save_results(const std::string& path, const json& header, const SynthSuite& suite,
+                  const SuiteRunSummary& summary, const std::vector<RowRecord>& stored) {
+  json all = header;
+  all["rows"] = json::array();
+  for (const RowRecord& r : summary.runs) all["rows"].push_back(r.to_json());
+  for (const RowRecord& r : stored) {
+    const bool in_suite = std::any_of(suite.rows.begin(), suite.rows.end(), [&](const SynthRow& x) { return x.id == r.id; });
+    if (!in_suite) all["rows"].push_back(r.to_json());
+  }
+  if (!summary.answers.empty()) {
+    all["questions"] = json::array();
+    for (const report::Answer& a : summary.answers) all["questions"].push_back(a.to_json());
+  }
+  write_text_atomic(path, all.dump(2) + "\n");
+}
+
+// Repeat `rep` trains with the suite's seed + rep.
+TrainSettings repeat_settings(const SynthSuite& suite, int64_t rep) {
+  TrainSettings train = suite.train;
+  train.seed = suite.train.seed + static_cast<uint64_t>(rep);
+  return train;
+}
+
+// The record of one run of a row, before its result.
+RowRecord run_record(const SynthSuite& suite, const SynthRow& row, const TaskSpec& task, int64_t rep) {
+  const TrainSettings train = repeat_settings(suite, rep);
+  RowRecord rec;
+  rec.id = row.id;
+  rec.name = row.name;
+  rec.repeat = rep;
+  rec.seed = train.seed;
+  rec.task = task.to_json();
+  rec.arch = row.arch.to_json();
+  rec.train = train.to_json();
+  rec.reference = row.reference;
+  return rec;
+}
+
+// Under mpirun: every group leader's runs to rank 0, in run order. False on
+// the other ranks (rank 0 writes the suite's files).
+bool gather_records(const dist::Communicator& world, bool leader, const std::function<bool(size_t)>& mine,
+                    std::vector<std::optional<RowRecord>>& records, SuiteRunSummary& summary) {
+  json trained_here = json::array();
+  for (size_t j = 0; j < records.size(); ++j)
+    if (records[j] && leader && mine(j)) trained_here.push_back({{"index", j}, {"record", records[j]->to_json()}});
+  const std::vector<std::string> parts = world.gather(json{{"trained", summary.trained}, {"rows", trained_here}}.dump());
+  if (!world.is_root()) return false;
+  summary.trained = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const json part = json::parse(parts[k]);
+    summary.trained += part.at("trained").get<int64_t>();
+    for (const json& r : part.at("rows")) records.at(r.at("index").get<size_t>()) = RowRecord::from_json(r.at("record"));
+  }
+  summary.runs.clear();
+  for (const std::optional<RowRecord>& r : records) summary.runs.push_back(*r);
+  return true;
+}
+
+void write_results_csv(const std::string& path, const std::vector<RowRecord>& runs) {
   std::ostringstream csv;
   csv << "id,model,params,epoch,stopped_early,train_loss,eval_loss,eval_acc,eval_macro_acc,best_acc,seconds,ref_epoch,"
          "ref_train_loss,"
          "ref_eval_loss,ref_eval_acc,repeat,seed\n";
-  for (const RowRecord& r : summary.runs) {
+  for (const RowRecord& r : runs) {
     const EpochStats& e = r.result.last();
     csv << report::csv_field(r.id) << "," << report::csv_field(r.name) << "," << r.result.params << "," << e.epoch
         << "," << (r.result.stopped_early ? "true" : "false") << "," << fmt("%.4f", e.train_loss) << ","
@@ -379,8 +344,11 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
       csv << ",,,,";
     csv << "," << r.repeat << "," << r.seed << "\n";
   }
-  write_text_atomic((fs::path(opt.out_dir) / "results.csv").string(), csv.str());
+  write_text_atomic(path, csv.str());
+}
 
+// report.md and report.html: the table, the repeats and questions, the charts.
+void write_synth_report(const SynthSuite& suite, const SuiteRunOptions& opt, SuiteRunSummary& summary) {
   std::string why;
   summary.plots_written = write_plots(opt.out_dir, suite.title, opt.gnuplot, summary.rows, summary.runs, why);
   if (!summary.plots_written) std::fprintf(stderr, "%s\n", why.c_str());
@@ -415,6 +383,82 @@ SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& 
   h << "</body></html>\n";
   summary.report_html = (fs::path(opt.out_dir) / "report.html").string();
   write_text_atomic(summary.report_html, h.str());
+}
+
+}  // namespace
+
+SuiteRunSummary run_synth_suite(const SynthSuite& suite, const SuiteRunOptions& opt) {
+  const std::vector<TaskSpec> tasks = checked_tasks(suite, opt);
+  std::error_code ec;
+  fs::create_directories(opt.out_dir, ec);
+  HYMBA_CHECK(!ec && fs::is_directory(opt.out_dir), "--out: cannot create directory ", opt.out_dir,
+              ec ? " (" + ec.message() + ")" : std::string());
+  // Rows measured before under the same settings are kept, not retrained.
+  const std::string results_path = (fs::path(opt.out_dir) / "results.json").string();
+  const std::vector<RowRecord> stored = read_stored_records(results_path);
+  const json header = {{"suite", suite.name}, {"title", suite.title}, {"task", suite.task.to_json()},
+                       {"train", suite.train.to_json()}, {"reference_source", suite.reference_source}};
+  // Under mpirun group g of K ranks (--ranks-per-row K; groups = N / K)
+  // trains rows g, g + groups, ... data-parallel (K = 1: each rank alone,
+  // with its own threads); rank 0 gathers the records and writes the results
+  // and report.
+  const dist::Communicator& world = dist::world();
+  const bool root = world.is_root();
+  HYMBA_CHECK(opt.ranks_per_row >= 1 && world.size() % opt.ranks_per_row == 0, "--ranks-per-row ", opt.ranks_per_row,
+              " must be >= 1 and divide the ", world.size(), " MPI rank(s) of the job");
+  const int groups = world.size() / opt.ranks_per_row;
+  const int group = world.rank() / opt.ranks_per_row;
+  const dist::Communicator group_comm = world.split(group);
+  const bool leader = group_comm.is_root();  // reports its group's rows
+  const auto mine = [groups, group](size_t run) { return static_cast<int>(run % static_cast<size_t>(groups)) == group; };
+  SuiteRunSummary summary;
+  // Runs go repeat-major (every row once, then again); run j belongs to group j % groups.
+  const size_t rows_n = suite.rows.size(), runs_n = rows_n * static_cast<size_t>(opt.repeats);
+  std::vector<std::optional<RowRecord>> records(runs_n);
+  for (size_t j = 0; j < runs_n; ++j) {
+    const size_t i = j % rows_n;
+    const int64_t rep = static_cast<int64_t>(j / rows_n);
+    const SynthRow& row = suite.rows[i];
+    RowRecord rec = run_record(suite, row, tasks[i], rep);
+    std::string label = "[" + std::to_string(j + 1) + "/" + std::to_string(runs_n) + "] " + row.name;
+    if (opt.repeats > 1) label += " (repeat " + std::to_string(rep + 1) + "/" + std::to_string(opt.repeats) + ")";
+    auto same = [&](const RowRecord& r) {
+      return r.id == rec.id && r.task == rec.task && r.arch == rec.arch && r.train == rec.train;
+    };
+    auto found = std::find_if(stored.begin(), stored.end(), same);
+    if (found != stored.end()) {
+      rec.result = found->result;
+      ++summary.skipped;
+      if (!opt.quiet && root) std::fprintf(opt.log, "%s: measured before, kept\n", label.c_str());
+    } else if (!mine(j)) {
+      continue;  // another group's run
+    } else {
+      if (!opt.quiet && leader) std::fprintf(opt.log, "%s\n", label.c_str());
+      rec.result = train_on_task(tasks[i], row.arch, repeat_settings(suite, rep), [&](const EpochStats& e) {
+        if (opt.quiet || !leader) return;
+        std::fprintf(opt.log, "  epoch %3lld  train loss %.4f  eval loss %.4f  eval acc %.4f  macro %.4f  (%.1fs)\n",
+                     static_cast<long long>(e.epoch), e.train_loss, e.eval_loss, e.eval_acc, e.eval_macro_acc,
+                     e.seconds);
+        std::fflush(opt.log);
+      }, &group_comm);
+      ++summary.trained;
+    }
+    summary.runs.push_back(rec);
+    records[j] = rec;
+    // Saved after every run, so a killed suite keeps what it measured (rank
+    // 0's runs so far, under mpirun).
+    if (root) save_results(results_path, header, suite, summary, stored);
+  }
+  if (world.size() > 1) {
+    if (!gather_records(world, leader, mine, records, summary)) return summary;
+    save_results(results_path, header, suite, summary, stored);
+  }
+  for (const RowRecord& r : summary.runs)
+    if (r.repeat == 0) summary.rows.push_back(r);
+  summary.answers = answer_synth_questions(synth_questions(suite), summary.runs);
+  if (!summary.answers.empty()) save_results(results_path, header, suite, summary, stored);  // with the answers
+  write_results_csv((fs::path(opt.out_dir) / "results.csv").string(), summary.runs);
+  write_synth_report(suite, opt, summary);
   return summary;
 }
 
