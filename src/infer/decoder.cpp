@@ -109,7 +109,7 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
   for (SequenceCache* sc : caches) sc->reserve(sc->tokens() + 1);
 
   arena_.reset();
-  const int64_t d = c.hidden_size, V = c.vocab_size, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const int64_t d = c.hidden_size, V = c.vocab_size;
   float* x = arena_.alloc(static_cast<size_t>(R * d));
   cpu::embedding_forward(x, tokens.data(), P + plan.embed, R, V, d);
   if (plan.positions >= 0) {
@@ -139,7 +139,6 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
     if (lp.block_first >= 0) block_in[static_cast<size_t>(lp.block_first)] = x;  // marks a block's first layer
   float* stream[2] = {x, arena_.alloc_uninit(static_cast<size_t>(R * d))};
   int turn = 0;
-  const int64_t k_width = Hkv * c.qk_head_dim, v_width = Hkv * c.v_head_dim;
   for (const LayerPlan& lp : plan.layers) {
     step_layer_arena_.reset();
     LayerActs<float>& a = acts_[static_cast<size_t>(lp.index)];
@@ -150,80 +149,8 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
       block_in[static_cast<size_t>(lp.index)] = kept;
     }
     layer_input_projection(plan, lp, P, step_layer_arena_, a, R, lin_);
-    const int64_t W = lp.proj_width;
-    if (lp.attn) {
-      if (c.rope) {
-        const auto base = static_cast<float>(c.rope_base());
-        cpu::rope_forward(a.proj + lp.q_col, W, R, 1, Hq, c.qk_head_dim, positions_.data(), base);
-        if (lp.producer) cpu::rope_forward(a.proj + lp.k_col, W, R, 1, Hkv, c.qk_head_dim, positions_.data(), base);
-      }
-      scale_queries(c, a.proj + lp.q_col, W, R, Hq * c.qk_head_dim);
-      if (lp.producer) {
-        float* k = arena_.alloc_uninit(static_cast<size_t>(R * k_width));
-        float* v = arena_.alloc_uninit(static_cast<size_t>(R * v_width));
-        for (int64_t b = 0; b < R; ++b) {
-          std::copy_n(a.proj + b * W + lp.k_col, k_width, k + b * k_width);
-          std::copy_n(a.proj + b * W + lp.v_col, v_width, v + b * v_width);
-        }
-        new_k_[static_cast<size_t>(lp.index)] = k;
-        new_v_[static_cast<size_t>(lp.index)] = v;
-      }
-      // Keys and values: the producer's cache (as it was before this step)
-      // plus the producer's row for the current token.
-      for (size_t b = 0; b < n; ++b) {
-        const KvLayerCache& kv = caches[b]->kv(lp.producer_layer);
-        k_ptrs_[b] = kv.k();
-        v_ptrs_[b] = kv.v();
-        n_cached_[b] = kv.rows(caches[b]->tokens());
-      }
-      AttnStepArgs args;
-      args.B = R;
-      args.Hq = Hq;
-      args.Hkv = Hkv;
-      args.Dqk = c.qk_head_dim;
-      args.Dv = c.v_head_dim;
-      args.q = a.proj + lp.q_col;
-      args.ld_q = W;
-      args.k_new = new_k_[static_cast<size_t>(lp.producer_layer)];
-      args.ld_k_new = k_width;
-      args.v_new = new_v_[static_cast<size_t>(lp.producer_layer)];
-      args.ld_v_new = v_width;
-      args.k_cache = k_ptrs_.data();
-      args.v_cache = v_ptrs_.data();
-      args.n_cached = n_cached_.data();
-      a.attn = step_layer_arena_.alloc(static_cast<size_t>(R * lp.dims.attn_out));
-      attention_step(a.attn, lp.dims.attn_out, args);
-    }
-    if (lp.mamba) {
-      const int64_t di = lp.dims.d_inner;
-      for (size_t b = 0; b < n; ++b) state_ptrs_[b] = caches[b]->mamba(lp.index).conv.data();
-      a.xc = step_layer_arena_.alloc(static_cast<size_t>(R * di));
-      conv_step(a.xc, a.proj + lp.x_col, W, state_ptrs_.data(), P + lp.conv_w,
-                lp.conv_b >= 0 ? P + lp.conv_b : nullptr, R, di, c.mamba_d_conv);
-      a.u = step_layer_arena_.alloc(static_cast<size_t>(R * di));
-      cpu::silu_forward(a.u, a.xc, R * di);
-      layer_mamba_projections(plan, lp, P, step_layer_arena_, a, R, lin_);
-      // The scan's operands exactly as the full forward wires them.
-      const ScanParams<float> sp = layer_scan_params(plan, lp, P, a, R, 1);
-      SsmStepArgs args;
-      args.B = R;
-      args.D = di;
-      args.N = c.mamba_d_state;
-      args.u = sp.u;
-      args.delta = sp.delta;
-      args.delta_bias = sp.delta_bias;
-      args.A = neg_exp_a_[static_cast<size_t>(lp.index)].data();
-      args.Bm = sp.Bm;
-      args.ld_B = sp.ld_B;
-      args.Cm = sp.Cm;
-      args.ld_C = sp.ld_C;
-      args.Dskip = sp.Dskip;
-      args.z = sp.z;
-      args.ld_z = sp.ld_z;
-      for (size_t b = 0; b < n; ++b) state_ptrs_[b] = caches[b]->mamba(lp.index).ssm.data();
-      a.y = step_layer_arena_.alloc(static_cast<size_t>(R * di));
-      ssm_step(a.y, state_ptrs_.data(), args);
-    }
+    if (lp.attn) step_attention(caches, lp, a);
+    if (lp.mamba) step_mamba(caches, lp, a);
     layer_mixer_output(plan, lp, P, step_layer_arena_, a, R, lin_);
     layer_residual_ffn(plan, lp, P, ForwardOptions{}, step_layer_arena_, a, R, lin_);
     if (lp.block_first >= 0)
@@ -248,6 +175,97 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
   }
   if (chooser != nullptr)
     chooser->record(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+}
+
+// A decode step's attention for every sequence: RoPE, the producer's new key
+// and value rows, and attention over the producer's cache plus those rows.
+void Decoder::step_attention(std::span<SequenceCache* const> caches, const LayerPlan& lp, LayerActs<float>& a) {
+  const ModelPlan& plan = model_.plan();
+  const ModelConfig& c = plan.cfg;
+  const auto R = static_cast<int64_t>(caches.size());
+  const size_t n = caches.size();
+  const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const int64_t k_width = Hkv * c.qk_head_dim, v_width = Hkv * c.v_head_dim;
+  const int64_t W = lp.proj_width;
+  if (c.rope) {
+    const auto base = static_cast<float>(c.rope_base());
+    cpu::rope_forward(a.proj + lp.q_col, W, R, 1, Hq, c.qk_head_dim, positions_.data(), base);
+    if (lp.producer) cpu::rope_forward(a.proj + lp.k_col, W, R, 1, Hkv, c.qk_head_dim, positions_.data(), base);
+  }
+  scale_queries(c, a.proj + lp.q_col, W, R, Hq * c.qk_head_dim);
+  if (lp.producer) {
+    float* k = arena_.alloc_uninit(static_cast<size_t>(R * k_width));
+    float* v = arena_.alloc_uninit(static_cast<size_t>(R * v_width));
+    for (int64_t b = 0; b < R; ++b) {
+      std::copy_n(a.proj + b * W + lp.k_col, k_width, k + b * k_width);
+      std::copy_n(a.proj + b * W + lp.v_col, v_width, v + b * v_width);
+    }
+    new_k_[static_cast<size_t>(lp.index)] = k;
+    new_v_[static_cast<size_t>(lp.index)] = v;
+  }
+  // Keys and values: the producer's cache (as it was before this step)
+  // plus the producer's row for the current token.
+  for (size_t b = 0; b < n; ++b) {
+    const KvLayerCache& kv = caches[b]->kv(lp.producer_layer);
+    k_ptrs_[b] = kv.k();
+    v_ptrs_[b] = kv.v();
+    n_cached_[b] = kv.rows(caches[b]->tokens());
+  }
+  AttnStepArgs args;
+  args.B = R;
+  args.Hq = Hq;
+  args.Hkv = Hkv;
+  args.Dqk = c.qk_head_dim;
+  args.Dv = c.v_head_dim;
+  args.q = a.proj + lp.q_col;
+  args.ld_q = W;
+  args.k_new = new_k_[static_cast<size_t>(lp.producer_layer)];
+  args.ld_k_new = k_width;
+  args.v_new = new_v_[static_cast<size_t>(lp.producer_layer)];
+  args.ld_v_new = v_width;
+  args.k_cache = k_ptrs_.data();
+  args.v_cache = v_ptrs_.data();
+  args.n_cached = n_cached_.data();
+  a.attn = step_layer_arena_.alloc(static_cast<size_t>(R * lp.dims.attn_out));
+  attention_step(a.attn, lp.dims.attn_out, args);
+}
+
+// A decode step's Mamba branch for every sequence: the causal conv and the
+// scan each advance their cached state by one token.
+void Decoder::step_mamba(std::span<SequenceCache* const> caches, const LayerPlan& lp, LayerActs<float>& a) {
+  const ModelPlan& plan = model_.plan();
+  const ModelConfig& c = plan.cfg;
+  const float* P = model_.params().values_block();
+  const auto R = static_cast<int64_t>(caches.size());
+  const size_t n = caches.size();
+  const int64_t W = lp.proj_width, di = lp.dims.d_inner;
+  for (size_t b = 0; b < n; ++b) state_ptrs_[b] = caches[b]->mamba(lp.index).conv.data();
+  a.xc = step_layer_arena_.alloc(static_cast<size_t>(R * di));
+  conv_step(a.xc, a.proj + lp.x_col, W, state_ptrs_.data(), P + lp.conv_w, lp.conv_b >= 0 ? P + lp.conv_b : nullptr, R,
+            di, c.mamba_d_conv);
+  a.u = step_layer_arena_.alloc(static_cast<size_t>(R * di));
+  cpu::silu_forward(a.u, a.xc, R * di);
+  layer_mamba_projections(plan, lp, P, step_layer_arena_, a, R, lin_);
+  // The scan's operands exactly as the full forward wires them.
+  const ScanParams<float> sp = layer_scan_params(plan, lp, P, a, R, 1);
+  SsmStepArgs args;
+  args.B = R;
+  args.D = di;
+  args.N = c.mamba_d_state;
+  args.u = sp.u;
+  args.delta = sp.delta;
+  args.delta_bias = sp.delta_bias;
+  args.A = neg_exp_a_[static_cast<size_t>(lp.index)].data();
+  args.Bm = sp.Bm;
+  args.ld_B = sp.ld_B;
+  args.Cm = sp.Cm;
+  args.ld_C = sp.ld_C;
+  args.Dskip = sp.Dskip;
+  args.z = sp.z;
+  args.ld_z = sp.ld_z;
+  for (size_t b = 0; b < n; ++b) state_ptrs_[b] = caches[b]->mamba(lp.index).ssm.data();
+  a.y = step_layer_arena_.alloc(static_cast<size_t>(R * di));
+  ssm_step(a.y, state_ptrs_.data(), args);
 }
 
 int Decoder::step_threads(int64_t rows) const {

@@ -102,6 +102,9 @@ class Decoder {
   void run_chunk(SequenceCache& cache, const int32_t* ids, int64_t C, float* logits, bool last_only);
   void chunk_attention(SequenceCache& cache, const LayerPlan& lp, int64_t C, bool meta);
   void chunk_mamba(SequenceCache& cache, const LayerPlan& lp, int64_t C);
+  // A decode step's attention and Mamba branches of one layer, every sequence at once.
+  void step_attention(std::span<SequenceCache* const> caches, const LayerPlan& lp, LayerActs<float>& a);
+  void step_mamba(std::span<SequenceCache* const> caches, const LayerPlan& lp, LayerActs<float>& a);
   void commit_kv(std::span<SequenceCache* const> caches);
 
   Model& model_;
