@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "ablate/report.h"
+#include "data/train_tokenizer.h"
 #include "core/stats.h"
 #include "ablate/results.h"
 #include "ablate/suite.h"

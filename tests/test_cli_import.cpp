@@ -10,6 +10,7 @@
 #include "cli_util.h"
 #include "core/atomic_file.h"
 #include "data/sentencepiece_tokenizer.h"
+#include "data/train_tokenizer.h"
 #include "core/safetensors.h"
 #include "formats/checkpoint.h"
 

@@ -11,7 +11,10 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "data/corpus.h"
+#include "data/dataset.h"
+#include "data/batch_sampler.h"
 #include "data/sentencepiece_tokenizer.h"
+#include "data/train_tokenizer.h"
 
 namespace hymba {
 namespace {

@@ -15,6 +15,8 @@
 #include "core/error.h"
 #include "data/chunk_split.h"
 #include "data/corpus.h"
+#include "data/dataset.h"
+#include "data/batch_sampler.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "formats/checkpoint.h"
 #include "train/trainer.h"

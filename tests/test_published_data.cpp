@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "dataset_fixtures.h"
 #include "data/corpus.h"
+#include "data/dataset.h"
 #include "data/published_corpus.h"
 #include "data/sentencepiece_tokenizer.h"
 

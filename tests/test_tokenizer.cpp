@@ -12,6 +12,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "data/sentencepiece_tokenizer.h"
+#include "data/train_tokenizer.h"
 #include "data/tokenizer_files.h"
 
 namespace hymba {

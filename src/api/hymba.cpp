@@ -11,6 +11,7 @@
 #include "core/json_io.h"
 #include "core/threading.h"
 #include "data/corpus.h"
+#include "data/dataset.h"
 #include "infer/cache.h"
 #include "model/memory_estimate.h"
 #include "train/run_state.h"

@@ -11,6 +11,7 @@
 #include "core/system_memory.h"
 #include "core/threading.h"
 #include "data/sentencepiece_tokenizer.h"
+#include "data/train_tokenizer.h"
 #include "data/tokenizer_files.h"
 #include "formats/checkpoint.h"
 #include "model/presets.h"

@@ -22,6 +22,7 @@
 #include "data/bpe_trainer.h"
 #include "data/corpus.h"
 #include "data/sentencepiece_tokenizer.h"
+#include "data/train_tokenizer.h"
 #include "data/tokenizer_files.h"
 #include "data/unigram_trainer.h"
 #include "formats/checkpoint.h"

@@ -1,5 +1,7 @@
 // Training batches (random windows, or shuffled epochs with drop_last) and
 // the count of evaluation windows; declared in data/corpus.h.
+#include "data/batch_sampler.h"
+
 #include <algorithm>
 #include <numeric>
 

@@ -1,5 +1,7 @@
 // The tokenised dataset (with its on-disk token cache), the train/validation
 // split, the random batch sampler and evaluation windows.
+#include "data/dataset.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -20,6 +22,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/rng.h"
 #include "data/chunk_split.h"
 #include "data/corpus.h"
 

@@ -24,8 +24,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/rng.h"
-#include "data/bpe_trainer.h"
-#include "data/unigram_trainer.h"
+#include "data/sentencepiece_model.h"
 #include "data/tokenizers/unicode_text.h"
 
 namespace hymba {
@@ -74,62 +73,16 @@ void split_for_sentencepiece(std::string_view s, OnText&& on_text, OnRaw&& on_ra
 }
 
 
-// ---------------------------------------------------------------------------
-// Minimal protobuf reading: sentencepiece's public API does not say whether a
-// model is BPE or Unigram, and its protobuf headers are not installed.
-
-bool read_varint(std::string_view s, size_t& pos, uint64_t& v) {
-  v = 0;
-  for (int shift = 0; shift < 64 && pos < s.size(); shift += 7) {
-    const auto b = static_cast<unsigned char>(s[pos++]);
-    v |= static_cast<uint64_t>(b & 0x7F) << shift;
-    if ((b & 0x80) == 0) return true;
-  }
-  return false;
-}
-
-// The first field numbered `field` of a protobuf message (its varint value
-// or its length-delimited bytes), or nullopt when absent or malformed.
-struct ProtoField {
-  uint64_t varint = 0;
-  std::string_view bytes;
-};
-
-std::optional<ProtoField> find_field(std::string_view msg, uint32_t field) {
-  size_t pos = 0;
-  while (pos < msg.size()) {
-    uint64_t key, v;
-    if (!read_varint(msg, pos, key)) return std::nullopt;
-    ProtoField f;
-    switch (key & 7) {
-      case 0:  // varint
-        if (!read_varint(msg, pos, f.varint)) return std::nullopt;
-        break;
-      case 1:  // fixed64
-        pos += 8;
-        break;
-      case 2:  // length-delimited
-        if (!read_varint(msg, pos, v) || v > msg.size() - pos) return std::nullopt;
-        f.bytes = msg.substr(pos, v);
-        pos += v;
-        break;
-      case 5:  // fixed32
-        pos += 4;
-        break;
-      default:
-        return std::nullopt;
-    }
-    if ((key >> 3) == field) return f;
-  }
-  return std::nullopt;
-}
+// sentencepiece's public API does not say whether a model is BPE or Unigram,
+// and its protobuf headers are not installed: the fields are read with
+// spm::proto_field (data/sentencepiece_model.h).
 
 // ModelProto.trainer_spec (field 2) .model_type (field 3): 1 Unigram (the
 // default when absent), 2 BPE, 3 word, 4 char.
 uint64_t sentencepiece_model_type(std::string_view model) {
-  const auto spec = find_field(model, 2);
+  const auto spec = spm::proto_field(model, 2);
   if (!spec) return 1;
-  const auto type = find_field(spec->bytes, 3);
+  const auto type = spm::proto_field(spec->bytes, 3);
   return type ? type->varint : 1;
 }
 
@@ -184,10 +137,10 @@ class SentencePieceTokenizer final : public Tokenizer {
 
     // NormalizerSpec (ModelProto field 3): name 1, add_dummy_prefix 3 and
     // remove_extra_whitespaces 4, both true when absent.
-    const auto spec = find_field(model_, 3);
-    const auto name = spec ? find_field(spec->bytes, 1) : std::nullopt;
-    const auto dummy = spec ? find_field(spec->bytes, 3) : std::nullopt;
-    const auto extra = spec ? find_field(spec->bytes, 4) : std::nullopt;
+    const auto spec = spm::proto_field(model_, 3);
+    const auto name = spec ? spm::proto_field(spec->bytes, 1) : std::nullopt;
+    const auto dummy = spec ? spm::proto_field(spec->bytes, 3) : std::nullopt;
+    const auto extra = spec ? spm::proto_field(spec->bytes, 4) : std::nullopt;
     const bool add_dummy_prefix = !dummy || dummy->varint != 0;
     const bool remove_extra_whitespaces = !extra || extra->varint != 0;
     strip_first_space_ = add_dummy_prefix || remove_extra_whitespaces;
@@ -438,27 +391,10 @@ std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(std::string model, const
   return std::make_unique<SentencePieceTokenizer>(std::move(model), origin);
 }
 
-std::unique_ptr<Tokenizer> train_tokenizer(const std::vector<std::string>& documents,
-                                           const TokenizerTrainOptions& opt) {
-  if (opt.kind == TokenizerKind::kByte) return make_byte_tokenizer();
-  if (opt.kind == TokenizerKind::kByteLevelBpe) {
-    ByteLevelBpeOptions b;
-    b.vocab_size = opt.vocab_size;
-    b.min_frequency = opt.min_frequency;
-    b.full_byte_alphabet = !opt.corpus_alphabet;
-    return train_byte_level_bpe_tokenizer(documents, b);
-  }
-  if (opt.kind == TokenizerKind::kHfUnigram) {
-    HfUnigramOptions u;
-    u.vocab_size = opt.vocab_size;
-    try {
-      return train_hf_unigram_tokenizer(documents, u);
-    } catch (const Error& e) {
-      const std::string msg = e.what();  // the trainer names vocab_size; callers know it as --vocab-size
-      if (msg.rfind("vocab_size", 0) == 0) fail("--vocab-size", msg.substr(10));
-      throw;
-    }
-  }
+std::unique_ptr<Tokenizer> train_sentencepiece_tokenizer(const std::vector<std::string>& documents,
+                                                         const SentencePieceTrainOptions& opt) {
+  HYMBA_CHECK(opt.kind == TokenizerKind::kBpe || opt.kind == TokenizerKind::kUnigram,
+              "sentencepiece trains bpe or unigram tokenizers, not ", to_string(opt.kind));
   const char* kind = to_string(opt.kind);
   HYMBA_CHECK(opt.vocab_size > kSpRequiredPieces, "--vocab-size ", opt.vocab_size, " is too small: a ", kind,
               " tokenizer needs more than ", kSpRequiredPieces,

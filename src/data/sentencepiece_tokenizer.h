@@ -1,6 +1,7 @@
 // sentencepiece BPE / Unigram tokenizers: trained with the sentencepiece
 // library (as the seed notebooks train theirs) into `tokenizer.model`, or
-// loaded from any sentencepiece model (Llama's, Hymba-1.5B's).
+// loaded from any sentencepiece model (Llama's, Hymba-1.5B's). Training of
+// every kind starts at data/train_tokenizer.h.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,8 @@
 
 namespace hymba {
 
-struct TokenizerTrainOptions {
+// sentencepiece's own training (kind bpe or unigram).
+struct SentencePieceTrainOptions {
   TokenizerKind kind = TokenizerKind::kBpe;
   int32_t vocab_size = 4096;  // including the 4 special and 256 byte pieces
   uint64_t seed = 0;          // picks the documents kept when sampling (below)
@@ -24,23 +26,13 @@ struct TokenizerTrainOptions {
   // (whole documents, or blocks of ~1/64 of this size from large ones),
   // which keeps training to seconds or minutes.
   int64_t max_train_bytes = int64_t{32} << 20;
-  // kind byte-level-bpe (data/bpe_trainer.h), trained on the whole corpus:
-  // BpeTrainer's min_frequency, and the corpus's bytes only as the alphabet
-  // (HF's BpeTrainer, seed 001) instead of all 256.
-  uint64_t min_frequency = 2;
-  bool corpus_alphabet = false;
-  // kind hf-unigram (data/unigram_trainer.h) is trained on the whole corpus
-  // too, with seed 002's special tokens <|pad|>, <|bos|>, <|eos|>.
 };
 
-// Trains a sentencepiece model on the documents (kind bpe or unigram; byte
-// needs no training and returns make_byte_tokenizer(); byte-level-bpe and
-// hf-unigram train Hugging Face's algorithms into a tokenizer.json). sentencepiece
-// models use pad 0, unk 1, bos 2, eos 3, byte fallback and the identity
-// normalisation, so decode(encode(x)) == x for any bytes x. Errors about the
-// vocabulary size name --vocab-size.
-std::unique_ptr<Tokenizer> train_tokenizer(const std::vector<std::string>& documents,
-                                           const TokenizerTrainOptions& opt);
+// A sentencepiece model trained on the documents, with pad 0, unk 1, bos 2,
+// eos 3, byte fallback and the identity normalisation, so decode(encode(x))
+// == x for any bytes x. Errors about the vocabulary size name --vocab-size.
+std::unique_ptr<Tokenizer> train_sentencepiece_tokenizer(const std::vector<std::string>& documents,
+                                                         const SentencePieceTrainOptions& opt);
 
 // A serialized sentencepiece ModelProto; `origin` names it in errors.
 std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(std::string model, const std::string& origin);

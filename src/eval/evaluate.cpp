@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "data/corpus.h"
+#include "data/batch_sampler.h"
 #include "dist/communicator.h"
 
 namespace hymba {

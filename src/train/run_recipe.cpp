@@ -1,4 +1,5 @@
 #include "train/run_recipe.h"
+#include "data/train_tokenizer.h"
 
 #include <algorithm>
 

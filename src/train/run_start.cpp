@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "data/corpus.h"
 #include "data/sentencepiece_tokenizer.h"
+#include "data/train_tokenizer.h"
 #include "data/tokenizer_files.h"
 #include "formats/checkpoint.h"
 #include "model/memory_estimate.h"

@@ -15,6 +15,7 @@
 
 #include "core/rng.h"
 #include "data/corpus.h"
+#include "data/batch_sampler.h"
 #include "dist/communicator.h"
 #include "model/model.h"
 

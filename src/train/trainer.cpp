@@ -15,6 +15,8 @@
 #include "core/system_memory.h"
 #include "core/threading.h"
 #include "data/corpus.h"
+#include "data/dataset.h"
+#include "data/batch_sampler.h"
 #include "eval/evaluate.h"
 #include "model/mixing.h"
 #include "model/model.h"

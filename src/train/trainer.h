@@ -9,7 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "data/corpus.h"
+#include "data/dataset.h"
 #include "data/sentencepiece_tokenizer.h"
+#include "data/train_tokenizer.h"
 #include "dist/communicator.h"
 #include "kernels/cpu/matmul.h"
 #include "model/config.h"
