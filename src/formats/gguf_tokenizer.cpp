@@ -19,6 +19,7 @@
 #include "data/sentencepiece_model.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/tokenizers/unicode_text.h"
+#include "formats/gguf_pre_tokenizers.h"
 
 namespace hymba::gguf {
 
@@ -320,32 +321,36 @@ bool has_tokenizer(const File& f) { return f.has(kFileKey) || !no_vocab(f); }
 
 namespace {
 
-// llama.cpp's "gpt2" form as a tokenizer.json the engine's pipeline runs.
+// llama.cpp's BPE forms ("gpt2", and "gemma4": BPE on UTF-8 with spaces as
+// U+2581) as a tokenizer.json the engine's pipeline runs: the pre-tokenizer
+// llama.cpp gives tokenizer.ggml.pre (gguf_pre_tokenizers.h) as isolated
+// regex splits, then GPT-2's byte-level characters or, for the UTF-8 forms,
+// <0xXX> byte tokens for characters outside the vocabulary.
 std::string gpt2_tokenizer_json(const File& f, const std::vector<std::string>& tokens,
-                                const std::vector<double>& types) {
+                                const std::vector<double>& types, const BpePreTokenizer& p) {
   const std::string& src = f.source();
-  const std::string pre = f.has("tokenizer.ggml.pre") ? f.get_string("tokenizer.ggml.pre") : "default";
   json j;
   j["version"] = "1.0";
   j["truncation"] = nullptr;
   j["padding"] = nullptr;
+  const std::string space = "\xE2\x96\x81";  // U+2581
   j["normalizer"] = nullptr;
+  if (p.escape_whitespaces)
+    j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", space}};
+  json parts = json::array();
+  for (const std::string& r : p.regexes)
+    parts.push_back({{"type", "Split"}, {"pattern", {{"Regex", r}}}, {"behavior", "Isolated"}, {"invert", false}});
   const json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
-                           {"use_regex", true}};
-  if (pre == "gpt-2" || pre == "default") {
-    j["pre_tokenizer"] = byte_level;
-  } else if (pre == "llama-bpe" || pre == "llama3") {
-    json split = {{"type", "Split"}, {"pattern", {{"Regex", kLlama3Regex}}}, {"behavior", "Isolated"},
-                  {"invert", false}};
-    json bl = byte_level;
-    bl["use_regex"] = false;
-    j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array({split, bl})}};
-  } else {
-    fail(src, ": key 'tokenizer.ggml.pre' is \"", excerpt(pre, 40),
-         "\", a pre-tokenizer the engine does not map (gpt-2, default, llama-bpe)");
-  }
+                           {"use_regex", false}};
+  if (p.byte_encode) parts.push_back(byte_level);
+  j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", parts}};
   j["post_processor"] = nullptr;
   j["decoder"] = byte_level;
+  if (!p.byte_encode)
+    j["decoder"] = {{"type", "Sequence"},
+                    {"decoders", json::array({{{"type", "Replace"}, {"pattern", {{"String", space}}}, {"content", " "}},
+                                              {{"type", "ByteFallback"}}, {{"type", "Fuse"}}})}};
+
   json vocab = json::object(), added = json::array();
   for (size_t id = 0; id < tokens.size(); ++id) {
     HYMBA_CHECK(!vocab.contains(tokens[id]), src, ": key 'tokenizer.ggml.tokens' lists \"", excerpt(tokens[id], 40),
@@ -367,8 +372,8 @@ std::string gpt2_tokenizer_json(const File& f, const std::vector<std::string>& t
       merges.push_back(m);
     }
   j["model"] = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", ""},
-                {"end_of_word_suffix", ""}, {"fuse_unk", false}, {"byte_fallback", false},
-                {"ignore_merges", pre == "llama-bpe" || pre == "llama3"}, {"vocab", vocab}, {"merges", merges}};
+                {"end_of_word_suffix", ""}, {"fuse_unk", false}, {"byte_fallback", !p.byte_encode},
+                {"ignore_merges", p.ignore_merges}, {"vocab", vocab}, {"merges", merges}};
   return j.dump();
 }
 
@@ -565,8 +570,20 @@ CheckpointTokenizer tokenizer_from_gguf(const File& f) {
   }
   HYMBA_CHECK(!no_vocab(f), src, ": no tokenizer in the file (tokenizer.ggml.model is missing or no_vocab)");
   const std::string& model = f.get_string("tokenizer.ggml.model");
-  HYMBA_CHECK(model == "gpt2" || model == "llama" || model == "t5", src, ": key 'tokenizer.ggml.model' is \"",
-              excerpt(model, 40), "\"; the engine reads the gpt2, llama and t5 forms (or its own hymba.tokenizer.file)");
+  HYMBA_CHECK(model == "gpt2" || model == "gemma4" || model == "llama" || model == "t5", src,
+              ": key 'tokenizer.ggml.model' is \"", excerpt(model, 40),
+              "\"; the engine reads the gpt2, gemma4, llama and t5 forms (or its own hymba.tokenizer.file)");
+  // The BPE forms' pre-tokenizer first: an unknown one is refused before the vocabulary is read.
+  std::optional<BpePreTokenizer> pre;
+  if (model == "gpt2" || model == "gemma4") {
+    const std::string name = model == "gemma4"                ? std::string("gemma4")
+                             : f.has("tokenizer.ggml.pre") ? f.get_string("tokenizer.ggml.pre")
+                                                            : std::string("default");
+    pre = bpe_pre_tokenizer(name);
+    HYMBA_CHECK(pre.has_value(), src, ": key 'tokenizer.ggml.pre' is \"", excerpt(name, 40),
+                "\", a pre-tokenizer llama.cpp does not map (the engine maps all ", bpe_pre_tokenizer_names().size(),
+                " values llama.cpp does, e.g. gpt-2, llama-bpe, qwen2, mpt; docs/gguf.md)");
+  }
   const std::vector<std::string>& tokens = f.get_strings("tokenizer.ggml.tokens");
   // The forms become tokenizer.json text, which holds UTF-8 alone.
   for (size_t id = 0; id < tokens.size(); ++id)
@@ -595,11 +612,11 @@ CheckpointTokenizer tokenizer_from_gguf(const File& f) {
     ct.tokenizer->set_added_specials(ct.add_bos, f.get_bool_or("tokenizer.ggml.add_eos_token", true));
     return ct;
   }
-  ct.add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", false);
+  ct.add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", pre && pre->add_bos);
   cfg["add_bos_token"] = ct.add_bos;
   cfg["add_eos_token"] = f.get_bool_or("tokenizer.ggml.add_eos_token", false);
-  const std::string text = model == "gpt2" ? gpt2_tokenizer_json(f, tokens, token_types)
-                                           : spm_tokenizer_json(f, tokens, token_types);
+  const std::string text = pre ? gpt2_tokenizer_json(f, tokens, token_types, *pre)
+                               : spm_tokenizer_json(f, tokens, token_types);
   ct.tokenizer = make_hf_tokenizer_json(src + " (tokenizer.ggml.*)", text, cfg.dump());
   return ct;
 }
