@@ -162,7 +162,6 @@ std::optional<BpePreTokenizer> bpe_pre_tokenizer(std::string_view pre) {
         p.ignore_merges = e.ignore_merges;
         p.add_bos = e.add_bos;
         p.escape_whitespaces = p.type == "gemma4" || p.type == "sarvam-moe";
-        p.newline_runs_whole = p.type == "gemma4";
         return p;
       }
   return std::nullopt;

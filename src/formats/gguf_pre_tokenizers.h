@@ -20,7 +20,6 @@ struct BpePreTokenizer {
   bool byte_encode = true;           // GPT-2's byte-level characters; else UTF-8, unknown characters as <0xXX>
   bool escape_whitespaces = false;   // spaces become U+2581 before the split (gemma4, sarvam-moe)
   bool ignore_merges = false;        // a piece that is a token is that token
-  bool newline_runs_whole = false;   // a piece of newlines that is a token is that token (gemma4)
   bool add_bos = false;              // llama.cpp's add_bos when tokenizer.ggml.add_bos_token is absent
 };
 

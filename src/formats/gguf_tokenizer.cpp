@@ -34,6 +34,7 @@ enum TokenType { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnu
 constexpr const char* kFileKey = "hymba.tokenizer.file";
 constexpr const char* kFileNameKey = "hymba.tokenizer.file_name";
 constexpr const char* kConfigKey = "hymba.tokenizer.config";
+constexpr const char* kFingerprintKey = "hymba.tokenizer.fingerprint";
 
 // Llama-3's pre-tokenizer (llama.cpp's "llama-bpe"), as its tokenizer.json writes it.
 constexpr const char* kLlama3Regex =
@@ -264,6 +265,16 @@ std::string add_tokenizer_metadata(const std::string& source, Writer& w) {
   for (size_t i = 0; i < bytes.size(); ++i) file_bytes[i] = static_cast<uint8_t>(bytes[i]);  // chars may be signed
   w.set(kFileKey, Value::array(ValueType::kU8, std::move(file_bytes)));
   if (!config.empty()) w.set(kConfigKey, Value::str(config));
+  // A tokenizer imported from a file's tokenizer.ggml.* keys goes back out with those keys.
+  const fs::path kept = fs::path(source) / kGgmlVocabFile;
+  if (fs::exists(kept, ec)) {
+    const File v = File::open(kept.string());
+    if (v.has(kFingerprintKey) && v.get_string(kFingerprintKey) == tok.fingerprint()) {
+      for (const std::string& key : v.keys())
+        if (key.rfind("tokenizer.", 0) == 0) w.set(key, v.get(key));
+      return "";
+    }
+  }
   GgmlVocab vocab;
   std::string note;
   bool known = true;
@@ -318,6 +329,15 @@ bool no_vocab(const File& f) {
 }  // namespace
 
 bool has_tokenizer(const File& f) { return f.has(kFileKey) || !no_vocab(f); }
+
+void save_ggml_vocab(const File& f, const Tokenizer& tok, const std::string& dir) {
+  if (f.has(kFileKey) || no_vocab(f)) return;
+  Writer w;
+  for (const std::string& key : f.keys())
+    if (key.rfind("tokenizer.", 0) == 0) w.set(key, f.get(key));
+  w.set(kFingerprintKey, Value::str(tok.fingerprint()));
+  w.write((fs::path(dir) / kGgmlVocabFile).string());
+}
 
 namespace {
 
@@ -374,6 +394,58 @@ std::string gpt2_tokenizer_json(const File& f, const std::vector<std::string>& t
   j["model"] = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", ""},
                 {"end_of_word_suffix", ""}, {"fuse_unk", false}, {"byte_fallback", !p.byte_encode},
                 {"ignore_merges", p.ignore_merges}, {"vocab", vocab}, {"merges", merges}};
+  return j.dump();
+}
+
+// llama.cpp's "bert" (WPM) form as a WordPiece tokenizer.json: the form
+// writes a word's first piece with a leading U+2581 and the pieces that
+// continue a word bare, WordPiece's "x" and "##x". llama.cpp splits words
+// as BERT does (whitespace; punctuation, ASCII symbols and CJK characters
+// alone; control characters dropped; lowercase and accents stripped after
+// NFD when tokenizer.ggml.normalizer.lowercase, default true) and covers each
+// word greedily with the longest pieces, a word it cannot cover being the
+// unknown token: no length limit on words.
+std::string wpm_tokenizer_json(const File& f, const std::vector<std::string>& tokens,
+                               const std::vector<double>& types) {
+  const std::string& src = f.source();
+  const std::string space = "\xE2\x96\x81";
+  json vocab = json::object(), added = json::array();
+  std::vector<std::string> text(tokens.size());
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    const std::string& t = tokens[id];
+    const int type = static_cast<int>(types[id]);
+    text[id] = type != kNormal ? t : t.rfind(space, 0) == 0 ? t.substr(space.size()) : "##" + t;
+    if (text[id].empty() || vocab.contains(text[id])) continue;  // llama.cpp could never match it either
+    vocab[text[id]] = id;
+    if (type == kControl || type == kUserDefined || type == kUnknown)
+      added.push_back({{"id", id}, {"content", t}, {"single_word", false}, {"lstrip", false},
+                       {"rstrip", false}, {"normalized", false}, {"special", type != kUserDefined}});
+  }
+  const auto id_of = [&](const char* key, uint64_t def) {
+    const uint64_t id = f.has(key) ? f.get_uint(key) : def;
+    HYMBA_CHECK(id < tokens.size(), src, ": key '", key, "' is ", id, ", past the ", tokens.size(), " tokens");
+    return static_cast<int64_t>(id);
+  };
+  const int64_t unk = id_of("tokenizer.ggml.unknown_token_id", 100);
+  const bool lower = f.get_bool_or("tokenizer.ggml.normalizer.lowercase", true);
+  json j;
+  j["version"] = "1.0";
+  j["truncation"] = nullptr;
+  j["padding"] = nullptr;
+  j["added_tokens"] = added;
+  j["normalizer"] = {{"type", "BertNormalizer"}, {"clean_text", true}, {"handle_chinese_chars", true},
+                     {"strip_accents", lower}, {"lowercase", lower}};
+  j["pre_tokenizer"] = {{"type", "BertPreTokenizer"}};
+  j["post_processor"] = nullptr;
+  if (f.has("tokenizer.ggml.cls_token_id") && f.has("tokenizer.ggml.seperator_token_id")) {
+    const int64_t cls = id_of("tokenizer.ggml.cls_token_id", 101), sep = id_of("tokenizer.ggml.seperator_token_id", 102);
+    j["post_processor"] = {{"type", "BertProcessing"},
+                           {"sep", json::array({text[static_cast<size_t>(sep)], sep})},
+                           {"cls", json::array({text[static_cast<size_t>(cls)], cls})}};
+  }
+  j["decoder"] = {{"type", "WordPiece"}, {"prefix", "##"}, {"cleanup", true}};
+  j["model"] = {{"type", "WordPiece"}, {"unk_token", text[static_cast<size_t>(unk)]},
+                {"continuing_subword_prefix", "##"}, {"max_input_chars_per_word", int64_t{1} << 40}, {"vocab", vocab}};
   return j.dump();
 }
 
@@ -570,9 +642,9 @@ CheckpointTokenizer tokenizer_from_gguf(const File& f) {
   }
   HYMBA_CHECK(!no_vocab(f), src, ": no tokenizer in the file (tokenizer.ggml.model is missing or no_vocab)");
   const std::string& model = f.get_string("tokenizer.ggml.model");
-  HYMBA_CHECK(model == "gpt2" || model == "gemma4" || model == "llama" || model == "t5", src,
+  HYMBA_CHECK(model == "gpt2" || model == "gemma4" || model == "llama" || model == "t5" || model == "bert", src,
               ": key 'tokenizer.ggml.model' is \"", excerpt(model, 40),
-              "\"; the engine reads the gpt2, gemma4, llama and t5 forms (or its own hymba.tokenizer.file)");
+              "\"; the engine reads the gpt2, gemma4, llama, t5 and bert forms (or its own hymba.tokenizer.file)");
   // The BPE forms' pre-tokenizer first: an unknown one is refused before the vocabulary is read.
   std::optional<BpePreTokenizer> pre;
   if (model == "gpt2" || model == "gemma4") {
@@ -615,8 +687,9 @@ CheckpointTokenizer tokenizer_from_gguf(const File& f) {
   ct.add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", pre && pre->add_bos);
   cfg["add_bos_token"] = ct.add_bos;
   cfg["add_eos_token"] = f.get_bool_or("tokenizer.ggml.add_eos_token", false);
-  const std::string text = pre ? gpt2_tokenizer_json(f, tokens, token_types, *pre)
-                               : spm_tokenizer_json(f, tokens, token_types);
+  const std::string text = pre               ? gpt2_tokenizer_json(f, tokens, token_types, *pre)
+                           : model == "bert" ? wpm_tokenizer_json(f, tokens, token_types)
+                                             : spm_tokenizer_json(f, tokens, token_types);
   ct.tokenizer = make_hf_tokenizer_json(src + " (tokenizer.ggml.*)", text, cfg.dump());
   return ct;
 }

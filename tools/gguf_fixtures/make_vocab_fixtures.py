@@ -20,7 +20,8 @@ tokenize_vocab on each text) and writes llama.cpp's ids on the reduced file.
 
 Files: NAME.gguf (tokenizer keys only, written by gguf-py) and NAME.json
 ({"texts", "ids", "source", "tokens", "source_tokens"}) per vocabulary, and
-mamba_mpt.gguf + mamba_mpt.json: a Mamba file as convert_hf_to_gguf.py writes
+mamba_mpt.gguf + mamba_mpt.json (texts and llama.cpp's ids as above, then
+"logit_ids" and llama.cpp's "logits" on them): a Mamba file as convert_hf_to_gguf.py writes
 Mamba-130M (arch mamba, the GPT-NeoX vocabulary with tokenizer.ggml.pre
 "mpt" padded to a multiple of 8 with [PAD] tokens, A stored as -exp(A_log),
 conv1d squeezed, tied head), F32 random weights, with llama.cpp's logits on
@@ -233,8 +234,9 @@ def mamba_mpt(gguf, args, texts, expected):
     mapped = [[new_id[i] for i in expected[k]] for k in sample]
     got = peer_ids(args, path, [texts[k] for k in sample])
     assert got == mapped, "llama.cpp's ids on the reduced mpt vocabulary differ from the full one's"
-    json.dump({"ids": ids, "logits": [[float("%.9g" % v) for v in row] for row in logits],
-               "texts": [texts[k] for k in sample], "text_ids": got}, open(os.path.join(args.out, "mamba_mpt.json"), "w"))
+    json.dump({"texts": [texts[k] for k in sample], "ids": got, "logit_ids": ids,
+               "logits": [[float("%.9g" % v) for v in row] for row in logits]},
+              open(os.path.join(args.out, "mamba_mpt.json"), "w"))
     print(f"mamba_mpt.gguf: {len(tokens)} tokens, {os.path.getsize(path)} bytes")
 
 

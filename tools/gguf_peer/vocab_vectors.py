@@ -55,10 +55,10 @@ def engine_ids(hymba, gguf, texts):
 def report(name, texts, expected, hymba, gguf, show):
     got, err = engine_ids(hymba, gguf, texts)
     if got is None:
-        print(f"{name:22s} refused: {err}")
+        print(f"{name:28s} refused: {err}")
         return name, 0, len(texts), err
     same = sum(1 for a, b in zip(got, expected) if a == b)
-    print(f"{name:22s} {same:3d} / {len(texts):3d}")
+    print(f"{name:28s} {same:3d} / {len(texts):3d}")
     if show:
         for t, a, b in zip(texts, got, expected):
             if a != b:
