@@ -158,7 +158,7 @@ void register_import_export(CLI::App& app, const GlobalOptions& global) {
         "export", "Write a checkpoint as a directory HF transformers loads, or as a GGUF file llama.cpp loads");
     cmd->add_option("--ckpt", opts->ckpt, "Checkpoint or run directory")->required();
     cmd->add_option("--format", opts->format, "Output format (hf: config.json with architectures, HF tensor "
-                                              "names, tokenizer files; gguf: one .gguf file, arch mamba, llama or "
+                                              "names, tokenizer files; gguf: one .gguf file, arch mamba, llama, qwen2 or "
                                               "hymba, docs/gguf.md)")
         ->capture_default_str();
     cmd->add_option("--dtype", opts->dtype,
