@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,7 @@
 #include "data/tokenizer.h"
 #include "data/tokenizer_files.h"
 #include "data/tokenizers/regex.h"
+#include "data/unicode_normalize.h"
 #include "formats/checkpoint.h"
 #include "formats/gguf.h"
 #include "formats/gguf_pre_tokenizers.h"
@@ -246,12 +248,53 @@ TEST(GgufVocab, ImportedVocabularyExportsWithTheSameKeys) {
     if (key.rfind("tokenizer.", 0) != 0) continue;
     EXPECT_TRUE(a.has(key)) << key << " is new";
   }
-  // A tokenizer changed after the import no longer claims those keys.
+  // A tokenizer changed after the import no longer claims those keys; the
+  // tokenizer.json the import wrote still exports as the same gpt2 form.
   const std::string json_path = (fs::path(ckpt) / "tokenizer.json").string();
   write_text_atomic(json_path, read_file(json_path) + " ");
   r = run_cli("export --format gguf --ckpt " + ckpt + " --out " + out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_FALSE(gguf::File::open(out).has("tokenizer.ggml.merges"));
+  const gguf::File c = gguf::File::open(out);
+  EXPECT_EQ(c.get_string("tokenizer.ggml.pre"), "mpt");
+  EXPECT_EQ(c.get_strings("tokenizer.ggml.tokens"), a.get_strings("tokenizer.ggml.tokens"));
+  EXPECT_EQ(c.get_strings("tokenizer.ggml.merges"), a.get_strings("tokenizer.ggml.merges"));
+  fs::remove_all(dir);
+}
+
+// Qwen's published tokenizer.json (NFC, then Qwen2's split regex) exports as
+// llama.cpp's converter writes it: pre "qwen2", and a note that llama.cpp
+// applies no NFC; read back from those keys alone it gives the file's ids on
+// every parity text that NFC leaves as it is.
+TEST(GgufVocab, QwenTokenizerJsonExportsAsQwen2) {
+  const std::string tok_dir = std::string(HYMBA_FIXTURES_DIR) + "/tokenizers";
+  const fs::path dir = temp_dir("qwen");
+  fs::copy_file(tok_dir + "/qwen3/tokenizer.json", dir / "tokenizer.json");
+  gguf::Writer w;
+  w.set("general.architecture", Value::str("none"));
+  const std::string note = gguf::add_tokenizer_metadata(dir.string(), w);
+  EXPECT_NE(note.find("llama.cpp applies no NFC normalizer"), std::string::npos) << note;
+  gguf::Writer ggml_only;
+  const std::string full = (dir / "full.gguf").string(), only = (dir / "ggml_only.gguf").string();
+  w.write(full);
+  const gguf::File f = gguf::File::open(full);
+  EXPECT_EQ(f.get_string("tokenizer.ggml.pre"), "qwen2");
+  for (const std::string& k : f.keys())
+    if (k.rfind("hymba.", 0) != 0) ggml_only.set(k, f.get(k));
+  ggml_only.write(only);
+  const auto original = load_tokenizer((dir / "tokenizer.json").string());
+  const auto rebuilt = gguf::tokenizer_from_gguf(gguf::File::open(only)).tokenizer;
+  int compared = 0;
+  std::istringstream lines(read_file(tok_dir + "/texts.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty()) continue;
+    const nlohmann::json t = nlohmann::json::parse(line);
+    const std::string text = t.is_string() ? t.get<std::string>() : t["text"].get<std::string>();
+    // (Special-token text aside: this reduced vocabulary also lists <|endoftext|> as a plain token.)
+    if (normalize_utf8(text, NormalForm::kNFC) != text || text.find("<|") != std::string::npos) continue;
+    EXPECT_EQ(rebuilt->encode(text), original->encode(text)) << text;
+    ++compared;
+  }
+  EXPECT_EQ(compared, 462) << "of the 528 parity texts";
   fs::remove_all(dir);
 }
 

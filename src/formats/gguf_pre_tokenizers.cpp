@@ -167,6 +167,23 @@ std::optional<BpePreTokenizer> bpe_pre_tokenizer(std::string_view pre) {
   return std::nullopt;
 }
 
+std::optional<std::string> pre_of_published_regex(std::string_view regex) {
+  static const std::array<std::pair<const char*, const char*>, 3> published = {{
+      {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+       "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+       "llama-bpe"},
+      {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+       "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+       "qwen2"},
+      {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+"
+       "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+       "qwen35"},
+  }};
+  for (const auto& [r, name] : published)
+    if (regex == r) return std::string(name);
+  return std::nullopt;
+}
+
 std::vector<std::string> bpe_pre_tokenizer_names() {
   std::vector<std::string> names;
   for (const Entry& e : table()) names.insert(names.end(), e.names.begin(), e.names.end());

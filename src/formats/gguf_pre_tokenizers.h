@@ -30,4 +30,9 @@ std::optional<BpePreTokenizer> bpe_pre_tokenizer(std::string_view pre);
 // Every tokenizer.ggml.pre value mapped, in llama.cpp's order.
 std::vector<std::string> bpe_pre_tokenizer_names();
 
+// The tokenizer.ggml.pre llama.cpp's converter gives a published
+// tokenizer.json whose one split regex is `regex` (Llama-3's, Qwen2's,
+// Qwen3.5's, as their files write them); nullopt for another.
+std::optional<std::string> pre_of_published_regex(std::string_view regex);
+
 }  // namespace hymba::gguf

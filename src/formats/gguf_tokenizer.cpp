@@ -36,11 +36,6 @@ constexpr const char* kFileNameKey = "hymba.tokenizer.file_name";
 constexpr const char* kConfigKey = "hymba.tokenizer.config";
 constexpr const char* kFingerprintKey = "hymba.tokenizer.fingerprint";
 
-// Llama-3's pre-tokenizer (llama.cpp's "llama-bpe"), as its tokenizer.json writes it.
-constexpr const char* kLlama3Regex =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
 bool flag(const json& cfg, const char* key) {
   return cfg.is_object() && cfg.contains(key) && cfg[key].is_boolean() && cfg[key].get<bool>();
 }
@@ -84,24 +79,58 @@ GgmlVocab byte_vocab() {
 bool is_gpt2_pre(const json& pre) {
   return pre.is_object() && pre.value("type", "") == "ByteLevel" && pre.value("use_regex", true);
 }
-bool is_llama3_pre(const json& pre) {
-  if (!pre.is_object() || pre.value("type", "") != "Sequence" || !pre.contains("pretokenizers")) return false;
+// The regexes of a pre-tokenizer made of isolated regex splits and a
+// ByteLevel without its own regex (Llama-3's and Qwen's tokenizer.json, and
+// the engine's reading of llama.cpp's gpt2 form); empty for any other shape.
+std::vector<std::string> isolated_split_regexes(const json& pre) {
+  if (!pre.is_object() || pre.value("type", "") != "Sequence" || !pre.contains("pretokenizers")) return {};
   const json& p = pre["pretokenizers"];
-  return p.is_array() && p.size() == 2 && p[0].value("type", "") == "Split" && p[0].contains("pattern") &&
-         p[0]["pattern"].is_object() && p[0]["pattern"].value("Regex", "") == kLlama3Regex &&
-         p[1].value("type", "") == "ByteLevel";
+  if (!p.is_array() || p.size() < 2) return {};
+  const json& last = p.back();
+  if (!last.is_object() || last.value("type", "") != "ByteLevel" || last.value("use_regex", true) ||
+      last.value("add_prefix_space", true))
+    return {};
+  std::vector<std::string> out;
+  for (size_t i = 0; i + 1 < p.size(); ++i) {
+    const json& s = p[i];
+    if (!s.is_object() || s.value("type", "") != "Split" || s.value("behavior", "") != "Isolated" ||
+        s.value("invert", false) || !s.contains("pattern") || !s["pattern"].is_object() ||
+        !s["pattern"].contains("Regex") || !s["pattern"]["Regex"].is_string())
+      return {};
+    out.push_back(s["pattern"]["Regex"].get<std::string>());
+  }
+  return out;
 }
 
-// A byte-level BPE tokenizer.json as llama.cpp's "gpt2" form; false when it is another kind.
-bool bpe_json_vocab(const std::string& text, const std::string& path, GgmlVocab& v) {
+// The tokenizer.ggml.pre of a tokenizer.json pre-tokenizer: GPT-2's
+// ByteLevel, a published regex llama.cpp's converter recognizes, or the
+// regexes of a value llama.cpp maps (the first value with them). "" when none.
+std::string ggml_pre_of(const json& pre) {
+  if (is_gpt2_pre(pre)) return "gpt-2";
+  const std::vector<std::string> regexes = isolated_split_regexes(pre);
+  if (regexes.empty()) return "";
+  if (regexes.size() == 1)
+    if (const std::optional<std::string> name = pre_of_published_regex(regexes[0])) return *name;
+  for (const std::string& name : bpe_pre_tokenizer_names()) {
+    const std::optional<BpePreTokenizer> p = bpe_pre_tokenizer(name);
+    if (p->byte_encode && p->regexes == regexes) return name;
+  }
+  return "";
+}
+
+// A byte-level BPE tokenizer.json as llama.cpp's "gpt2" form; false when it
+// is another kind. `note` says, in one line, what llama.cpp does not apply.
+bool bpe_json_vocab(const std::string& text, const std::string& path, GgmlVocab& v, std::string& note) {
   const json j = parse_json(text, path);
   if (!j.contains("model") || !j["model"].is_object() || j["model"].value("type", "") != "BPE") return false;
   const json& m = j["model"];
   if (m.contains("byte_fallback") && m["byte_fallback"].is_boolean() && m["byte_fallback"].get<bool>()) return false;
   const json pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json();
-  if (is_gpt2_pre(pre)) v.pre = "gpt-2";
-  else if (is_llama3_pre(pre)) v.pre = "llama-bpe";
-  else return false;
+  v.pre = ggml_pre_of(pre);
+  if (v.pre.empty()) return false;
+  if (j.contains("normalizer") && j["normalizer"].is_object())
+    note = "llama.cpp applies no " + j["normalizer"].value("type", std::string("?")) +
+           " normalizer (its gpt2 form has none): text the normalizer would change may tokenize differently there";
   v.model = "gpt2";
   std::map<int64_t, std::pair<std::string, int>> by_id;
   for (const auto& [token, id] : m["vocab"].items()) by_id[id.get<int64_t>()] = {token, kNormal};
@@ -281,7 +310,7 @@ std::string add_tokenizer_metadata(const std::string& source, Writer& w) {
   if (tok.kind() == TokenizerKind::kByte) vocab = byte_vocab();
   else if (fs::path(path).filename() == "tokenizer.json") {
     std::string why;
-    known = bpe_json_vocab(bytes, path, vocab) || unigram_json_vocab(bytes, path, tok, vocab, why);
+    known = bpe_json_vocab(bytes, path, vocab, note) || unigram_json_vocab(bytes, path, tok, vocab, why);
     if (!why.empty()) return why + ", so llama.cpp gets no tokenizer.ggml.* vocabulary";
   } else {
     vocab = spm_vocab(bytes, path, note);
