@@ -95,7 +95,7 @@ def main():
     if not rows:
         raise SystemExit("no vectors found (--models or --fixtures)")
     total = sum(r[1] for r in rows), sum(r[2] for r in rows)
-    print(f"{'all':22s} {total[0]:3d} / {total[1]:3d}")
+    print(f"{'all':28s} {total[0]:3d} / {total[1]:3d}")
     if a.json_out:
         json.dump([{"name": n, "match": m, "texts": t, "error": e} for n, m, t, e in rows], open(a.json_out, "w"),
                   indent=1)
