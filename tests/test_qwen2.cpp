@@ -4,7 +4,8 @@
 // same weights as llama.cpp's converter writes them in GGUF (arch qwen2,
 // tests/fixtures/gguf/gguf_py_qwen2.gguf by gguf-py, with llama.cpp's logits:
 // tools/gguf_fixtures/make_qwen2_fixture.py), the engine's export as qwen2,
-// the commands on both, and refusals naming the field.
+// the commands on both (generate, eval, classify train, import, export), and
+// refusals naming the field.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -125,7 +126,13 @@ TEST(Qwen2, CommandsRunBothForms) {
     r = run_cli("eval --ckpt " + ckpt + " --data " + data + " --split all --seq-len 16 --json");
     EXPECT_EQ(r.exit_code, 0) << r.output;
   }
-  test::CliResult r = run_cli("import --in " + kHf + " --out " + (dir / "ckpt").string());
+  std::string tsv;
+  for (int i = 0; i < 8; ++i) tsv += std::string(i % 2 ? "pos\tthe world is good " : "neg\tthe theory is bad ") + std::to_string(i) + "\n";
+  write_text_atomic((dir / "train.tsv").string(), tsv);
+  test::CliResult r = run_cli("classify train --backbone " + kGguf + " --data " + (dir / "train.tsv").string() +
+                              " --val " + (dir / "train.tsv").string() + " --epochs 1 --out " + (dir / "clf").string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = run_cli("import --in " + kHf + " --out " + (dir / "ckpt").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = run_cli("export --format gguf --dtype q8_0 --ckpt " + (dir / "ckpt").string() + " --out " + (dir / "q8.gguf").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
