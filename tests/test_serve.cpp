@@ -645,7 +645,9 @@ void serve_one_completion(const std::string& ck) {
     c.set_read_timeout(30);
     auto res = c.Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 3, "seed": 2})", "application/json");
     EXPECT_TRUE(res);  // (no ASSERT: the server must still be stopped below)
-    if (res) EXPECT_EQ(res->status, 200) << res->body;
+    if (res) {
+      EXPECT_EQ(res->status, 200) << res->body;
+    }
   }
   ::kill(pid, SIGTERM);
   int status = 0;
