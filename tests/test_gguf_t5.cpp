@@ -225,9 +225,9 @@ TEST(GgufT5, BadT5MetadataIsRefusedInOneLine) {
   // A huge charsmap is refused before its walk (no long stall on hostile input).
   expect_error([] { spm::check_precompiled_charsmap(std::string((size_t{16} << 20) + 8, '\0'), "big"); },
                {"big: precompiled charsmap", "larger than the 16 MiB"});
-  const gguf::Value bert = gguf::Value::str("bert");
-  const std::string p8 = with_key(src, "tokenizer.ggml.model", &bert, dir / "bert.gguf");
-  expect_error([&] { load(p8); }, {"key 'tokenizer.ggml.model' is \"bert\"", "gpt2, llama and t5"});
+  const gguf::Value rwkv = gguf::Value::str("rwkv");
+  const std::string p8 = with_key(src, "tokenizer.ggml.model", &rwkv, dir / "rwkv.gguf");
+  expect_error([&] { load(p8); }, {"key 'tokenizer.ggml.model' is \"rwkv\"", "gpt2, gemma4, llama, t5 and bert"});
   fs::remove_all(dir);
 }
 

@@ -24,6 +24,10 @@ the Hub, at toy size:
   hf_gpt_neo_bin/      the same weights as pytorch_model.bin as transformers 4.9
                        saved it: lm_head stored too, and each layer's causal-mask
                        buffers (attn.attention.bias uint8, masked_bias)
+  hf_qwen2/            Qwen/Qwen2.5-0.5B style: Qwen2ForCausalLM config (every
+                       key of the released config), BF16 model.safetensors
+                       without lm_head (tied), GQA 4/2, q/k/v biases, RoPE base
+                       1e6, a GPT-2 tokenizer.json
 
 and expected.safetensors: "ids" [B, T] and "logits" [B, T, V] (float64
 reference rounded to F32). The reference follows the released code's
@@ -32,7 +36,7 @@ not share code with the engine.
 
 Needs Debian's python3-torch; only used to (re)generate the committed fixtures:
   tools/make_import_fixtures.py tests/fixtures/import            (all of them)
-  tools/make_import_fixtures.py tests/fixtures/import hf_gpt_neo (one family)
+  tools/make_import_fixtures.py tests/fixtures/import hf_gpt_neo (one family; also hf_qwen2)
 """
 import collections
 import json
@@ -469,6 +473,81 @@ def make_hf_gpt_neo(out, out_bin, gen):
     return ids, gpt_neo_logits(c, rounded(W, "F32"), ids)
 
 
+# ---------------------------------------------------------------- Qwen2
+
+
+def qwen2_logits(c, W, ids):
+    """Qwen2ForCausalLM's forward as modeling_qwen2.py defines it: RMSNorm,
+    q/k/v projections with biases, rotate-half RoPE on whole heads, K/V heads
+    repeated for their query groups, softmax(q k^T / sqrt(d)), o_proj without
+    bias, SwiGLU MLP, lm_head tied to embed_tokens."""
+    d, H, KV, eps = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], c["rms_norm_eps"]
+    hd = d // H
+    Bsz, T = ids.shape
+    inv = 1.0 / c["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    x = W["model.embed_tokens.weight"][ids]
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    for l in range(c["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        h = rms(x, W[p + "input_layernorm.weight"], eps)
+        proj = lambda n: h @ W[p + f"self_attn.{n}_proj.weight"].T + W[p + f"self_attn.{n}_proj.bias"]
+        q = rotate(proj("q").view(Bsz, T, H, hd), inv)
+        k = rotate(proj("k").view(Bsz, T, KV, hd), inv)
+        v = proj("v").view(Bsz, T, KV, hd)
+        k, v = (t.repeat_interleave(H // KV, dim=2) for t in (k, v))
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        scores = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
+        o = torch.softmax(scores.masked_fill(~causal, float("-inf")), -1) @ v
+        x = x + o.transpose(1, 2).reshape(Bsz, T, d) @ W[p + "self_attn.o_proj.weight"].T
+        h = rms(x, W[p + "post_attention_layernorm.weight"], eps)
+        f = F.silu(h @ W[p + "mlp.gate_proj.weight"].T) * (h @ W[p + "mlp.up_proj.weight"].T)
+        x = x + f @ W[p + "mlp.down_proj.weight"].T
+    x = rms(x, W["model.norm.weight"], eps)
+    return x @ W["model.embed_tokens.weight"].T
+
+
+def qwen2_config(V):
+    """Qwen/Qwen2.5-0.5B's config.json, every key, at toy size."""
+    return {
+        "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": V - 1,
+        "eos_token_id": V - 1, "hidden_act": "silu", "hidden_size": 32, "initializer_range": 0.02,
+        "intermediate_size": 64, "max_position_embeddings": 128, "max_window_layers": 2, "model_type": "qwen2",
+        "num_attention_heads": 4, "num_hidden_layers": 2, "num_key_value_heads": 2, "rms_norm_eps": 1e-06,
+        "rope_theta": 1000000.0, "sliding_window": 128, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+        "transformers_version": "4.40.1", "use_cache": True, "use_sliding_window": False, "vocab_size": V,
+    }
+
+
+def make_hf_qwen2(out, gen):
+    V = write_gpt2_tokenizer(out)
+    c = qwen2_config(V)
+    d, I, H, KV = c["hidden_size"], c["intermediate_size"], c["num_attention_heads"], c["num_key_value_heads"]
+    hd = d // H
+    rnd = lambda *s, scale=0.3: torch.randn(*s, generator=gen) * scale
+    W = {"model.embed_tokens.weight": rnd(V, d, scale=0.5)}
+    for l in range(c["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        W[p + "input_layernorm.weight"] = 1 + rnd(d, scale=0.2)
+        for n, rows in (("q", H * hd), ("k", KV * hd), ("v", KV * hd)):
+            W[p + f"self_attn.{n}_proj.weight"] = rnd(rows, d)
+            W[p + f"self_attn.{n}_proj.bias"] = rnd(rows, scale=0.5)
+        W[p + "self_attn.o_proj.weight"] = rnd(d, H * hd)
+        W[p + "post_attention_layernorm.weight"] = 1 + rnd(d, scale=0.2)
+        W[p + "mlp.gate_proj.weight"], W[p + "mlp.up_proj.weight"] = rnd(I, d), rnd(I, d)
+        W[p + "mlp.down_proj.weight"] = rnd(d, I, scale=0.2)
+    W["model.norm.weight"] = 1 + rnd(d, scale=0.2)
+    write_safetensors(f"{out}/model.safetensors", W, "BF16", {"format": "pt"})
+    write_json(f"{out}/config.json", c)
+    ids = torch.randint(0, V, (2, 9), generator=gen)
+    return ids, qwen2_logits(c, rounded(W, "BF16"), ids)
+
+
+def make_qwen2(root):
+    """Qwen2, from its own random stream."""
+    os.makedirs(f"{root}/hf_qwen2", exist_ok=True)
+    return {"hf_qwen2": make_hf_qwen2(f"{root}/hf_qwen2", torch.Generator().manual_seed(29))}
+
+
 # ---------------------------------------------------------------- tokenizer
 
 
@@ -544,10 +623,12 @@ def make_gpt_neo(root):
 
 def main(root, only):
     results = {}
-    if not only or set(only) - {"hf_gpt_neo"}:
+    if not only or set(only) - {"hf_gpt_neo", "hf_qwen2"}:
         results.update(make_families(root, torch.Generator().manual_seed(10)))
     if not only or "hf_gpt_neo" in only:
         results.update(make_gpt_neo(root))
+    if not only or "hf_qwen2" in only:
+        results.update(make_qwen2(root))
     for name, (ids, logits) in results.items():
         write_safetensors(f"{root}/{name}/expected.safetensors", {"ids": ids.double(), "logits": logits}, "F32")
         print(f"{name}: logits {tuple(logits.shape)}, max |logit| {logits.abs().max().item():.3f}")

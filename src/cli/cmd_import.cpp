@@ -33,7 +33,8 @@ namespace {
 // (generate reads tokenizer.model or tokenizer.json); returns how many.
 int copy_tokenizer_files(const std::string& dir, const std::string& out) {
   int copied = 0;
-  for (const char* f : {kTokenizerFile, "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
+  for (const char* f : {kTokenizerFile, "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                        gguf::kGgmlVocabFile}) {
     const fs::path p = fs::path(dir) / f;
     if (!fs::exists(p)) continue;
     write_text_atomic((fs::path(out) / f).string(), read_file(p.string()));
@@ -73,6 +74,7 @@ void register_import_export(CLI::App& app, const GlobalOptions& global) {
         if (gguf::has_tokenizer(file)) {
           const CheckpointTokenizer tok = gguf::tokenizer_from_gguf(file);
           tokenizer = "tokenizer " + fs::path(save_tokenizer_files(*tok.tokenizer, opts->out)).filename().string();
+          gguf::save_ggml_vocab(file, *tok.tokenizer, opts->out);
         }
         const std::string kept =
             model->held().empty() ? std::string()
@@ -131,7 +133,9 @@ void register_import_export(CLI::App& app, const GlobalOptions& global) {
       if (is_gguf_file(ckpt)) {
         const gguf::File file = gguf::File::open(ckpt);
         if (gguf::has_tokenizer(file)) {
-          (void)save_tokenizer_files(*gguf::tokenizer_from_gguf(file).tokenizer, opts->out);
+          const CheckpointTokenizer tok = gguf::tokenizer_from_gguf(file);
+          (void)save_tokenizer_files(*tok.tokenizer, opts->out);
+          gguf::save_ggml_vocab(file, *tok.tokenizer, opts->out);
           ++copied;
         }
       } else {
@@ -154,7 +158,7 @@ void register_import_export(CLI::App& app, const GlobalOptions& global) {
         "export", "Write a checkpoint as a directory HF transformers loads, or as a GGUF file llama.cpp loads");
     cmd->add_option("--ckpt", opts->ckpt, "Checkpoint or run directory")->required();
     cmd->add_option("--format", opts->format, "Output format (hf: config.json with architectures, HF tensor "
-                                              "names, tokenizer files; gguf: one .gguf file, arch mamba, llama or "
+                                              "names, tokenizer files; gguf: one .gguf file, arch mamba, llama, qwen2 or "
                                               "hymba, docs/gguf.md)")
         ->capture_default_str();
     cmd->add_option("--dtype", opts->dtype,

@@ -9,6 +9,7 @@
 #include "api/hymba.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "formats/checkpoint.h"
 #include "serve/server.h"
 #include "train/stop_signal.h"
 
@@ -65,7 +66,8 @@ void register_serve(CLI::App& app, const GlobalOptions& global) {
     GlobalOptions g = global;
     if (opts->threads >= 0) g.threads = opts->threads;
     apply_global_options(g);
-    HYMBA_CHECK(std::filesystem::is_directory(opts->ckpt), "--ckpt ", opts->ckpt, ": no such directory");
+    HYMBA_CHECK(std::filesystem::is_directory(opts->ckpt) || is_gguf_file(opts->ckpt), "--ckpt ", opts->ckpt,
+                ": no such directory or .gguf file");
     LanguageModel lm = LanguageModel::load(opts->ckpt);
     lm.set_weight_format(opts->weights);
     serve::ServeOptions so = opts->serve;

@@ -79,6 +79,19 @@ std::vector<Mapping> mappings(const ModelConfig& cfg, const ParamTable& table, c
       add(t.a_log, b + "ssm_a", Transform::kNegExp);
       add(t.d_skip, b + "ssm_d");
       add(t.mamba_out_proj, b + "ssm_out.weight");
+    } else if (arch == "qwen2") {
+      // llama.cpp's qwen2 graph rotates halves (NeoX RoPE), as the engine does: rows as they are.
+      add(t.q_proj, b + "attn_q.weight");
+      add(t.q_proj_bias, b + "attn_q.bias");
+      add(t.k_proj, b + "attn_k.weight");
+      add(t.k_proj_bias, b + "attn_k.bias");
+      add(t.v_proj, b + "attn_v.weight");
+      add(t.v_proj_bias, b + "attn_v.bias");
+      add(t.o_proj, b + "attn_output.weight");
+      add(t.ffn_norm, b + "ffn_norm.weight");
+      add(t.ffn_gate, b + "ffn_gate.weight");
+      add(t.ffn_up, b + "ffn_up.weight");
+      add(t.ffn_down, b + "ffn_down.weight");
     } else {
       add(t.q_proj, b + "attn_q.weight", Transform::kPermuteQ);
       add(t.k_proj, b + "attn_k.weight", Transform::kPermuteK);
@@ -282,13 +295,14 @@ std::string architecture_for(const ModelConfig& c, std::string* why) {
     return no("its FFN is not a bias-free SwiGLU");
   if (!c.rope) return no("it has no rotary embedding");
   if (c.attention_scale != AttentionScale::kInvSqrtD) return no("its attention is unscaled");
-  if (c.attention_out_bias || c.attention_qkv_bias) return no("its attention projections have biases");
+  if (c.attention_out_bias) return no("its attention output projection has a bias");
   if (c.qk_head_dim != c.v_head_dim || c.qk_head_dim % 2 != 0) return no("its Q/K and V head sizes differ");
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     if (c.window_of(l) != 0) return no("it has sliding-window layers");
     if (!c.is_kv_producer(l)) return no("its layers share K/V (kv_reuse_group)");
   }
-  return "llama";
+  // Q/K/V biases and no other: llama.cpp's qwen2.
+  return c.attention_qkv_bias ? "qwen2" : "llama";
 }
 
 TensorType storage_type(const std::string& name, int64_t rank, int64_t row_length, ExportDtype dtype,
@@ -331,17 +345,17 @@ ExportSummary export_gguf(const Model& model, const std::string& tokenizer_sourc
     w.set("mamba.ssm.time_step_rank", u32(cfg.dt_rank()));
     w.set("mamba.attention.layer_norm_rms_epsilon", Value::f32(static_cast<float>(cfg.rms_norm_eps)));
     w.set("mamba.ssm.dt_b_c_rms", Value::boolean(false));
-  } else if (arch == "llama") {
-    w.set("llama.context_length", u32(context));
-    w.set("llama.feed_forward_length", u32(cfg.intermediate_size));
-    w.set("llama.attention.head_count", u32(cfg.num_attention_heads));
-    w.set("llama.attention.head_count_kv", u32(cfg.num_key_value_heads));
-    w.set("llama.attention.key_length", u32(cfg.qk_head_dim));
-    w.set("llama.attention.value_length", u32(cfg.v_head_dim));
-    w.set("llama.rope.dimension_count", u32(cfg.qk_head_dim));
+  } else if (arch == "llama" || arch == "qwen2") {
+    w.set(arch + ".context_length", u32(context));
+    w.set(arch + ".feed_forward_length", u32(cfg.intermediate_size));
+    w.set(arch + ".attention.head_count", u32(cfg.num_attention_heads));
+    w.set(arch + ".attention.head_count_kv", u32(cfg.num_key_value_heads));
+    w.set(arch + ".attention.key_length", u32(cfg.qk_head_dim));
+    w.set(arch + ".attention.value_length", u32(cfg.v_head_dim));
+    w.set(arch + ".rope.dimension_count", u32(cfg.qk_head_dim));
     // The engine rotates with this base as a float; NTK scaling is folded into it.
-    w.set("llama.rope.freq_base", Value::f32(static_cast<float>(cfg.rope_base())));
-    w.set("llama.attention.layer_norm_rms_epsilon", Value::f32(static_cast<float>(cfg.rms_norm_eps)));
+    w.set(arch + ".rope.freq_base", Value::f32(static_cast<float>(cfg.rope_base())));
+    w.set(arch + ".attention.layer_norm_rms_epsilon", Value::f32(static_cast<float>(cfg.rms_norm_eps)));
   } else {
     w.set("hymba.context_length", u32(context));
     w.set("hymba.config_json", Value::str(cfg.to_json().dump()));
@@ -376,30 +390,33 @@ ExportSummary export_gguf(const Model& model, const std::string& tokenizer_sourc
 
 namespace {
 
-json llama_config(const File& f, int64_t vocab) {
+// llama and qwen2 (the same keys under the arch's name; qwen2 adds Q/K/V biases).
+json llama_config(const File& f, int64_t vocab, const std::string& arch) {
   const std::string& src = f.source();
+  const auto key = [&arch](const char* k) { return arch + "." + k; };
   json j;
   j["vocab_size"] = vocab;
-  j["hidden_size"] = f.get_uint("llama.embedding_length");
-  const uint64_t layers = f.get_uint("llama.block_count");
+  j["hidden_size"] = f.get_uint(key("embedding_length"));
+  const uint64_t layers = f.get_uint(key("block_count"));
   j["num_hidden_layers"] = layers;
   j["layer_types"] = "attention";
-  const uint64_t heads = f.get_uint("llama.attention.head_count");
-  HYMBA_CHECK(heads > 0, src, ": key 'llama.attention.head_count' must be > 0");
+  const uint64_t heads = f.get_uint(key("attention.head_count"));
+  HYMBA_CHECK(heads > 0, src, ": key '", key("attention.head_count"), "' must be > 0");
   j["num_attention_heads"] = heads;
-  j["num_key_value_heads"] = f.get_uint_or("llama.attention.head_count_kv", heads);
-  const uint64_t head_dim = f.get_uint_or("llama.attention.key_length", j["hidden_size"].get<uint64_t>() / heads);
+  j["num_key_value_heads"] = f.get_uint_or(key("attention.head_count_kv"), heads);
+  const uint64_t head_dim = f.get_uint_or(key("attention.key_length"), j["hidden_size"].get<uint64_t>() / heads);
   j["qk_head_dim"] = head_dim;
-  j["v_head_dim"] = f.get_uint_or("llama.attention.value_length", head_dim);
-  HYMBA_CHECK(f.get_uint_or("llama.rope.dimension_count", head_dim) == head_dim, src,
-              ": key 'llama.rope.dimension_count' rotates part of each head, which the engine does not support");
-  if (f.has("llama.rope.scaling.type"))
-    HYMBA_CHECK(f.get_string("llama.rope.scaling.type") == "none", src, ": key 'llama.rope.scaling.type' is \"",
-                excerpt(f.get_string("llama.rope.scaling.type"), 40), "\"; the engine supports unscaled RoPE only");
-  j["rope_theta"] = f.get_float_or("llama.rope.freq_base", 10000.0);
-  j["rms_norm_eps"] = f.get_float("llama.attention.layer_norm_rms_epsilon");
-  j["intermediate_size"] = f.get_uint("llama.feed_forward_length");
+  j["v_head_dim"] = f.get_uint_or(key("attention.value_length"), head_dim);
+  HYMBA_CHECK(f.get_uint_or(key("rope.dimension_count"), head_dim) == head_dim, src,
+              ": key '", key("rope.dimension_count"), "' rotates part of each head, which the engine does not support");
+  if (f.has(key("rope.scaling.type")))
+    HYMBA_CHECK(f.get_string(key("rope.scaling.type")) == "none", src, ": key '", key("rope.scaling.type"), "' is \"",
+                excerpt(f.get_string(key("rope.scaling.type")), 40), "\"; the engine supports unscaled RoPE only");
+  j["rope_theta"] = f.get_float_or(key("rope.freq_base"), 10000.0);
+  j["rms_norm_eps"] = f.get_float(key("attention.layer_norm_rms_epsilon"));
+  j["intermediate_size"] = f.get_uint(key("feed_forward_length"));
   j["tie_word_embeddings"] = f.find_tensor("output.weight") == nullptr;
+  if (arch == "qwen2") j["attention_qkv_bias"] = true;
   return j;
 }
 
@@ -448,15 +465,15 @@ ModelConfig config_from_gguf(const File& f) {
                 src, ": keys 'hymba.block_count' / 'hymba.embedding_length' disagree with 'hymba.config_json'");
     return c;
   }
-  HYMBA_CHECK(arch == "llama" || arch == "mamba", src, ": key 'general.architecture' is \"", excerpt(arch, 40),
-              "\"; the engine reads llama, mamba and hymba");
+  HYMBA_CHECK(arch == "llama" || arch == "qwen2" || arch == "mamba", src, ": key 'general.architecture' is \"",
+              excerpt(arch, 40), "\"; the engine reads llama, qwen2, mamba and hymba");
   const TensorInfo* embd = f.find_tensor("token_embd.weight");
   HYMBA_CHECK(embd != nullptr && embd->dims.size() == 2, src, ": missing 2-D tensor 'token_embd.weight'");
   const int64_t vocab = embd->dims[1];
   if (f.has(arch + ".vocab_size"))
     HYMBA_CHECK(f.get_uint(arch + ".vocab_size") == static_cast<uint64_t>(vocab), src, ": key '", arch,
                 ".vocab_size' disagrees with tensor 'token_embd.weight' (", vocab, " rows)");
-  const json j = arch == "llama" ? llama_config(f, vocab) : mamba_config(f, vocab);
+  const json j = arch == "mamba" ? mamba_config(f, vocab) : llama_config(f, vocab, arch);
   return ModelConfig::from_json(j, src + " (" + arch + " metadata)");
 }
 
@@ -468,7 +485,7 @@ std::string load_gguf_weights(const File& f, Model& model, bool keep_blocks) {
   const std::string& src = f.source();
   const std::string arch = architecture_for(cfg);
   const std::string file_arch = f.get_string("general.architecture");
-  // A llama/mamba file always maps; a hymba file may hold any config.
+  // A llama/qwen2/mamba file always maps; a hymba file may hold any config.
   const std::string used = file_arch == "hymba" ? "hymba" : arch;
   HYMBA_CHECK(used == file_arch, src, ": the ", file_arch, " metadata describes a model the engine maps to ", arch);
   std::vector<Mapping> maps = mappings(cfg, table, used);

@@ -23,7 +23,7 @@ enum class ExportDtype { kF32, kF16, kQ8_0, kQ4_0 };
 std::optional<ExportDtype> parse_export_dtype(std::string_view name);
 const char* to_string(ExportDtype d);
 
-// "mamba", "llama" or "hymba" for cfg; for "hymba", `why` says (one clause)
+// "mamba", "llama", "qwen2" (llama with Q/K/V biases) or "hymba" for cfg; for "hymba", `why` says (one clause)
 // which part of the config llama.cpp's architectures lack.
 std::string architecture_for(const ModelConfig& cfg, std::string* why = nullptr);
 

@@ -19,6 +19,7 @@
 #include "data/sentencepiece_model.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/tokenizers/unicode_text.h"
+#include "formats/gguf_pre_tokenizers.h"
 
 namespace hymba::gguf {
 
@@ -33,11 +34,7 @@ enum TokenType { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnu
 constexpr const char* kFileKey = "hymba.tokenizer.file";
 constexpr const char* kFileNameKey = "hymba.tokenizer.file_name";
 constexpr const char* kConfigKey = "hymba.tokenizer.config";
-
-// Llama-3's pre-tokenizer (llama.cpp's "llama-bpe"), as its tokenizer.json writes it.
-constexpr const char* kLlama3Regex =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+constexpr const char* kFingerprintKey = "hymba.tokenizer.fingerprint";
 
 bool flag(const json& cfg, const char* key) {
   return cfg.is_object() && cfg.contains(key) && cfg[key].is_boolean() && cfg[key].get<bool>();
@@ -82,24 +79,58 @@ GgmlVocab byte_vocab() {
 bool is_gpt2_pre(const json& pre) {
   return pre.is_object() && pre.value("type", "") == "ByteLevel" && pre.value("use_regex", true);
 }
-bool is_llama3_pre(const json& pre) {
-  if (!pre.is_object() || pre.value("type", "") != "Sequence" || !pre.contains("pretokenizers")) return false;
+// The regexes of a pre-tokenizer made of isolated regex splits and a
+// ByteLevel without its own regex (Llama-3's and Qwen's tokenizer.json, and
+// the engine's reading of llama.cpp's gpt2 form); empty for any other shape.
+std::vector<std::string> isolated_split_regexes(const json& pre) {
+  if (!pre.is_object() || pre.value("type", "") != "Sequence" || !pre.contains("pretokenizers")) return {};
   const json& p = pre["pretokenizers"];
-  return p.is_array() && p.size() == 2 && p[0].value("type", "") == "Split" && p[0].contains("pattern") &&
-         p[0]["pattern"].is_object() && p[0]["pattern"].value("Regex", "") == kLlama3Regex &&
-         p[1].value("type", "") == "ByteLevel";
+  if (!p.is_array() || p.size() < 2) return {};
+  const json& last = p.back();
+  if (!last.is_object() || last.value("type", "") != "ByteLevel" || last.value("use_regex", true) ||
+      last.value("add_prefix_space", true))
+    return {};
+  std::vector<std::string> out;
+  for (size_t i = 0; i + 1 < p.size(); ++i) {
+    const json& s = p[i];
+    if (!s.is_object() || s.value("type", "") != "Split" || s.value("behavior", "") != "Isolated" ||
+        s.value("invert", false) || !s.contains("pattern") || !s["pattern"].is_object() ||
+        !s["pattern"].contains("Regex") || !s["pattern"]["Regex"].is_string())
+      return {};
+    out.push_back(s["pattern"]["Regex"].get<std::string>());
+  }
+  return out;
 }
 
-// A byte-level BPE tokenizer.json as llama.cpp's "gpt2" form; false when it is another kind.
-bool bpe_json_vocab(const std::string& text, const std::string& path, GgmlVocab& v) {
+// The tokenizer.ggml.pre of a tokenizer.json pre-tokenizer: GPT-2's
+// ByteLevel, a published regex llama.cpp's converter recognizes, or the
+// regexes of a value llama.cpp maps (the first value with them). "" when none.
+std::string ggml_pre_of(const json& pre) {
+  if (is_gpt2_pre(pre)) return "gpt-2";
+  const std::vector<std::string> regexes = isolated_split_regexes(pre);
+  if (regexes.empty()) return "";
+  if (regexes.size() == 1)
+    if (const std::optional<std::string> name = pre_of_published_regex(regexes[0])) return *name;
+  for (const std::string& name : bpe_pre_tokenizer_names()) {
+    const std::optional<BpePreTokenizer> p = bpe_pre_tokenizer(name);
+    if (p->byte_encode && p->regexes == regexes) return name;
+  }
+  return "";
+}
+
+// A byte-level BPE tokenizer.json as llama.cpp's "gpt2" form; false when it
+// is another kind. `note` says, in one line, what llama.cpp does not apply.
+bool bpe_json_vocab(const std::string& text, const std::string& path, GgmlVocab& v, std::string& note) {
   const json j = parse_json(text, path);
   if (!j.contains("model") || !j["model"].is_object() || j["model"].value("type", "") != "BPE") return false;
   const json& m = j["model"];
   if (m.contains("byte_fallback") && m["byte_fallback"].is_boolean() && m["byte_fallback"].get<bool>()) return false;
   const json pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json();
-  if (is_gpt2_pre(pre)) v.pre = "gpt-2";
-  else if (is_llama3_pre(pre)) v.pre = "llama-bpe";
-  else return false;
+  v.pre = ggml_pre_of(pre);
+  if (v.pre.empty()) return false;
+  if (j.contains("normalizer") && j["normalizer"].is_object())
+    note = "llama.cpp applies no " + j["normalizer"].value("type", std::string("?")) +
+           " normalizer (its gpt2 form has none): text the normalizer would change may tokenize differently there";
   v.model = "gpt2";
   std::map<int64_t, std::pair<std::string, int>> by_id;
   for (const auto& [token, id] : m["vocab"].items()) by_id[id.get<int64_t>()] = {token, kNormal};
@@ -263,13 +294,23 @@ std::string add_tokenizer_metadata(const std::string& source, Writer& w) {
   for (size_t i = 0; i < bytes.size(); ++i) file_bytes[i] = static_cast<uint8_t>(bytes[i]);  // chars may be signed
   w.set(kFileKey, Value::array(ValueType::kU8, std::move(file_bytes)));
   if (!config.empty()) w.set(kConfigKey, Value::str(config));
+  // A tokenizer imported from a file's tokenizer.ggml.* keys goes back out with those keys.
+  const fs::path kept = fs::path(source) / kGgmlVocabFile;
+  if (fs::exists(kept, ec)) {
+    const File v = File::open(kept.string());
+    if (v.has(kFingerprintKey) && v.get_string(kFingerprintKey) == tok.fingerprint()) {
+      for (const std::string& key : v.keys())
+        if (key.rfind("tokenizer.", 0) == 0) w.set(key, v.get(key));
+      return "";
+    }
+  }
   GgmlVocab vocab;
   std::string note;
   bool known = true;
   if (tok.kind() == TokenizerKind::kByte) vocab = byte_vocab();
   else if (fs::path(path).filename() == "tokenizer.json") {
     std::string why;
-    known = bpe_json_vocab(bytes, path, vocab) || unigram_json_vocab(bytes, path, tok, vocab, why);
+    known = bpe_json_vocab(bytes, path, vocab, note) || unigram_json_vocab(bytes, path, tok, vocab, why);
     if (!why.empty()) return why + ", so llama.cpp gets no tokenizer.ggml.* vocabulary";
   } else {
     vocab = spm_vocab(bytes, path, note);
@@ -318,34 +359,47 @@ bool no_vocab(const File& f) {
 
 bool has_tokenizer(const File& f) { return f.has(kFileKey) || !no_vocab(f); }
 
+void save_ggml_vocab(const File& f, const Tokenizer& tok, const std::string& dir) {
+  if (f.has(kFileKey) || no_vocab(f)) return;
+  Writer w;
+  for (const std::string& key : f.keys())
+    if (key.rfind("tokenizer.", 0) == 0) w.set(key, f.get(key));
+  w.set(kFingerprintKey, Value::str(tok.fingerprint()));
+  w.write((fs::path(dir) / kGgmlVocabFile).string());
+}
+
 namespace {
 
-// llama.cpp's "gpt2" form as a tokenizer.json the engine's pipeline runs.
+// llama.cpp's BPE forms ("gpt2", and "gemma4": BPE on UTF-8 with spaces as
+// U+2581) as a tokenizer.json the engine's pipeline runs: the pre-tokenizer
+// llama.cpp gives tokenizer.ggml.pre (gguf_pre_tokenizers.h) as isolated
+// regex splits, then GPT-2's byte-level characters or, for the UTF-8 forms,
+// <0xXX> byte tokens for characters outside the vocabulary.
 std::string gpt2_tokenizer_json(const File& f, const std::vector<std::string>& tokens,
-                                const std::vector<double>& types) {
+                                const std::vector<double>& types, const BpePreTokenizer& p) {
   const std::string& src = f.source();
-  const std::string pre = f.has("tokenizer.ggml.pre") ? f.get_string("tokenizer.ggml.pre") : "default";
   json j;
   j["version"] = "1.0";
   j["truncation"] = nullptr;
   j["padding"] = nullptr;
+  const std::string space = "\xE2\x96\x81";  // U+2581
   j["normalizer"] = nullptr;
+  if (p.escape_whitespaces)
+    j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", space}};
+  json parts = json::array();
+  for (const std::string& r : p.regexes)
+    parts.push_back({{"type", "Split"}, {"pattern", {{"Regex", r}}}, {"behavior", "Isolated"}, {"invert", false}});
   const json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
-                           {"use_regex", true}};
-  if (pre == "gpt-2" || pre == "default") {
-    j["pre_tokenizer"] = byte_level;
-  } else if (pre == "llama-bpe" || pre == "llama3") {
-    json split = {{"type", "Split"}, {"pattern", {{"Regex", kLlama3Regex}}}, {"behavior", "Isolated"},
-                  {"invert", false}};
-    json bl = byte_level;
-    bl["use_regex"] = false;
-    j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array({split, bl})}};
-  } else {
-    fail(src, ": key 'tokenizer.ggml.pre' is \"", excerpt(pre, 40),
-         "\", a pre-tokenizer the engine does not map (gpt-2, default, llama-bpe)");
-  }
+                           {"use_regex", false}};
+  if (p.byte_encode) parts.push_back(byte_level);
+  j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", parts}};
   j["post_processor"] = nullptr;
   j["decoder"] = byte_level;
+  if (!p.byte_encode)
+    j["decoder"] = {{"type", "Sequence"},
+                    {"decoders", json::array({{{"type", "Replace"}, {"pattern", {{"String", space}}}, {"content", " "}},
+                                              {{"type", "ByteFallback"}}, {{"type", "Fuse"}}})}};
+
   json vocab = json::object(), added = json::array();
   for (size_t id = 0; id < tokens.size(); ++id) {
     HYMBA_CHECK(!vocab.contains(tokens[id]), src, ": key 'tokenizer.ggml.tokens' lists \"", excerpt(tokens[id], 40),
@@ -367,8 +421,60 @@ std::string gpt2_tokenizer_json(const File& f, const std::vector<std::string>& t
       merges.push_back(m);
     }
   j["model"] = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", ""},
-                {"end_of_word_suffix", ""}, {"fuse_unk", false}, {"byte_fallback", false},
-                {"ignore_merges", pre == "llama-bpe" || pre == "llama3"}, {"vocab", vocab}, {"merges", merges}};
+                {"end_of_word_suffix", ""}, {"fuse_unk", false}, {"byte_fallback", !p.byte_encode},
+                {"ignore_merges", p.ignore_merges}, {"vocab", vocab}, {"merges", merges}};
+  return j.dump();
+}
+
+// llama.cpp's "bert" (WPM) form as a WordPiece tokenizer.json: the form
+// writes a word's first piece with a leading U+2581 and the pieces that
+// continue a word bare, WordPiece's "x" and "##x". llama.cpp splits words
+// as BERT does (whitespace; punctuation, ASCII symbols and CJK characters
+// alone; control characters dropped; lowercase and accents stripped after
+// NFD when tokenizer.ggml.normalizer.lowercase, default true) and covers each
+// word greedily with the longest pieces, a word it cannot cover being the
+// unknown token: no length limit on words.
+std::string wpm_tokenizer_json(const File& f, const std::vector<std::string>& tokens,
+                               const std::vector<double>& types) {
+  const std::string& src = f.source();
+  const std::string space = "\xE2\x96\x81";
+  json vocab = json::object(), added = json::array();
+  std::vector<std::string> text(tokens.size());
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    const std::string& t = tokens[id];
+    const int type = static_cast<int>(types[id]);
+    text[id] = type != kNormal ? t : t.rfind(space, 0) == 0 ? t.substr(space.size()) : "##" + t;
+    if (text[id].empty() || vocab.contains(text[id])) continue;  // llama.cpp could never match it either
+    vocab[text[id]] = id;
+    if (type == kControl || type == kUserDefined || type == kUnknown)
+      added.push_back({{"id", id}, {"content", t}, {"single_word", false}, {"lstrip", false},
+                       {"rstrip", false}, {"normalized", false}, {"special", type != kUserDefined}});
+  }
+  const auto id_of = [&](const char* key, uint64_t def) {
+    const uint64_t id = f.has(key) ? f.get_uint(key) : def;
+    HYMBA_CHECK(id < tokens.size(), src, ": key '", key, "' is ", id, ", past the ", tokens.size(), " tokens");
+    return static_cast<int64_t>(id);
+  };
+  const int64_t unk = id_of("tokenizer.ggml.unknown_token_id", 100);
+  const bool lower = f.get_bool_or("tokenizer.ggml.normalizer.lowercase", true);
+  json j;
+  j["version"] = "1.0";
+  j["truncation"] = nullptr;
+  j["padding"] = nullptr;
+  j["added_tokens"] = added;
+  j["normalizer"] = {{"type", "BertNormalizer"}, {"clean_text", true}, {"handle_chinese_chars", true},
+                     {"strip_accents", lower}, {"lowercase", lower}};
+  j["pre_tokenizer"] = {{"type", "BertPreTokenizer"}};
+  j["post_processor"] = nullptr;
+  if (f.has("tokenizer.ggml.cls_token_id") && f.has("tokenizer.ggml.seperator_token_id")) {
+    const int64_t cls = id_of("tokenizer.ggml.cls_token_id", 101), sep = id_of("tokenizer.ggml.seperator_token_id", 102);
+    j["post_processor"] = {{"type", "BertProcessing"},
+                           {"sep", json::array({text[static_cast<size_t>(sep)], sep})},
+                           {"cls", json::array({text[static_cast<size_t>(cls)], cls})}};
+  }
+  j["decoder"] = {{"type", "WordPiece"}, {"prefix", "##"}, {"cleanup", true}};
+  j["model"] = {{"type", "WordPiece"}, {"unk_token", text[static_cast<size_t>(unk)]},
+                {"continuing_subword_prefix", "##"}, {"max_input_chars_per_word", int64_t{1} << 40}, {"vocab", vocab}};
   return j.dump();
 }
 
@@ -565,8 +671,20 @@ CheckpointTokenizer tokenizer_from_gguf(const File& f) {
   }
   HYMBA_CHECK(!no_vocab(f), src, ": no tokenizer in the file (tokenizer.ggml.model is missing or no_vocab)");
   const std::string& model = f.get_string("tokenizer.ggml.model");
-  HYMBA_CHECK(model == "gpt2" || model == "llama" || model == "t5", src, ": key 'tokenizer.ggml.model' is \"",
-              excerpt(model, 40), "\"; the engine reads the gpt2, llama and t5 forms (or its own hymba.tokenizer.file)");
+  HYMBA_CHECK(model == "gpt2" || model == "gemma4" || model == "llama" || model == "t5" || model == "bert", src,
+              ": key 'tokenizer.ggml.model' is \"", excerpt(model, 40),
+              "\"; the engine reads the gpt2, gemma4, llama, t5 and bert forms (or its own hymba.tokenizer.file)");
+  // The BPE forms' pre-tokenizer first: an unknown one is refused before the vocabulary is read.
+  std::optional<BpePreTokenizer> pre;
+  if (model == "gpt2" || model == "gemma4") {
+    const std::string name = model == "gemma4"                ? std::string("gemma4")
+                             : f.has("tokenizer.ggml.pre") ? f.get_string("tokenizer.ggml.pre")
+                                                            : std::string("default");
+    pre = bpe_pre_tokenizer(name);
+    HYMBA_CHECK(pre.has_value(), src, ": key 'tokenizer.ggml.pre' is \"", excerpt(name, 40),
+                "\", a pre-tokenizer llama.cpp does not map (the engine maps all ", bpe_pre_tokenizer_names().size(),
+                " values llama.cpp does, e.g. gpt-2, llama-bpe, qwen2, mpt; docs/gguf.md)");
+  }
   const std::vector<std::string>& tokens = f.get_strings("tokenizer.ggml.tokens");
   // The forms become tokenizer.json text, which holds UTF-8 alone.
   for (size_t id = 0; id < tokens.size(); ++id)
@@ -595,11 +713,12 @@ CheckpointTokenizer tokenizer_from_gguf(const File& f) {
     ct.tokenizer->set_added_specials(ct.add_bos, f.get_bool_or("tokenizer.ggml.add_eos_token", true));
     return ct;
   }
-  ct.add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", false);
+  ct.add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", pre && pre->add_bos);
   cfg["add_bos_token"] = ct.add_bos;
   cfg["add_eos_token"] = f.get_bool_or("tokenizer.ggml.add_eos_token", false);
-  const std::string text = model == "gpt2" ? gpt2_tokenizer_json(f, tokens, token_types)
-                                           : spm_tokenizer_json(f, tokens, token_types);
+  const std::string text = pre               ? gpt2_tokenizer_json(f, tokens, token_types, *pre)
+                           : model == "bert" ? wpm_tokenizer_json(f, tokens, token_types)
+                                             : spm_tokenizer_json(f, tokens, token_types);
   ct.tokenizer = make_hf_tokenizer_json(src + " (tokenizer.ggml.*)", text, cfg.dump());
   return ct;
 }

@@ -10,7 +10,9 @@
 //     its tokenizer_config.json), so the engine reads back exactly the
 //     tokenizer it wrote.
 // Reading prefers hymba.tokenizer.*, else builds the tokenizer from the
-// tokenizer.ggml.* form ("gpt2", "llama" and "t5").
+// tokenizer.ggml.* form: "gpt2" with any pre-tokenizer llama.cpp maps
+// (formats/gguf_pre_tokenizers.h), "gemma4", "llama" (SPM), "t5" (UGM) and
+// "bert" (WPM).
 #pragma once
 
 #include <string>
@@ -29,6 +31,13 @@ std::string add_tokenizer_metadata(const std::string& source, Writer& w);
 // without tokenizer metadata is an error saying so.
 CheckpointTokenizer tokenizer_from_gguf(const File& f);
 bool has_tokenizer(const File& f);
+
+// A checkpoint imported from a GGUF file whose tokenizer came from its
+// tokenizer.ggml.* keys keeps those keys in this file (a GGUF file without
+// tensors, with the fingerprint of the tokenizer built from them), so that
+// export writes the same keys back while the checkpoint's tokenizer is that one.
+inline constexpr const char* kGgmlVocabFile = "tokenizer.gguf";
+void save_ggml_vocab(const File& f, const Tokenizer& tok, const std::string& dir);
 
 // GPT-2's byte-to-character map of byte-level BPE (byte b as the text of its token).
 std::string byte_level_char(uint8_t b);

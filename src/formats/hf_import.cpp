@@ -29,6 +29,7 @@ const char* to_string(CheckpointLayout layout) {
     case CheckpointLayout::kHfMamba: return "HF MambaForCausalLM";
     case CheckpointLayout::kStateSpacesMamba: return "state-spaces Mamba";
     case CheckpointLayout::kHfGptNeo: return "HF GPTNeoForCausalLM";
+    case CheckpointLayout::kHfQwen2: return "HF Qwen2ForCausalLM";
   }
   return "?";
 }
@@ -527,6 +528,63 @@ ModelConfig gpt_neo_config(const json& j, const std::string& source) {
   return resolved(c, source);
 }
 
+// transformers' Qwen2Config defaults.
+json qwen2_defaults() {
+  return {{"vocab_size", 151936}, {"hidden_size", 4096}, {"intermediate_size", 22016}, {"num_hidden_layers", 32},
+          {"num_attention_heads", 32}, {"num_key_value_heads", 32}, {"hidden_act", "silu"},
+          {"max_position_embeddings", 32768}, {"rms_norm_eps", 1e-6}, {"tie_word_embeddings", false},
+          {"rope_theta", 10000.0}, {"use_sliding_window", false}, {"attention_dropout", 0.0}};
+}
+
+// Qwen2ForCausalLM as modeling_qwen2.py computes it: RMSNorm, RoPE on all of
+// each head (rotate-half), q/k/v projections with biases and o_proj without,
+// grouped K/V heads, a SwiGLU MLP without biases.
+ModelConfig qwen2_config(const json& j, const std::string& source) {
+  PublishedFields f(j, qwen2_defaults(), source);
+  f.set_layout_name("Qwen2ForCausalLM");
+  ignore_generic_hf_keys(f);
+  // Inference: dropout off; max_window_layers and sliding_window only act with use_sliding_window.
+  f.ignore({"attention_dropout", "max_window_layers", "sliding_window", "use_mrope", "layer_types"});
+  if (f.given("model_type")) f.require("model_type", "qwen2", "a Qwen2 config");
+  f.require("hidden_act", "silu", "the MLP is SwiGLU");
+  f.require("use_sliding_window", false, "every layer attends to the whole sequence");
+  if (f.given("layer_types")) {
+    for (const json& t : j["layer_types"])
+      HYMBA_CHECK(t == "full_attention", source, ": field 'layer_types' has ", json_excerpt(t),
+                  "; only \"full_attention\" layers are supported");
+  }
+  if (f.given("rope_scaling")) f.bad("rope_scaling", "is set; the engine supports unscaled RoPE only");
+  f.value("rope_scaling");
+  ModelConfig c;
+  c.vocab_size = f.integer("vocab_size");
+  c.hidden_size = f.integer("hidden_size");
+  c.num_hidden_layers = f.integer("num_hidden_layers");
+  HYMBA_CHECK(c.num_hidden_layers >= 1 && c.num_hidden_layers <= kMaxLayers, source,
+              ": field 'num_hidden_layers' must be in 1..", kMaxLayers, " (got ", c.num_hidden_layers, ")");
+  c.layer_types.assign(static_cast<size_t>(c.num_hidden_layers), MixerKind::kAttention);
+  c.num_attention_heads = f.integer("num_attention_heads");
+  HYMBA_CHECK(c.num_attention_heads >= 1 && c.hidden_size >= 1 && c.hidden_size % c.num_attention_heads == 0, source,
+              ": field 'num_attention_heads' (", c.num_attention_heads, ") must divide hidden_size (", c.hidden_size,
+              ")");
+  c.num_key_value_heads = f.integer("num_key_value_heads");
+  c.qk_head_dim = c.v_head_dim = c.hidden_size / c.num_attention_heads;
+  c.intermediate_size = f.integer("intermediate_size");
+  c.mlp_activation = MlpActivation::kSwiGlu;
+  c.mlp_bias = false;
+  c.norm = NormKind::kRmsNorm;
+  c.rms_norm_eps = f.number("rms_norm_eps");
+  c.rope = true;
+  c.rope_theta = f.number("rope_theta");
+  c.max_position_embeddings = f.integer("max_position_embeddings");
+  c.tie_word_embeddings = f.flag("tie_word_embeddings");
+  c.attention_qkv_bias = true;
+  c.attention_out_bias = false;
+  c.dropout = 0.0;
+  if (f.given("initializer_range")) c.initializer_range = f.number("initializer_range");
+  f.reject_unknown();
+  return resolved(c, source);
+}
+
 }  // namespace
 
 CheckpointLayout detect_layout(const json& j, const std::string& source) {
@@ -534,15 +592,18 @@ CheckpointLayout detect_layout(const json& j, const std::string& source) {
   if (lists_architecture(j, "HymbaForCausalLM")) return CheckpointLayout::kHfHymba;
   if (lists_architecture(j, "MambaForCausalLM")) return CheckpointLayout::kHfMamba;
   if (lists_architecture(j, "GPTNeoForCausalLM")) return CheckpointLayout::kHfGptNeo;
+  if (lists_architecture(j, "Qwen2ForCausalLM")) return CheckpointLayout::kHfQwen2;
   if (j.contains("architectures")) {
     const json& a = j["architectures"];
     fail(source, ": field 'architectures' is ", json_excerpt(a),
-         "; supported: HymbaForCausalLM, MambaForCausalLM, GPTNeoForCausalLM (or a state-spaces Mamba config)");
+         "; supported: HymbaForCausalLM, MambaForCausalLM, GPTNeoForCausalLM, Qwen2ForCausalLM (or a state-spaces Mamba "
+         "config)");
   }
   const std::string type = j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>()
                                                                                    : "";
   if (type == "mamba") return CheckpointLayout::kHfMamba;
   if (type == "gpt_neo") return CheckpointLayout::kHfGptNeo;
+  if (type == "qwen2") return CheckpointLayout::kHfQwen2;
   // Our own configs also say "hymba"; the released one has keys ours never write.
   if (type == "hymba" && (j.contains("layer_type") || j.contains("kq_head_dim") || j.contains("conv_dim") ||
                           j.contains("attn_hidden_size")))
@@ -558,6 +619,7 @@ ModelConfig config_from_published(const json& j, CheckpointLayout layout, const 
     case CheckpointLayout::kHfMamba: return hf_mamba_config(j, source);
     case CheckpointLayout::kStateSpacesMamba: return state_spaces_config(j, source);
     case CheckpointLayout::kHfGptNeo: return gpt_neo_config(j, source);
+    case CheckpointLayout::kHfQwen2: return qwen2_config(j, source);
     case CheckpointLayout::kNative: break;
   }
   return ModelConfig::from_json(j, source);
@@ -693,6 +755,22 @@ std::map<std::string, std::string> gpt_neo_names(const ModelConfig& cfg) {
   return m;
 }
 
+// Qwen2's (and Llama's) names for the engine's tensors.
+std::map<std::string, std::string> qwen2_names(const ModelConfig& cfg) {
+  const ModelTensorNames n = tensor_names(cfg);
+  std::map<std::string, std::string> m = {{n.final_norm, "model.norm.weight"}};
+  for (size_t l = 0; l < n.layers.size(); ++l) {
+    const LayerTensorNames& t = n.layers[l];
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    m[t.ffn_norm] = p + "post_attention_layernorm.weight";
+    m[t.ffn_gate] = p + "mlp.gate_proj.weight";
+    m[t.ffn_up] = p + "mlp.up_proj.weight";
+    m[t.ffn_down] = p + "mlp.down_proj.weight";
+  }
+  m.erase("");
+  return m;
+}
+
 // GPT-Neo checkpoints saved before transformers 4.x stopped saving them keep
 // each layer's causal-mask buffers (attn.attention.bias, .masked_bias):
 // constants the forward recomputes, which transformers skips on load too.
@@ -712,6 +790,7 @@ class PublishedNames {
  public:
   PublishedNames(const ModelConfig& cfg, CheckpointLayout layout) : layout_(layout) {
     if (layout == CheckpointLayout::kHfGptNeo) map_ = gpt_neo_names(cfg);
+    if (layout == CheckpointLayout::kHfQwen2) map_ = qwen2_names(cfg);
   }
   std::string operator()(const std::string& engine_name) const {
     if (layout_ == CheckpointLayout::kStateSpacesMamba && engine_name == "backbone.embeddings.weight")

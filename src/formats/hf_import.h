@@ -4,6 +4,7 @@
 //   - original state-spaces Mamba (d_model / n_layer / ssm_cfg config,
 //     backbone.embedding, vocabulary padded to pad_vocab_size_multiple),
 //   - HF transformers GPTNeoForCausalLM (transformer.wte, transformer.h.*),
+//   - HF transformers Qwen2ForCausalLM (a llama layer with q/k/v biases: model.layers.*),
 // in safetensors, one file or shards listed by model.safetensors.index.json
 // (else pytorch_model.bin, read without running its pickle: torch_checkpoint.h),
 // F32 / BF16 / F16 (converted to F32). Every refusal is one line naming the
@@ -19,7 +20,7 @@
 
 namespace hymba {
 
-enum class CheckpointLayout { kNative, kHfHymba, kHfMamba, kStateSpacesMamba, kHfGptNeo };
+enum class CheckpointLayout { kNative, kHfHymba, kHfMamba, kStateSpacesMamba, kHfGptNeo, kHfQwen2 };
 const char* to_string(CheckpointLayout layout);
 
 // Which layout a config.json is written in, from its keys. `source` names the
