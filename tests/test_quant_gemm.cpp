@@ -203,8 +203,8 @@ TEST(QuantGemm, CloseToTheDoubleReference) {
   std::vector<float> got8(static_cast<size_t>(R * OC)), got4(got8.size());
   cpu::gemm_packed_q8(got8.data(), OC, x.data(), C, m.p8.data(), nullptr, R, C, OC);
   cpu::gemm_packed_q4(got4.data(), OC, x.data(), C, m.p4.data(), nullptr, R, C, OC);
-  test::expect_close(got8, d8, 1e-4);
-  test::expect_close(got4, d4, 1e-4);
+  test::expect_close(got8, d8, 1e-5, "q8");
+  test::expect_close(got4, d4, 1e-5, "q4");
 }
 
 TEST(QuantGemm, BadShapesAreOneLineErrors) {
