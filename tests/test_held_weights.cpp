@@ -152,15 +152,20 @@ TEST(HeldWeights, LongPrefillOnHeldBlocksRunsTheBlockKernels) {
 // A float32 decoder's prefill, run first, makes them resident: the control.
 TEST(HeldWeights, AFloatCheckpointUnderQ4KeepsNoFloat32CopyOfItsMatrices) {
   const fs::path dir = temp_dir("resident");
+  // A vocabulary of 17,000: the embedding (4.35M floats) spans two of the
+  // load check's 16 MiB slices.
   const ModelConfig c = ModelConfig::from_json(test::tiny({{"hidden_size", 256}, {"intermediate_size", 1024},
-                                                           {"num_hidden_layers", 2}, {"vocab_size", 300},
+                                                           {"num_hidden_layers", 2}, {"vocab_size", 17000},
                                                            {"sliding_window", 4}, {"global_attn_idx", {0}}}));
   save_model(dir.string(), *random_model(c, 31));
+  const fs::path weights = dir / "model.safetensors";
   const std::vector<int32_t> prompt = random_ids(24, c.vocab_size, 32);
   for (const WeightFormat format : {WeightFormat::kQ4, WeightFormat::kQ8}) {
     SCOPED_TRACE(to_string(format));
     auto m = load_model(dir.string(), false);
     const float* P = m->params().values_block();
+    // The load checked every value and left none of the file's pages resident.
+    EXPECT_LE(resident_file_bytes(P, m->params().total_floats() * int64_t{sizeof(float)}), int64_t{1} << 20);
     int64_t linear_bytes = 0;
     const auto resident = [&] {
       int64_t bytes = 0;
@@ -196,6 +201,23 @@ TEST(HeldWeights, AFloatCheckpointUnderQ4KeepsNoFloat32CopyOfItsMatrices) {
                 to_string(format), static_cast<long long>(before), to_string(format), static_cast<long long>(after));
     EXPECT_GT(dec.linears().quantized_bytes(), 0);
   }
+  // A NaN in the embedding's second slice is named at its index in the tensor.
+  {
+    const SafetensorsFile file = SafetensorsFile::open(weights.string());
+    auto probe = std::make_unique<Model>(c, false);
+    const SafetensorsEntry* e = file.find(param_name_at(*probe, probe->plan().embed));
+    ASSERT_NE(e, nullptr);
+    std::ifstream in(weights, std::ios::binary);
+    uint64_t header = 0;
+    in.read(reinterpret_cast<char*>(&header), 8);
+    in.close();
+    std::fstream f(weights, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(8 + header + e->begin + 4200000 * sizeof(float)));
+    const float nan = NAN;
+    f.write(reinterpret_cast<const char*>(&nan), sizeof(nan));
+  }
+  test::expect_error([&] { (void)load_model(dir.string(), false); },
+                     {"model.safetensors", "holds nan at index 4200000", "corrupt"});
   fs::remove_all(dir);
 }
 
