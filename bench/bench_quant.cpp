@@ -133,4 +133,67 @@ BENCHMARK(BM_LinearQ4)->LINEAR_SHAPES;
 BENCHMARK(BM_PackedQ8)->PACKED_SHAPES;
 BENCHMARK(BM_PackedQ4)->PACKED_SHAPES;
 
+// Prefill's products: R rows on weights packed once (held in cache between
+// iterations, as a chunk's rows reuse them), the many-row block kernels
+// (gemm_packed_q8 / q4) against sgemm on float32. "GOP/s" counts 2 * R * C *
+// OC operations. Args: R, C, OC (and the Q8Isa for the block kernels).
+void BM_PrefillF32(benchmark::State& state) {
+  const int64_t R = state.range(0), C = state.range(1), OC = state.range(2);
+  auto x = random_vector(R * C, 1), w = random_vector(OC * C, 2);
+  std::vector<float> out(R * OC);
+  for (auto _ : state) {
+    hymba::cpu::matmul_forward(out.data(), x.data(), w.data(), nullptr, R, C, OC);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GOP/s"] = benchmark::Counter(2.0 * R * C * OC * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
+template <typename Packed, typename Block, typename Quantize, typename Pack, typename Product>
+void prefill_blocks(benchmark::State& state, Quantize quantize, Pack pack, Product product) {
+  const int64_t R = state.range(0), C = state.range(1), OC = state.range(2);
+  const auto isa = static_cast<hymba::cpu::Q8Isa>(state.range(3));
+  if (!hymba::cpu::q8_isa_available(isa)) {
+    state.SkipWithError("this CPU lacks the instruction set");
+    return;
+  }
+  auto x = random_vector(R * C, 1), w = random_vector(OC * C, 2);
+  const int64_t nb = hymba::cpu::q8_blocks_per_row(C);
+  std::vector<Block> rows(OC * nb);
+  quantize(rows.data(), w.data(), OC, C);
+  std::vector<Packed> packed(size_t(hymba::cpu::packed_groups(OC) * nb));
+  pack(packed.data(), rows.data(), OC, C);
+  std::vector<float> out(R * OC);
+  for (auto _ : state) {
+    product(out.data(), OC, x.data(), C, packed.data(), nullptr, R, C, OC, isa);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GOP/s"] = benchmark::Counter(2.0 * R * C * OC * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(hymba::cpu::to_string(isa));
+}
+
+void BM_PrefillQ8(benchmark::State& state) {
+  prefill_blocks<hymba::cpu::PackedQ8, hymba::cpu::BlockQ8>(
+      state, [](auto* b, const float* w, int64_t n, int64_t c) { hymba::cpu::quantize_q8(b, w, n, c); },
+      hymba::cpu::pack_q8, hymba::cpu::gemm_packed_q8);
+}
+
+void BM_PrefillQ4(benchmark::State& state) {
+  prefill_blocks<hymba::cpu::PackedQ4, hymba::cpu::BlockQ4>(
+      state, [](auto* b, const float* w, int64_t n, int64_t c) { hymba::cpu::quantize_q4(b, w, n, c); },
+      hymba::cpu::pack_q4, hymba::cpu::gemm_packed_q4);
+}
+
+// TinyLlama-1.1B (2048 -> 2048 / 5632, 5632 -> 2048) and Mamba-130M (768 -> 3072, 1536 -> 768) at 256 rows.
+#define PREFILL_SHAPES(...)                                                                                    \
+  ArgsProduct({{256}, {2048}, {2048, 5632}, {__VA_ARGS__}})                                                    \
+      ->ArgsProduct({{256}, {5632}, {2048}, {__VA_ARGS__}})                                                    \
+      ->ArgsProduct({{256}, {768}, {3072}, {__VA_ARGS__}})                                                     \
+      ->ArgsProduct({{256}, {1536}, {768}, {__VA_ARGS__}})                                                     \
+      ->UseRealTime()                                                                                          \
+      ->Unit(benchmark::kMillisecond)
+
+BENCHMARK(BM_PrefillF32)->PREFILL_SHAPES(0);
+BENCHMARK(BM_PrefillQ8)->PREFILL_SHAPES(0, 1, 2);
+BENCHMARK(BM_PrefillQ4)->PREFILL_SHAPES(0, 1, 2);
+
 }  // namespace

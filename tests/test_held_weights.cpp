@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 
 #include "cli_util.h"
 #include "core/safetensors.h"
+#include "core/system_memory.h"
 #include "data/tokenizer.h"
 #include "decode_families.h"
 #include "formats/checkpoint.h"
@@ -106,7 +108,9 @@ TEST(HeldWeights, AQuantizedCheckpointDecodesExactlyAsQuantizingOnTheFly) {
 // kernels like every other product on them (there is no float32 copy to
 // run sgemm on): close to the float forward of the widened weights, but
 // further from it than a float product's rounding, as the kernels also
-// round the activations to q8.
+// round the activations to q8. The output head runs in q8 as well (long
+// chunks used to run it on its float32 rows), hence 8 % rather than 5 %:
+// the worst family, q8 attention_dropout_off_when_decoding, is at 5.4 %.
 TEST(HeldWeights, LongPrefillOnHeldBlocksRunsTheBlockKernels) {
   const fs::path dir = temp_dir("long");
   const int64_t n = infer::DecoderLinears::kFloatRows + 1;
@@ -133,11 +137,87 @@ TEST(HeldWeights, LongPrefillOnHeldBlocksRunsTheBlockKernels) {
         scale = std::max(scale, std::fabs(double{lw[i]}));
         err = std::max(err, std::fabs(double{la[i]} - lw[i]));
       }
-      EXPECT_LE(err / scale, 0.05);
+      EXPECT_LE(err / scale, 0.08);
       EXPECT_GT(err / scale, 1e-4) << "the activations were not rounded: a float product ran";
     }
   }
   EXPECT_GE(compared, 8);
+  fs::remove_all(dir);
+}
+
+// --weights q4 (and q8) on a float32 checkpoint, which loads mapped
+// copy-on-write from its file: each matrix's float32 rows leave the resident
+// set as its blocks are made, so after a prefill and a step no float32 copy
+// of a quantized matrix is resident (pages counted from /proc/self/pagemap).
+// A float32 decoder's prefill, run first, makes them resident: the control.
+TEST(HeldWeights, AFloatCheckpointUnderQ4KeepsNoFloat32CopyOfItsMatrices) {
+  const fs::path dir = temp_dir("resident");
+  // A vocabulary of 17,000: the embedding (4.35M floats) spans two of the
+  // load check's 16 MiB slices.
+  const ModelConfig c = ModelConfig::from_json(test::tiny({{"hidden_size", 256}, {"intermediate_size", 1024},
+                                                           {"num_hidden_layers", 2}, {"vocab_size", 17000},
+                                                           {"sliding_window", 4}, {"global_attn_idx", {0}}}));
+  save_model(dir.string(), *random_model(c, 31));
+  const fs::path weights = dir / "model.safetensors";
+  const std::vector<int32_t> prompt = random_ids(24, c.vocab_size, 32);
+  for (const WeightFormat format : {WeightFormat::kQ4, WeightFormat::kQ8}) {
+    SCOPED_TRACE(to_string(format));
+    auto m = load_model(dir.string(), false);
+    const float* P = m->params().values_block();
+    // The load checked every value and left none of the file's pages resident.
+    EXPECT_LE(resident_file_bytes(P, m->params().total_floats() * int64_t{sizeof(float)}), int64_t{1} << 20);
+    int64_t linear_bytes = 0;
+    const auto resident = [&] {
+      int64_t bytes = 0;
+      linear_bytes = 0;
+      for (const int64_t offset : linear_weight_offsets(m->plan())) {
+        const int64_t n = m->params().info(param_name_at(*m, offset)).shape.numel() * int64_t{sizeof(float)};
+        bytes += resident_file_bytes(P + offset, n);
+        linear_bytes += n;
+      }
+      return bytes;
+    };
+    {
+      Decoder f32(*m);
+      SequenceCache cache = f32.new_cache(32);
+      f32.prefill(cache, prompt);
+    }
+    const int64_t before = resident();
+    if (before == 0) GTEST_SKIP() << "/proc/self/pagemap cannot be read here: resident pages are not measurable";
+    EXPECT_GT(before, linear_bytes / 2) << "the float32 decoder did not read the mapped rows";
+    Decoder dec(*m, format);
+    SequenceCache cache = dec.new_cache(32);
+    std::vector<float> logits;
+    dec.prefill(cache, prompt, &logits);
+    SequenceCache* one[] = {&cache};
+    const int32_t token[] = {3};
+    dec.step(one, token, logits.data());
+    // Reading a page maps up to 64 KiB of its resident neighbours (the
+    // kernel's fault-around), so a few pages at the edges of matrices read
+    // later may come back: 24 KiB of 10.9 MB here. A kept copy would be all of it.
+    const int64_t after = resident();
+    EXPECT_LE(after, linear_bytes / 100) << "of " << linear_bytes << " bytes of float32 linear rows";
+    std::printf("%s: float32 linear rows resident after a float32 prefill %lld bytes, after the %s decoder's %lld\n",
+                to_string(format), static_cast<long long>(before), to_string(format), static_cast<long long>(after));
+    EXPECT_GT(dec.linears().quantized_bytes(), 0);
+  }
+  // A NaN in the embedding's second slice is named at its index in the tensor.
+  {
+    const SafetensorsFile file = SafetensorsFile::open(weights.string());
+    auto probe = std::make_unique<Model>(c, false);
+    const SafetensorsEntry* e = file.find(param_name_at(*probe, probe->plan().embed));
+    ASSERT_NE(e, nullptr);
+    std::ifstream in(weights, std::ios::binary);
+    uint64_t header = 0;
+    in.read(reinterpret_cast<char*>(&header), 8);
+    in.close();
+    std::fstream f(weights, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(8 + header + e->begin + 4200000 * sizeof(float)));
+    const float nan = NAN;
+    f.write(reinterpret_cast<const char*>(&nan), sizeof(nan));
+  }
+  test::expect_error([&] { (void)load_model(dir.string(), false); },
+                     {"model.safetensors", "holds nan at index 4200000", "corrupt"});
   fs::remove_all(dir);
 }
 

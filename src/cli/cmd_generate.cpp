@@ -288,8 +288,8 @@ void register_bench_infer(CLI::App& app, const GlobalOptions& global) {
       std::printf(" (%s of %s weights held as stored in the checkpoint)", mib(r.quantized_weight_bytes).c_str(),
                   to_string(o.weights));
     else if (r.quantized_weight_bytes > 0)
-      std::printf(" (%s of %s weights; prefill chunks on the float32 ones)", mib(r.quantized_weight_bytes).c_str(),
-                  to_string(o.weights));
+      std::printf(" (%s of %s weights%s)", mib(r.quantized_weight_bytes).c_str(), to_string(o.weights),
+                  o.weights == infer::WeightFormat::kBF16 ? "; prefill chunks on the float32 ones" : "");
     std::printf("\n");
     std::printf("load: %.2f s (%s); peak RSS %.2f GB\n", r.load_seconds,
                 opts->ckpt.empty() ? "random init" : "checkpoint", static_cast<double>(r.peak_rss_bytes) / 1e9);
@@ -311,6 +311,11 @@ void register_bench_infer(CLI::App& app, const GlobalOptions& global) {
                 "tok/s; batch-1 decode runs at %.0f %% of it\n",
                 static_cast<double>(r.decode_bytes_per_token) / 1e9, r.read_gb_per_second, r.threads,
                 r.bandwidth_limit_tokens_per_second(), 100.0 * r.decode_share_of_bandwidth());
+    std::printf("products: prefill runs %.1f GOP/s of linear layers and head; [256, %lld] x [%lld, %lld] peaks in "
+                "this run: float32 (sgemm) %.1f, q8 blocks %.1f, q4 blocks %.1f GOP/s (%s)\n",
+                r.prefill_gops(), static_cast<long long>(model->config().hidden_size),
+                static_cast<long long>(model->config().hidden_size), static_cast<long long>(model->config().hidden_size),
+                r.gemm_f32_gops, r.gemm_q8_gops, r.gemm_q4_gops, r.product_isa);
     std::printf("%9s %11s %15s %17s %12s\n", "context", "prefill s", "prefill tok/s", "decode ms/token", "cache");
     for (const infer::ContextTiming& c : r.contexts)
       std::printf("%9lld %11.3f %15.1f %17.3f %12s\n", static_cast<long long>(c.context), c.prefill_seconds,

@@ -156,6 +156,7 @@ void load_params(const SafetensorsFile& file, ParamTable& table, const std::set<
 
 // hymba::Error naming the file, tensor and first index when `data` holds a NaN
 // or an infinity (weights and optimizer moments must be finite to be used).
-void check_finite(const std::string& path, const std::string& name, const float* data, int64_t n);
+// data holds the tensor's elements from index `first` on (the error names the tensor's index).
+void check_finite(const std::string& path, const std::string& name, const float* data, int64_t n, int64_t first = 0);
 
 }  // namespace hymba

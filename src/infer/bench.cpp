@@ -12,6 +12,8 @@
 #include "core/rng.h"
 #include "core/threading.h"
 #include "infer/decoder.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quant_packed.h"
 #include "infer/sampler.h"
 #include "model/plan.h"
 
@@ -119,6 +121,48 @@ int64_t peak_rss_bytes() {
   if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // kilobytes on Linux
 }
+
+namespace {
+
+// GOP/s of product(), the best of three timed calls after one untimed.
+template <typename Product>
+double best_gops(double ops, Product product) {
+  product();
+  double best = 0.0;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = Clock::now();
+    product();
+    best = std::max(best, ops / seconds_since(t0) / 1e9);
+  }
+  return best;
+}
+
+// The float32 and block products' peaks at [256, d] x [d, d] (see InferBenchResult).
+void measure_product_peaks(InferBenchResult& r, int64_t d) {
+  constexpr int64_t R = 256;
+  Rng rng(7);
+  std::vector<float> x(static_cast<size_t>(R * d)), w(static_cast<size_t>(d * d)), out(static_cast<size_t>(R * d));
+  for (float& v : x) v = static_cast<float>(rng.uniform()) - 0.5f;
+  for (float& v : w) v = static_cast<float>(rng.uniform()) - 0.5f;
+  const double ops = 2.0 * static_cast<double>(R * d * d);
+  r.gemm_f32_gops = best_gops(ops, [&] { cpu::matmul_forward(out.data(), x.data(), w.data(), nullptr, R, d, d); });
+  const int64_t nb = cpu::q8_blocks_per_row(d);
+  std::vector<cpu::BlockQ8> b8(static_cast<size_t>(d * nb));
+  std::vector<cpu::BlockQ4> b4(b8.size());
+  cpu::quantize_q8(b8.data(), w.data(), d, d);
+  cpu::quantize_q4(b4.data(), w.data(), d, d);
+  std::vector<cpu::PackedQ8> p8(static_cast<size_t>(cpu::packed_groups(d) * nb));
+  std::vector<cpu::PackedQ4> p4(p8.size());
+  cpu::pack_q8(p8.data(), b8.data(), d, d);
+  cpu::pack_q4(p4.data(), b4.data(), d, d);
+  r.gemm_q8_gops =
+      best_gops(ops, [&] { cpu::gemm_packed_q8(out.data(), d, x.data(), d, p8.data(), nullptr, R, d, d); });
+  r.gemm_q4_gops =
+      best_gops(ops, [&] { cpu::gemm_packed_q4(out.data(), d, x.data(), d, p4.data(), nullptr, R, d, d); });
+  r.product_isa = cpu::to_string(cpu::best_q8_isa());
+}
+
+}  // namespace
 
 InferBenchResult run_infer_bench(Model& model, const InferBenchOptions& opt) {
   HYMBA_CHECK(opt.prompt_len >= 1, "--prompt-len must be >= 1, got ", opt.prompt_len);
@@ -239,6 +283,11 @@ InferBenchResult run_infer_bench(Model& model, const InferBenchOptions& opt) {
   const InferBenchResult::BandwidthRound& median = by_share[by_share.size() / 2];
   r.read_gb_per_second = median.read_gb_per_second;
   r.decode_share = median.share;
+  for (const int64_t offset : linear_weight_offsets(model.plan()))
+    for (const ParamInfo& p : model.params().rows())
+      if (p.offset == offset) r.linear_ops_per_token += 2 * p.shape.numel();
+  r.linear_ops_per_token += 2 * cfg.vocab_size * cfg.hidden_size;  // the head
+  measure_product_peaks(r, cfg.hidden_size);
   return r;
 }
 
@@ -283,6 +332,13 @@ nlohmann::json InferBenchResult::to_json() const {
           {"bandwidth_limit_tokens_per_s", bandwidth_limit_tokens_per_second()},
           {"decode_share_of_bandwidth", decode_share_of_bandwidth()},
           {"bandwidth_rounds", rounds},
+          {"products",
+           {{"isa", product_isa},
+            {"gemm_f32_gops", gemm_f32_gops},
+            {"gemm_q8_gops", gemm_q8_gops},
+            {"gemm_q4_gops", gemm_q4_gops},
+            {"linear_ops_per_token", linear_ops_per_token},
+            {"prefill_gops", prefill_gops()}}},
           {"load_s", load_seconds},
           {"peak_rss_bytes", peak_rss_bytes}};
 }

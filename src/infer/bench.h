@@ -75,6 +75,17 @@ struct InferBenchResult {
     return decode_bytes_per_token > 0 ? read_gb_per_second * 1e9 / static_cast<double>(decode_bytes_per_token) : 0.0;
   }
   double decode_share_of_bandwidth() const { return decode_share; }
+  // The products prefill runs, beside what the kernels reach in the same run:
+  // GOP/s (2 x rows x C x OC per second) of a [256, d] x [d, d] product with
+  // d the model's hidden size, on float32 weights (sgemm) and on packed q8 /
+  // q4 blocks (the many-row block kernels, kernels/cpu/quant_gemm.cpp, on
+  // product_isa), the best of three after a warm-up; and the operations of
+  // the linear layers and head per prefilled token (2 x their weights), so
+  // prefill_gops() is prefill's rate in the same unit.
+  double gemm_f32_gops = 0.0, gemm_q8_gops = 0.0, gemm_q4_gops = 0.0;
+  const char* product_isa = "";
+  int64_t linear_ops_per_token = 0;
+  double prefill_gops() const { return prefill_tokens_per_second * static_cast<double>(linear_ops_per_token) / 1e9; }
   // The process's peak resident memory at the end of the timed runs (model,
   // caches, activations), and the load (or init) time, set by the caller.
   int64_t peak_rss_bytes = 0;

@@ -45,8 +45,9 @@ class Decoder {
   WeightFormat weight_format() const { return linears_.format(); }
   int64_t quantized_bytes() const { return linears_.quantized_bytes() + linears_.held_bytes(); }
   const DecoderLinears& linears() const { return linears_; }
-  // Whether prefill chunks multiply by the quantized weights too (scoring a
-  // format) or, by default, by the float32 ones (faster; weight_format.h).
+  // bf16: whether prefill chunks multiply by the bf16 weights too (scoring
+  // the format) or, by default, by the float32 ones (faster). q8 and q4 run
+  // every product on their blocks either way (weight_format.h).
   void set_quantized_prefill(bool on) { linears_.quantized_rows(on); }
   // Whether the output head runs in the format too (the default; weight_format.h).
   void set_head_in_format(bool on) { linears_.head_in_format(on); }

@@ -175,11 +175,13 @@ void DecoderLinears::formatted_product(Copies& copies, WeightFormat format, floa
   auto it = copies.blocks.find({w, OC, C});
   if (it == copies.blocks.end()) {
     const BlockFormat blocks = format == WeightFormat::kQ4 ? BlockFormat::kQ4 : BlockFormat::kQ8;
-    // The head's float32 rows, once copied, are read a few rows a token (a
-    // tied head is the embedding): where they are unwritten file pages
-    // (held checkpoints, mapped float32 ones) they leave the resident set.
-    const bool head = &copies == &head_copies_;
-    it = copies.blocks.emplace(Key{w, OC, C}, packed_copy(blocks, w, OC, C, head)).first;
+    // The float32 rows, once copied, are not read again by the decoder (a
+    // tied head's are read a few rows a token, as the embedding): where
+    // they are unwritten file pages (a mapped float32 checkpoint, a held
+    // checkpoint's head) they leave the resident set a slice at a time, so
+    // no float32 copy of a quantized matrix stays resident. Anonymous
+    // memory (a file that could not be mapped) is left alone.
+    it = copies.blocks.emplace(Key{w, OC, C}, packed_copy(blocks, w, OC, C, true)).first;
     quantized_bytes_ += it->second.bytes();
   }
   packed_product(it->second, out, ld_out, in, ld_in, rows);
@@ -188,7 +190,7 @@ void DecoderLinears::formatted_product(Copies& copies, WeightFormat format, floa
 void DecoderLinears::linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w, int64_t rows,
                             int64_t C, int64_t OC) {
   if (!held_.empty() && held_linear(out, ld_out, in, ld_in, w, rows, C, OC)) return;
-  if (format_ == WeightFormat::kF32 || (rows >= kFloatRows && !quantize_all_rows_))
+  if (format_ == WeightFormat::kF32 || (format_ == WeightFormat::kBF16 && rows >= kFloatRows && !quantize_all_rows_))
     infer::linear(out, ld_out, in, ld_in, w, rows, C, OC);
   else
     formatted_product(copies_, format_, out, ld_out, in, ld_in, w, rows, C, OC);
@@ -204,7 +206,7 @@ WeightFormat DecoderLinears::head_format() const {
 
 void DecoderLinears::head(float* logits, const float* in, const float* w, int64_t rows, int64_t C, int64_t V) {
   const WeightFormat f = head_format();
-  if (f == WeightFormat::kF32 || (rows >= kFloatRows && !quantize_all_rows_))
+  if (f == WeightFormat::kF32 || (f == WeightFormat::kBF16 && rows >= kFloatRows && !quantize_all_rows_))
     infer::linear(logits, V, in, C, w, rows, C, V);
   else
     formatted_product(head_copies_, f, logits, V, in, C, w, rows, C, V);

@@ -33,17 +33,22 @@ WeightFormat head_format_of(WeightFormat format);
 
 // The decoder's linear layers in one weight format. f32 is the plain
 // product; bf16, q8 and q4 round each weight matrix the first time it is used
-// and keep it for the decoder's life (the float32 weights stay resident too).
+// and keep it for the decoder's life. q8 and q4 run every product on their
+// blocks and drop the float32 rows' file pages once copied (a mapped float32
+// checkpoint then keeps no float32 copy of a quantized matrix resident); bf16
+// keeps the float32 weights for long products.
 class DecoderLinears {
  public:
   explicit DecoderLinears(WeightFormat format) : format_(format) {}
   WeightFormat format() const { return format_; }
 
-  // Products of at least kFloatRows rows (prefill chunks; decode steps set
-  // quantized_rows(true) for their products) by a matrix the
+  // bf16: products of at least kFloatRows rows (prefill chunks; decode
+  // steps set quantized_rows(true) for their products) by a matrix the
   // decoder formats itself run on its float32 weights, which stay resident
-  // (sgemm is as fast there, and bf16's row kernels are slower). Scoring
-  // sets quantized_rows(true) so every product uses the format. Held
+  // (bf16's row kernels are slower than sgemm there). Scoring sets
+  // quantized_rows(true) so every product uses the format. q8 and q4 run
+  // products of any row count on their blocks (the many-row block kernels,
+  // kernels/cpu/quant_gemm.cpp), so the flag does not change them. Held
   // matrices have no float32 weights (see adopt()).
   static constexpr int64_t kFloatRows = 16;
   void quantized_rows(bool all) { quantize_all_rows_ = all; }
@@ -66,7 +71,7 @@ class DecoderLinears {
   // format too (q4's head in q8, as llama.cpp keeps its output matrix at a
   // higher precision), unless head_in_format(false): for 1.5B models the
   // float32 head is 11-20 % of a quantized step's bytes, for 125M half.
-  // Long products (kFloatRows rows, unless scoring) use the float32 head.
+  // For bf16, long products (kFloatRows rows, unless scoring) use the float32 head.
   void head(float* logits, const float* in, const float* w, int64_t rows, int64_t C, int64_t V);
   void head_in_format(bool on) { head_in_format_ = on; }
   // The head's format: f32, bf16 or q8.

@@ -54,4 +54,16 @@ void matmul_packed_q8(float* out, int64_t ld_out, const float* x, int64_t ld_x, 
 void matmul_packed_q4(float* out, int64_t ld_out, const float* x, int64_t ld_x, const PackedQ4* w, const float* bias,
                       int64_t R, int64_t C, int64_t OC, Q8Isa isa = best_q8_isa());
 
+// The same products for many rows (kernels/cpu/quant_gemm.cpp): tiles of
+// input rows by 16 outputs (AVX-512 VNNI) or 8 (AVX2), each weight register
+// loaded once per tile, rows a cache-sized panel at a time. The same
+// summation order, so the same bits as the one-row kernels on every
+// instruction set and thread count; the portable path is the one-row one.
+// matmul_packed_q8 / q4 hand products of kGemmMinRows rows or more to them.
+inline constexpr int64_t kGemmMinRows = 4;
+void gemm_packed_q8(float* out, int64_t ld_out, const float* x, int64_t ld_x, const PackedQ8* w, const float* bias,
+                    int64_t R, int64_t C, int64_t OC, Q8Isa isa = best_q8_isa());
+void gemm_packed_q4(float* out, int64_t ld_out, const float* x, int64_t ld_x, const PackedQ4* w, const float* bias,
+                    int64_t R, int64_t C, int64_t OC, Q8Isa isa = best_q8_isa());
+
 }  // namespace hymba::cpu

@@ -68,6 +68,8 @@ void dequantize_q4(float* out, const BlockQ4* blocks, int64_t N, int64_t C) {
 }
 
 void pack_q4(PackedQ4* out, const BlockQ4* w, int64_t OC, int64_t C) {
+  HYMBA_CHECK(OC >= 0 && C >= 1 && (OC == 0 || (out != nullptr && w != nullptr)), "pack_q4: bad shape OC=", OC,
+              " C=", C, " or a null matrix");
   const int64_t nb = q4_blocks_per_row(C);
   for (int64_t g = 0; g < packed_groups(OC); ++g)
     for (int64_t b = 0; b < nb; ++b) {
@@ -178,6 +180,8 @@ __attribute__((target("avx512vnni,avx512vl,avx512bw,avx512f,avx2,fma,f16c"))) vo
 void matmul_packed_q4(float* out, int64_t ld_out, const float* x, int64_t ld_x, const PackedQ4* w, const float* bias,
                       int64_t R, int64_t C, int64_t OC, Q8Isa isa) {
   check_product("matmul_q4", R, C, OC, ld_out, ld_x, isa);
+  if (R >= kGemmMinRows && isa != Q8Isa::kPortable)
+    return gemm_packed_q4(out, ld_out, x, ld_x, w, bias, R, C, OC, isa);
   static_assert(kQ4BlockSize == kQ8BlockSize, "a q4 weight block pairs with one q8 input block");
   const auto dot = isa == Q8Isa::kAvx512Vnni ? group_dot_vnni : isa == Q8Isa::kAvx2 ? group_dot_avx2
                                                                                      : group_dot_portable;

@@ -88,6 +88,8 @@ void dequantize_q8(float* out, const BlockQ8* blocks, int64_t N, int64_t C) {
 }
 
 void pack_q8(PackedQ8* out, const BlockQ8* w, int64_t OC, int64_t C) {
+  HYMBA_CHECK(OC >= 0 && C >= 1 && (OC == 0 || (out != nullptr && w != nullptr)), "pack_q8: bad shape OC=", OC,
+              " C=", C, " or a null matrix");
   const int64_t nb = q8_blocks_per_row(C);
   for (int64_t g = 0; g < packed_groups(OC); ++g)
     for (int64_t b = 0; b < nb; ++b) {
@@ -219,6 +221,8 @@ void check_product(const char* name, int64_t R, int64_t C, int64_t OC, int64_t l
 void matmul_packed_q8(float* out, int64_t ld_out, const float* x, int64_t ld_x, const PackedQ8* w, const float* bias,
                       int64_t R, int64_t C, int64_t OC, Q8Isa isa) {
   check_product("matmul_q8", R, C, OC, ld_out, ld_x, isa);
+  if (R >= kGemmMinRows && isa != Q8Isa::kPortable)
+    return gemm_packed_q8(out, ld_out, x, ld_x, w, bias, R, C, OC, isa);
   const auto dot = isa == Q8Isa::kAvx512Vnni ? group_dot_vnni : isa == Q8Isa::kAvx2 ? group_dot_avx2
                                                                                      : group_dot_portable;
   matmul_groups(out, ld_out, x, ld_x, w, bias, R, C, OC, dot);
