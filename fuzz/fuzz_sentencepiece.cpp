@@ -1,8 +1,8 @@
 // tokenizer.model: a sentencepiece ModelProto (BPE or Unigram), read by the
 // engine's own protobuf scan (model type) and by libsentencepiece; an
 // accepted model then encodes and decodes a fixed text.
-#include "data/tokenizer.h"
-#include "data/tokenizer_files.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_files.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

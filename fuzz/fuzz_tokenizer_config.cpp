@@ -3,9 +3,9 @@
 // add_bos_token.
 #include <string>
 
-#include "data/hf_tokenizer.h"
-#include "data/tokenizer_files.h"
-#include "data/tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
+#include "tokenizer/tokenizer_files.h"
+#include "tokenizer/tokenizer.h"
 #include "fuzz_util.h"
 
 namespace {

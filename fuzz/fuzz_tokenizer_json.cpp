@@ -1,8 +1,8 @@
 // HF tokenizer.json (byte-level BPE): model, vocab, merges, added tokens,
 // pre-tokenizer, decoder and normalizer fields; an accepted tokenizer then
 // encodes and decodes a fixed text.
-#include "data/hf_tokenizer.h"
-#include "data/tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -12,13 +12,13 @@
 #include <sstream>
 
 #include "ablate/report.h"
-#include "data/train_tokenizer.h"
+#include "tokenizer/train/train_tokenizer.h"
 #include "core/stats.h"
 #include "ablate/results.h"
 #include "ablate/suite.h"
 #include "cli_util.h"
 #include "core/error.h"
-#include "data/tokenizer_files.h"
+#include "tokenizer/tokenizer_files.h"
 #include "train/trainer.h"
 
 namespace hymba {

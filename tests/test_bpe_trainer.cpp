@@ -1,4 +1,4 @@
-// Hugging Face's BpeTrainer reproduced (src/data/bpe_trainer.h): merges on
+// Hugging Face's BpeTrainer reproduced (src/tokenizer/train/bpe_trainer.h): merges on
 // hand-worked corpora, GPT-2's pre-tokenizer, and the whole merge list of the
 // real HF trainer on the parity texts (tests/fixtures/tokenizers/bpe_train,
 // written by tools/tokenizer_parity/bpe_train_reference.js).
@@ -17,9 +17,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
-#include "data/bpe_trainer.h"
-#include "data/tokenizer.h"
-#include "data/tokenizer_files.h"
+#include "tokenizer/train/bpe_trainer.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_files.h"
 #include "test_util.h"
 
 namespace hymba {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "infer/cache.h"
 #include "infer/decoder.h"
 #include "infer/generate.h"

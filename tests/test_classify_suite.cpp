@@ -15,7 +15,7 @@
 #include "classify/suite.h"
 #include "cli_util.h"
 #include "core/rng.h"
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "model/presets.h"
 #include "model/summary.h"
 

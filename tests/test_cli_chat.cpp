@@ -15,7 +15,7 @@
 
 #include "api/hymba.h"
 #include "cli_util.h"
-#include "data/chat_template.h"
+#include "chat/chat_template.h"
 
 namespace hymba {
 namespace {

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "cli_util.h"
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hymba {
 namespace {

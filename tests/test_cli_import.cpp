@@ -9,8 +9,8 @@
 
 #include "cli_util.h"
 #include "core/atomic_file.h"
-#include "data/sentencepiece_tokenizer.h"
-#include "data/train_tokenizer.h"
+#include "tokenizer/sentencepiece_tokenizer.h"
+#include "tokenizer/train/train_tokenizer.h"
 #include "core/safetensors.h"
 #include "formats/checkpoint.h"
 

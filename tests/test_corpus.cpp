@@ -13,8 +13,8 @@
 #include "data/corpus.h"
 #include "data/dataset.h"
 #include "data/batch_sampler.h"
-#include "data/sentencepiece_tokenizer.h"
-#include "data/train_tokenizer.h"
+#include "tokenizer/sentencepiece_tokenizer.h"
+#include "tokenizer/train/train_tokenizer.h"
 
 namespace hymba {
 namespace {

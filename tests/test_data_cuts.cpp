@@ -17,7 +17,7 @@
 #include "data/corpus.h"
 #include "data/dataset.h"
 #include "data/batch_sampler.h"
-#include "data/sentencepiece_tokenizer.h"
+#include "tokenizer/sentencepiece_tokenizer.h"
 #include "formats/checkpoint.h"
 #include "train/trainer.h"
 

@@ -15,8 +15,8 @@
 
 #include "core/atomic_file.h"
 #include "core/rng.h"
-#include "data/tokenizer.h"
-#include "data/tokenizer_files.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_files.h"
 #include "formats/checkpoint.h"
 #include "formats/gguf.h"
 #include "formats/gguf_model.h"

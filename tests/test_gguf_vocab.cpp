@@ -15,10 +15,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
-#include "data/tokenizer.h"
-#include "data/tokenizer_files.h"
-#include "data/tokenizers/regex.h"
-#include "data/unicode_normalize.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_files.h"
+#include "tokenizer/hf/regex.h"
+#include "tokenizer/unicode_normalize.h"
 #include "formats/checkpoint.h"
 #include "formats/gguf.h"
 #include "formats/gguf_pre_tokenizers.h"

@@ -19,7 +19,7 @@
 #include "core/error.h"
 #include "core/json_io.h"
 #include "core/safetensors.h"
-#include "data/tokenizer_files.h"
+#include "tokenizer/tokenizer_files.h"
 #include "infer/decoder.h"
 #include "formats/checkpoint.h"
 #include "formats/hf_export.h"

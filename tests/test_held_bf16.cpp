@@ -16,7 +16,7 @@
 #include "cli_util.h"
 #include "core/float_formats.h"
 #include "core/safetensors.h"
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "decode_families.h"
 #include "formats/checkpoint.h"
 #include "formats/held_checkpoint.h"

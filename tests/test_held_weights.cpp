@@ -19,7 +19,7 @@
 #include "cli_util.h"
 #include "core/safetensors.h"
 #include "core/system_memory.h"
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "decode_families.h"
 #include "formats/checkpoint.h"
 #include "formats/gguf.h"

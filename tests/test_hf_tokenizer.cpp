@@ -15,9 +15,9 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "data/hf_tokenizer.h"
-#include "data/tokenizer_files.h"
-#include "data/unicode_normalize.h"
+#include "tokenizer/hf_tokenizer.h"
+#include "tokenizer/tokenizer_files.h"
+#include "tokenizer/unicode_normalize.h"
 
 namespace hymba {
 namespace {

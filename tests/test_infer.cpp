@@ -13,7 +13,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "infer/cache.h"
 #include "infer/bench.h"
 #include "infer/chat_session.h"

@@ -1,4 +1,4 @@
-// The Jinja subset interpreter (data/jinja.h) renders chat templates byte
+// The Jinja subset interpreter (chat/jinja.h) renders chat templates byte
 // for byte as @huggingface/jinja does: every template of
 // tests/fixtures/chat_templates/templates.json (published models' templates
 // and hand-written ones covering the subset) with every message list of
@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "data/jinja.h"
+#include "chat/jinja.h"
 
 namespace hymba {
 namespace {

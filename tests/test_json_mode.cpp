@@ -13,8 +13,8 @@
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "data/tokenizer.h"
-#include "data/tokenizer_files.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_files.h"
 #include "infer/json_constraint.h"
 #include "infer/json_prefix.h"
 

@@ -14,7 +14,7 @@
 #include "data/corpus.h"
 #include "data/dataset.h"
 #include "data/published_corpus.h"
-#include "data/sentencepiece_tokenizer.h"
+#include "tokenizer/sentencepiece_tokenizer.h"
 
 namespace hymba {
 namespace {

@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/hymba.h"
-#include "data/chat_template.h"
+#include "chat/chat_template.h"
 #include "serve/server.h"
 
 namespace hymba {

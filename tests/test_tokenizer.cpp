@@ -11,9 +11,9 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "data/sentencepiece_tokenizer.h"
-#include "data/train_tokenizer.h"
-#include "data/tokenizer_files.h"
+#include "tokenizer/sentencepiece_tokenizer.h"
+#include "tokenizer/train/train_tokenizer.h"
+#include "tokenizer/tokenizer_files.h"
 
 namespace hymba {
 namespace {

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/tokenizer_files.h"
+#include "tokenizer/tokenizer_files.h"
 
 namespace hymba {
 namespace {

@@ -1,4 +1,4 @@
-// The tokenizer.json pipeline's parts (src/data/tokenizers/) on hand-worked
+// The tokenizer.json pipeline's parts (src/tokenizer/hf/) on hand-worked
 // cases, with expectations derived from HF `tokenizers`' source: Split
 // behaviours, the published split regexes through PCRE2 on non-Latin text,
 // Metaspace, BPE merge order and options, Unigram's Viterbi, WordPiece,
@@ -18,10 +18,10 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "data/hf_tokenizer.h"
-#include "data/tokenizer_files.h"
-#include "data/tokenizers/normalizers.h"
-#include "data/tokenizers/pre_tokenizers.h"
+#include "tokenizer/hf_tokenizer.h"
+#include "tokenizer/tokenizer_files.h"
+#include "tokenizer/hf/normalizers.h"
+#include "tokenizer/hf/pre_tokenizers.h"
 #include "test_util.h"
 
 namespace hymba {

@@ -17,9 +17,9 @@
 #include "core/error.h"
 #include "data/corpus.h"
 #include "data/dataset.h"
-#include "data/sentencepiece_tokenizer.h"
-#include "data/train_tokenizer.h"
-#include "data/tokenizer_files.h"
+#include "tokenizer/sentencepiece_tokenizer.h"
+#include "tokenizer/train/train_tokenizer.h"
+#include "tokenizer/tokenizer_files.h"
 #include "train/run_state.h"
 #include "train/trainer.h"
 

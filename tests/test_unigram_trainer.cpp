@@ -1,4 +1,4 @@
-// Hugging Face's UnigramTrainer reproduced (src/data/unigram_trainer.h):
+// Hugging Face's UnigramTrainer reproduced (src/tokenizer/train/unigram_trainer.h):
 // digamma, the suffix-array seeds on hand-worked text, the stop and finalize
 // sizes, the tokenizer.json seed 002 trains, and the whole vocabulary of the
 // real HF trainer on a committed corpus (tests/fixtures/tokenizers/
@@ -22,8 +22,8 @@
 
 #include "cli_util.h"
 #include "core/error.h"
-#include "data/tokenizer.h"
-#include "data/unigram_trainer.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/train/unigram_trainer.h"
 #include "test_util.h"
 
 namespace hymba {

@@ -10,7 +10,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_io.h"
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hymba::ablate {
 

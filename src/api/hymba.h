@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "eval/evaluate.h"
 #include "infer/generate.h"
 #include "infer/weight_format.h"

@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "core/system_memory.h"
-#include "data/tokenizer_files.h"
+#include "tokenizer/tokenizer_files.h"
 #include "formats/checkpoint.h"
 #include "train/run_state.h"
 

@@ -21,7 +21,7 @@
 #include "classify/data.h"
 #include "classify/head.h"
 #include "core/params.h"
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "model/model.h"
 
 namespace hymba::classify {

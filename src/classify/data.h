@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hymba::classify {
 

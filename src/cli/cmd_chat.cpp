@@ -1,6 +1,6 @@
 // `hymba chat --ckpt DIR`: an interactive conversation on stdin/stdout.
 // Each line read is a user message; the conversation so far is rendered
-// through the checkpoint's chat template (data/chat_template.h) and the
+// through the checkpoint's chat template (chat/chat_template.h) and the
 // reply streams out as it is generated. "/exit" (or end of input) ends it,
 // "/reset" starts a new conversation, "/help" lists the commands; other
 // slash commands are refused, not sent ("//" sends a leading "/").
@@ -23,7 +23,7 @@
 #include "cli/model_options.h"
 #include "core/error.h"
 #include "core/excerpt.h"
-#include "data/chat_template.h"
+#include "chat/chat_template.h"
 #include "infer/chat_session.h"
 #include "infer/generate.h"
 

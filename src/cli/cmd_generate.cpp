@@ -15,7 +15,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "core/error.h"
-#include "data/chat_template.h"
+#include "chat/chat_template.h"
 #include "infer/bench.h"
 #include "infer/generate.h"
 #include "formats/checkpoint.h"

@@ -14,7 +14,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/float_formats.h"
-#include "data/tokenizer_files.h"
+#include "tokenizer/tokenizer_files.h"
 #include "formats/checkpoint.h"
 #include "formats/hf_export.h"
 #include "formats/gguf.h"

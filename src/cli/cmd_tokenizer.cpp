@@ -19,12 +19,12 @@
 #include "cli/commands.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "data/bpe_trainer.h"
+#include "tokenizer/train/bpe_trainer.h"
 #include "data/corpus.h"
-#include "data/sentencepiece_tokenizer.h"
-#include "data/train_tokenizer.h"
-#include "data/tokenizer_files.h"
-#include "data/unigram_trainer.h"
+#include "tokenizer/sentencepiece_tokenizer.h"
+#include "tokenizer/train/train_tokenizer.h"
+#include "tokenizer/tokenizer_files.h"
+#include "tokenizer/train/unigram_trainer.h"
 #include "formats/checkpoint.h"
 
 namespace hymba::cli {
@@ -228,7 +228,7 @@ void print_sample(const Tokenizer& tok, const std::string& doc) {
   }
 }
 
-// Hugging Face's ByteLevel BPE as seed 001 trains it (data/bpe_trainer.h):
+// Hugging Face's ByteLevel BPE as seed 001 trains it (tokenizer/train/bpe_trainer.h):
 // every document of the corpus is one sequence, as train_from_iterator takes
 // it. Writes tokenizer.json and, beside it, tokenizer_config.json.
 void run_train_byte_level_bpe(const TrainCmdOptions& o) {
@@ -268,7 +268,7 @@ void run_train_byte_level_bpe(const TrainCmdOptions& o) {
   if (!docs.empty()) print_sample(*tok, docs.front());
 }
 
-// Hugging Face's Unigram as seed 002 trains it (data/unigram_trainer.h):
+// Hugging Face's Unigram as seed 002 trains it (tokenizer/train/unigram_trainer.h):
 // NFKC + Lowercase, Whitespace, each document in 1,000,000-character
 // sequences. Writes tokenizer.json and, beside it, tokenizer_config.json.
 void run_train_hf_unigram(const TrainCmdOptions& o) {

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "data/corpus.h"
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hymba {
 

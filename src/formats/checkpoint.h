@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "data/tokenizer_files.h"
+#include "tokenizer/tokenizer_files.h"
 #include "model/model.h"
 
 namespace hymba {
@@ -46,7 +46,7 @@ ModelConfig load_config_file(const std::string& path);
 // The config of a checkpoint directory (its config.json) or a GGUF file.
 ModelConfig load_checkpoint_config(const std::string& path);
 
-// The tokenizer of a checkpoint directory (data/tokenizer_files.h) or of a
+// The tokenizer of a checkpoint directory (tokenizer/tokenizer_files.h) or of a
 // GGUF file's metadata.
 CheckpointTokenizer load_checkpoint_tokenizer_of(const std::string& path);
 // A tokenizer file, a checkpoint directory's tokenizer or a GGUF file's.

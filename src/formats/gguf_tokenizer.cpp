@@ -15,10 +15,10 @@
 #include "core/error.h"
 #include "core/excerpt.h"
 #include "core/json_io.h"
-#include "data/hf_tokenizer.h"
-#include "data/sentencepiece_model.h"
-#include "data/sentencepiece_tokenizer.h"
-#include "data/tokenizers/unicode_text.h"
+#include "tokenizer/hf_tokenizer.h"
+#include "tokenizer/sentencepiece_model.h"
+#include "tokenizer/sentencepiece_tokenizer.h"
+#include "tokenizer/hf/unicode_text.h"
 #include "formats/gguf_pre_tokenizers.h"
 
 namespace hymba::gguf {

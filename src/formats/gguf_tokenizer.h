@@ -17,7 +17,7 @@
 
 #include <string>
 
-#include "data/tokenizer_files.h"
+#include "tokenizer/tokenizer_files.h"
 #include "formats/gguf.h"
 
 namespace hymba::gguf {

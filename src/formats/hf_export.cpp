@@ -6,7 +6,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/safetensors.h"
-#include "data/tokenizer_files.h"
+#include "tokenizer/tokenizer_files.h"
 #include "model/layout.h"
 
 namespace hymba {

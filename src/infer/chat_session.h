@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "infer/decoder.h"
 #include "infer/generate.h"
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "infer/decoder.h"
 #include "infer/json_constraint.h"
 #include "infer/sampler.h"

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "infer/json_prefix.h"
 
 namespace hymba::infer {

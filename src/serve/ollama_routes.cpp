@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "data/chat_template.h"
+#include "chat/chat_template.h"
 #include "serve/ollama.h"
 #include "serve/request_checks.h"
 #include "serve/scheduler.h"

@@ -18,7 +18,7 @@
 #include <random>
 #include <thread>
 
-#include "data/chat_template.h"
+#include "chat/chat_template.h"
 #include "serve/client_socket.h"
 #include "serve/completions.h"
 #include "serve/logprobs.h"

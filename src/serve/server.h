@@ -2,7 +2,7 @@
 // model (docs/serve.md). Endpoints: GET /health, GET /v1/models,
 // GET /v1/models/{id}, POST /v1/completions and POST /v1/chat/completions
 // (JSON, or server-sent events with "stream": true); chat prompts come from
-// the checkpoint's chat_template (data/chat_template.h).
+// the checkpoint's chat_template (chat/chat_template.h).
 // Requests run through one Scheduler, which batches the sequences of
 // concurrent requests into shared decode steps.
 #pragma once

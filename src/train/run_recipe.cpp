@@ -1,12 +1,12 @@
 #include "train/run_recipe.h"
-#include "data/train_tokenizer.h"
+#include "tokenizer/train/train_tokenizer.h"
 
 #include <algorithm>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/threading.h"
-#include "data/tokenizer_files.h"
+#include "tokenizer/tokenizer_files.h"
 
 namespace hymba {
 

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "dist/communicator.h"
 #include "model/model.h"
 #include "train/run_lock.h"

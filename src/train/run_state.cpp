@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/excerpt.h"
 #include "core/safetensors.h"
-#include "data/tokenizer_files.h"
+#include "tokenizer/tokenizer_files.h"
 #include "formats/checkpoint.h"
 #include "model/config.h"
 

@@ -17,8 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"  // read_json_file
-#include "data/tokenizer.h"
-#include "data/tokenizer_files.h"  // CheckpointTokenizer
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_files.h"  // CheckpointTokenizer
 #include "model/model.h"
 
 namespace hymba {

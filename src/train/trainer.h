@@ -10,8 +10,8 @@
 
 #include "data/corpus.h"
 #include "data/dataset.h"
-#include "data/sentencepiece_tokenizer.h"
-#include "data/train_tokenizer.h"
+#include "tokenizer/sentencepiece_tokenizer.h"
+#include "tokenizer/train/train_tokenizer.h"
 #include "dist/communicator.h"
 #include "kernels/cpu/matmul.h"
 #include "model/config.h"

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Reference for hymba.cpp's byte-level BPE trainer (src/data/bpe_trainer.cpp):
+// Reference for hymba.cpp's byte-level BPE trainer (src/tokenizer/train/bpe_trainer.cpp):
 // trains the real Hugging Face BpeTrainer (Rust, through npm
 // @anush008/tokenizers) on a corpus and saves its tokenizer.json.
 //

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Reference for hymba.cpp's Unigram trainer (src/data/unigram_trainer.cpp):
+// Reference for hymba.cpp's Unigram trainer (src/tokenizer/train/unigram_trainer.cpp):
 // trains the real Hugging Face UnigramTrainer (Rust, through npm
 // @anush008/tokenizers) with seed 002's pipeline (normalizer NFKC then
 // Lowercase, Whitespace pre-tokenizer) and saves its tokenizer.json.
