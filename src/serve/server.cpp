@@ -330,6 +330,11 @@ bool Server::submit(httplib::Response& res, const std::shared_ptr<Job>& job) {
 
 namespace {
 
+// A request the checks refused: a 400 naming its field, in OpenAI's shape.
+void reply_bad_request(httplib::Response& res, const BadRequest& e) {
+  reply(res, 400, error_body(e.what(), "invalid_request_error", e.field(), "invalid_value"));
+}
+
 // A non-streamed job's wait; a failed job gets a 500 in OpenAI's shape.
 bool wait_for(const httplib::Request& req, httplib::Response& res, Job& job) {
   return wait_while_client_stays(req, res, job, [&res](const std::string& error) {
@@ -453,8 +458,7 @@ void Server::serve_completion(const httplib::Request& req, httplib::Response& re
     if (unknown_model(res, request.model)) return;
     prompts = completion_prompts(request);
   } catch (const BadRequest& e) {
-    reply(res, 400, error_body(e.what(), "invalid_request_error", e.field(), "invalid_value"));
-    return;
+    return reply_bad_request(res, e);
   }
   const auto slot = claim_slot(res);
   if (!slot) return;
@@ -506,8 +510,7 @@ void Server::serve_chat_completion(const httplib::Request& req, httplib::Respons
     prompts = chat_prompts(request, res);
     if (prompts.empty()) return;  // replied already
   } catch (const BadRequest& e) {
-    reply(res, 400, error_body(e.what(), "invalid_request_error", e.field(), "invalid_value"));
-    return;
+    return reply_bad_request(res, e);
   }
   const auto slot = claim_slot(res);
   if (!slot) return;

@@ -28,13 +28,7 @@ std::unique_ptr<Tokenizer> train_tokenizer(const std::vector<std::string>& docum
       throw;
     }
   }
-  SentencePieceTrainOptions s;
-  s.kind = opt.kind;
-  s.vocab_size = opt.vocab_size;
-  s.seed = opt.seed;
-  s.threads = opt.threads;
-  s.max_train_bytes = opt.max_train_bytes;
-  return train_sentencepiece_tokenizer(documents, s);
+  return train_sentencepiece_tokenizer(documents, opt);
 }
 
 }  // namespace hymba

@@ -8,22 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer/sentencepiece_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hymba {
 
-struct TokenizerTrainOptions {
-  TokenizerKind kind = TokenizerKind::kBpe;
-  int32_t vocab_size = 4096;  // including the 4 special and 256 byte pieces
-  uint64_t seed = 0;          // picks the documents kept when sampling (below)
-  // sentencepiece worker threads. Unigram's result depends on the count (it
-  // sums per-thread statistics), so 0 means a fixed 16 on every machine and
-  // the same corpus gives the same model everywhere.
-  int threads = 0;
-  // Corpora with more text than this are trained on a seeded random sample
-  // (whole documents, or blocks of ~1/64 of this size from large ones),
-  // which keeps training to seconds or minutes.
-  int64_t max_train_bytes = int64_t{32} << 20;
+// The kind and size (and, for sentencepiece's kinds, the sample and threads:
+// tokenizer/sentencepiece_tokenizer.h), plus the settings of HF's trainers.
+struct TokenizerTrainOptions : SentencePieceTrainOptions {
   // kind byte-level-bpe (tokenizer/train/bpe_trainer.h), trained on the whole corpus:
   // BpeTrainer's min_frequency, and the corpus's bytes only as the alphabet
   // (HF's BpeTrainer, seed 001) instead of all 256.
