@@ -143,7 +143,7 @@ TEST(QuantGemm, ResultsDoNotDependOnTheThreadCount) {
   const int before = omp_get_max_threads();
   for (const cpu::Q8Isa isa : cpu::q8_isas_here()) {
     std::vector<float> first8, first4;
-    for (const int threads : {1, 2, 3, 5}) {
+    for (const int threads : {1, 2, 3}) {
       omp_set_num_threads(threads);
       std::vector<float> got8(static_cast<size_t>(R * OC)), got4(got8.size());
       cpu::gemm_packed_q8(got8.data(), OC, x.data(), C, m.p8.data(), nullptr, R, C, OC, isa);

@@ -35,8 +35,11 @@
 #include "kernels/cpu/quant_packed.h"
 
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused
-// merge source, which -Wmaybe-uninitialized reports once inlined.
+// merge source, which -Wmaybe-uninitialized reports once inlined (clang
+// has no such warning).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace hymba::cpu {
 
