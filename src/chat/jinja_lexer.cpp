@@ -133,43 +133,209 @@ std::string js_trim(std::string_view s, bool start, bool end) {
   return std::string(s.substr(b, e - b));
 }
 
-std::vector<Token> tokenize(std::string_view source) {
-  if (source.size() > kMaxTemplateBytes) throw SyntaxError("the template is longer than 1 MiB");
-  const std::string src = preprocess(source);
-  const size_t size = src.size();
-  std::vector<Token> tokens;
-  size_t pos = 0;
-  int curly_depth = 0;
-  const auto at = [&](size_t i) { return i < size ? src[i] : '\0'; };
-  const auto starts = [&](const char* s) { return src.compare(pos, std::strlen(s), s) == 0; };
-  const auto last_type = [&]() -> const Tok* { return tokens.empty() ? nullptr : &tokens.back().type; };
+namespace {
+
+constexpr std::array<std::pair<const char*, Tok>, 29> kFixed = {{
+    {"{%", Tok::kOpenStatement}, {"%}", Tok::kCloseStatement}, {"{{", Tok::kOpenExpression},
+    {"}}", Tok::kCloseExpression}, {"(", Tok::kOpenParen}, {")", Tok::kCloseParen}, {"{", Tok::kOpenCurly},
+    {"}", Tok::kCloseCurly}, {"[", Tok::kOpenSquare}, {"]", Tok::kCloseSquare}, {",", Tok::kComma},
+    {".", Tok::kDot}, {":", Tok::kColon}, {"|", Tok::kPipe}, {"<=", Tok::kComparison}, {">=", Tok::kComparison},
+    {"==", Tok::kComparison}, {"!=", Tok::kComparison}, {"<", Tok::kComparison}, {">", Tok::kComparison},
+    {"+", Tok::kAdditive}, {"-", Tok::kAdditive}, {"~", Tok::kAdditive}, {"**", Tok::kPower},
+    {"*", Tok::kMultiplicative}, {"//", Tok::kMultiplicative}, {"/", Tok::kMultiplicative},
+    {"%", Tok::kMultiplicative}, {"=", Tok::kEquals}}};
+
+// One pass over a preprocessed template, as @huggingface/jinja's lexer
+// reads it: text between tags, comments, whitespace control, then the
+// tokens inside tags.
+class Lexer {
+ public:
+  explicit Lexer(std::string src) : src_(std::move(src)), size_(src_.size()) {}
+
+  std::vector<Token> run() {
+    while (pos_ < size_) {
+      if (after_tag() && text()) continue;
+      if (src_[pos_] == '{' && at(pos_ + 1) == '#') {
+        comment();
+        continue;
+      }
+      if (opening_with_strip()) continue;
+      skip_whitespace();
+      if (pos_ >= size_) break;
+      if (closing_with_strip()) continue;
+      if (signed_number()) continue;
+      if (fixed_token()) continue;
+      if (literal_or_identifier()) continue;
+      throw SyntaxError(std::string("unexpected character: '") + src_[pos_] + "'");
+    }
+    return std::move(tokens_);
+  }
+
+ private:
+  char at(size_t i) const { return i < size_ ? src_[i] : '\0'; }
+  bool starts(const char* s) const { return src_.compare(pos_, std::strlen(s), s) == 0; }
+  const Tok* last_type() const { return tokens_.empty() ? nullptr : &tokens_.back().type; }
+  void skip_whitespace() {
+    while (size_t n = js_space_at(src_, pos_)) pos_ += n;
+  }
+  void strip_trailing_whitespace() {
+    if (!tokens_.empty() && tokens_.back().type == Tok::kText) {
+      tokens_.back().value = js_trim(tokens_.back().value, false, true);
+      if (tokens_.back().value.empty()) tokens_.pop_back();
+    }
+  }
+  bool after_tag() const {
+    const Tok* last = last_type();
+    return last == nullptr || *last == Tok::kCloseStatement || *last == Tok::kCloseExpression || *last == Tok::kComment;
+  }
+
+  // Text up to the next tag; false when a tag starts here.
+  bool text() {
+    const size_t begin = pos_;
+    while (pos_ < size_ && !(src_[pos_] == '{' && (at(pos_ + 1) == '%' || at(pos_ + 1) == '{' || at(pos_ + 1) == '#')))
+      ++pos_;
+    if (pos_ == begin) return false;
+    tokens_.push_back({src_.substr(begin, pos_ - begin), Tok::kText});
+    return true;
+  }
+
+  // {# ... #}, with {#- and -#} stripping the whitespace around it.
+  void comment() {
+    pos_ += 2;
+    const bool strip_before = at(pos_) == '-';
+    if (strip_before) ++pos_;
+    const size_t begin = pos_;
+    while (at(pos_) != '#' || at(pos_ + 1) != '}') {
+      if (pos_ + 2 >= size_) throw SyntaxError("missing end of comment tag");
+      ++pos_;
+    }
+    std::string body = src_.substr(begin, pos_ - begin);
+    const bool strip_after = !body.empty() && body.back() == '-';
+    if (strip_after) body.pop_back();
+    if (strip_before) strip_trailing_whitespace();
+    tokens_.push_back({std::move(body), Tok::kComment});
+    pos_ += 2;
+    if (strip_after) skip_whitespace();
+  }
+
+  // {%- and {{-: the tag, with the text before it stripped at its end.
+  bool opening_with_strip() {
+    if (!starts("{%-") && !starts("{{-")) return false;
+    const bool statement = starts("{%-");
+    strip_trailing_whitespace();
+    tokens_.push_back(statement ? Token{"{%", Tok::kOpenStatement} : Token{"{{", Tok::kOpenExpression});
+    if (!statement) curly_depth_ = 0;
+    pos_ += 3;
+    return true;
+  }
+
+  // -%} and -}}: the tag, and the whitespace after it skipped.
+  bool closing_with_strip() {
+    if (!starts("-%}") && !starts("-}}")) return false;
+    tokens_.push_back(starts("-%}") ? Token{"%}", Tok::kCloseStatement} : Token{"}}", Tok::kCloseExpression});
+    pos_ += 3;
+    skip_whitespace();
+    return true;
+  }
+
+  std::string digits() {
+    const size_t begin = pos_;
+    while (is_digit(at(pos_))) ++pos_;
+    return src_.substr(begin, pos_ - begin);
+  }
+
+  // A + or - where no operand precedes it: a signed number, or a unary operator.
+  bool signed_number() {
+    const char c = src_[pos_];
+    if (c != '-' && c != '+') return false;
+    const Tok* prev = last_type();
+    if (prev == nullptr || *prev == Tok::kText) throw SyntaxError(std::string("unexpected character: ") + c);
+    if (*prev == Tok::kIdentifier || *prev == Tok::kNumber || *prev == Tok::kString || *prev == Tok::kCloseParen ||
+        *prev == Tok::kCloseSquare)
+      return false;
+    ++pos_;
+    std::string num = digits();
+    if (!num.empty() && at(pos_) == '.' && is_digit(at(pos_ + 1))) {
+      ++pos_;
+      num += "." + digits();
+    }
+    tokens_.push_back({std::string(1, c) + num, num.empty() ? Tok::kUnary : Tok::kNumber});
+    return true;
+  }
+
+  // Delimiters and operators; }} closes an expression only outside { }.
+  bool fixed_token() {
+    for (const auto& [seq, type] : kFixed) {
+      if (type == Tok::kCloseExpression && curly_depth_ > 0) continue;
+      if (!starts(seq)) continue;
+      tokens_.push_back({seq, type});
+      if (type == Tok::kOpenExpression) curly_depth_ = 0;
+      if (type == Tok::kOpenCurly) ++curly_depth_;
+      if (type == Tok::kCloseCurly) --curly_depth_;
+      pos_ += std::strlen(seq);
+      return true;
+    }
+    return false;
+  }
+
+  bool literal_or_identifier() {
+    const char c = src_[pos_];
+    if (c == '\'' || c == '"') {
+      ++pos_;
+      std::string str = string_body(c);
+      tokens_.push_back({std::move(str), Tok::kString});
+      ++pos_;
+      return true;
+    }
+    if (is_digit(c)) {
+      std::string num = digits();
+      if (!(last_type() != nullptr && *last_type() == Tok::kDot) && at(pos_) == '.' && is_digit(at(pos_ + 1))) {
+        ++pos_;
+        num += "." + digits();
+      }
+      tokens_.push_back({std::move(num), Tok::kNumber});
+      return true;
+    }
+    if (is_word(c)) {
+      const size_t begin = pos_;
+      while (is_word(at(pos_))) ++pos_;
+      tokens_.push_back({src_.substr(begin, pos_ - begin), Tok::kIdentifier});
+      return true;
+    }
+    return false;
+  }
+
+  // \xHH or \uHHHH at pos_ (after the backslash and the letter), as UTF-8.
+  void hex_escape(char e, std::string& str) {
+    const size_t len = e == 'x' ? 2 : 4;
+    if (pos_ + len > size_) throw SyntaxError("invalid hexadecimal escape sequence");
+    uint32_t cp = 0;
+    for (size_t k = 0; k < len; ++k) {
+      const char h = src_[pos_ + k];
+      const int d = is_digit(h) ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10 : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+      if (d < 0) throw SyntaxError(std::string("invalid hexadecimal escape sequence: \\") + e + src_.substr(pos_, len));
+      cp = cp * 16 + static_cast<uint32_t>(d);
+    }
+    if (cp >= 0xD800 && cp <= 0xDFFF) throw SyntaxError("a \\u escape of a lone surrogate is not supported");
+    tok::append_utf8(str, cp);
+    pos_ += len;
+  }
 
   // A string literal's body up to `quote`, with escapes resolved.
-  const auto consume_string = [&](char quote) {
+  std::string string_body(char quote) {
+    static constexpr std::array<std::pair<char, char>, 9> kEscapes = {
+        {{'n', '\n'}, {'t', '\t'}, {'r', '\r'}, {'b', '\b'}, {'f', '\f'}, {'v', '\v'}, {'\'', '\''}, {'"', '"'}, {'\\', '\\'}}};
     std::string str;
-    while (at(pos) != quote) {
-      if (pos >= size) throw SyntaxError("unexpected end of input in a string literal");
-      if (src[pos] == '\\') {
-        ++pos;
-        if (pos >= size) throw SyntaxError("unexpected end of input");
-        const char e = src[pos++];
+    while (at(pos_) != quote) {
+      if (pos_ >= size_) throw SyntaxError("unexpected end of input in a string literal");
+      if (src_[pos_] == '\\') {
+        ++pos_;
+        if (pos_ >= size_) throw SyntaxError("unexpected end of input");
+        const char e = src_[pos_++];
         if (e == 'x' || e == 'u') {
-          const size_t len = e == 'x' ? 2 : 4;
-          if (pos + len > size) throw SyntaxError("invalid hexadecimal escape sequence");
-          uint32_t cp = 0;
-          for (size_t k = 0; k < len; ++k) {
-            const char h = src[pos + k];
-            const int d = is_digit(h) ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10 : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
-            if (d < 0) throw SyntaxError(std::string("invalid hexadecimal escape sequence: \\") + e + src.substr(pos, len));
-            cp = cp * 16 + static_cast<uint32_t>(d);
-          }
-          if (cp >= 0xD800 && cp <= 0xDFFF) throw SyntaxError("a \\u escape of a lone surrogate is not supported");
-          tok::append_utf8(str, cp);
-          pos += len;
+          hex_escape(e, str);
           continue;
         }
-        static constexpr std::array<std::pair<char, char>, 9> kEscapes = {
-            {{'n', '\n'}, {'t', '\t'}, {'r', '\r'}, {'b', '\b'}, {'f', '\f'}, {'v', '\v'}, {'\'', '\''}, {'"', '"'}, {'\\', '\\'}}};
         bool known = false;
         for (const auto& [from, to] : kEscapes)
           if (from == e) {
@@ -179,145 +345,24 @@ std::vector<Token> tokenize(std::string_view source) {
         if (!known) throw SyntaxError(std::string("unexpected escaped character: ") + e);
         continue;
       }
-      str += src[pos++];
-      if (pos >= size) throw SyntaxError("unexpected end of input in a string literal");
+      str += src_[pos_++];
+      if (pos_ >= size_) throw SyntaxError("unexpected end of input in a string literal");
     }
     return str;
-  };
-  const auto consume_digits = [&] {
-    const size_t begin = pos;
-    while (is_digit(at(pos))) ++pos;
-    return src.substr(begin, pos - begin);
-  };
-  const auto strip_trailing_whitespace = [&] {
-    if (!tokens.empty() && tokens.back().type == Tok::kText) {
-      tokens.back().value = js_trim(tokens.back().value, false, true);
-      if (tokens.back().value.empty()) tokens.pop_back();
-    }
-  };
-  const auto skip_whitespace = [&] {
-    while (size_t n = js_space_at(src, pos)) pos += n;
-  };
-
-  static constexpr std::array<std::pair<const char*, Tok>, 29> kFixed = {{
-      {"{%", Tok::kOpenStatement}, {"%}", Tok::kCloseStatement}, {"{{", Tok::kOpenExpression},
-      {"}}", Tok::kCloseExpression}, {"(", Tok::kOpenParen}, {")", Tok::kCloseParen}, {"{", Tok::kOpenCurly},
-      {"}", Tok::kCloseCurly}, {"[", Tok::kOpenSquare}, {"]", Tok::kCloseSquare}, {",", Tok::kComma},
-      {".", Tok::kDot}, {":", Tok::kColon}, {"|", Tok::kPipe}, {"<=", Tok::kComparison}, {">=", Tok::kComparison},
-      {"==", Tok::kComparison}, {"!=", Tok::kComparison}, {"<", Tok::kComparison}, {">", Tok::kComparison},
-      {"+", Tok::kAdditive}, {"-", Tok::kAdditive}, {"~", Tok::kAdditive}, {"**", Tok::kPower},
-      {"*", Tok::kMultiplicative}, {"//", Tok::kMultiplicative}, {"/", Tok::kMultiplicative},
-      {"%", Tok::kMultiplicative}, {"=", Tok::kEquals}}};
-
-  while (pos < size) {
-    const Tok* last = last_type();
-    if (last == nullptr || *last == Tok::kCloseStatement || *last == Tok::kCloseExpression || *last == Tok::kComment) {
-      const size_t begin = pos;
-      while (pos < size && !(src[pos] == '{' && (at(pos + 1) == '%' || at(pos + 1) == '{' || at(pos + 1) == '#'))) ++pos;
-      if (pos > begin) {
-        tokens.push_back({src.substr(begin, pos - begin), Tok::kText});
-        continue;
-      }
-    }
-    if (src[pos] == '{' && at(pos + 1) == '#') {
-      pos += 2;
-      const bool strip_before = at(pos) == '-';
-      if (strip_before) ++pos;
-      const size_t begin = pos;
-      while (at(pos) != '#' || at(pos + 1) != '}') {
-        if (pos + 2 >= size) throw SyntaxError("missing end of comment tag");
-        ++pos;
-      }
-      std::string comment = src.substr(begin, pos - begin);
-      const bool strip_after = !comment.empty() && comment.back() == '-';
-      if (strip_after) comment.pop_back();
-      if (strip_before) strip_trailing_whitespace();
-      tokens.push_back({std::move(comment), Tok::kComment});
-      pos += 2;
-      if (strip_after) skip_whitespace();
-      continue;
-    }
-    if (starts("{%-")) {
-      strip_trailing_whitespace();
-      tokens.push_back({"{%", Tok::kOpenStatement});
-      pos += 3;
-      continue;
-    }
-    if (starts("{{-")) {
-      strip_trailing_whitespace();
-      tokens.push_back({"{{", Tok::kOpenExpression});
-      curly_depth = 0;
-      pos += 3;
-      continue;
-    }
-    skip_whitespace();
-    if (pos >= size) break;
-    if (starts("-%}")) {
-      tokens.push_back({"%}", Tok::kCloseStatement});
-      pos += 3;
-      skip_whitespace();
-      continue;
-    }
-    if (starts("-}}")) {
-      tokens.push_back({"}}", Tok::kCloseExpression});
-      pos += 3;
-      skip_whitespace();
-      continue;
-    }
-    const char c = src[pos];
-    if (c == '-' || c == '+') {
-      const Tok* prev = last_type();
-      if (prev == nullptr || *prev == Tok::kText) throw SyntaxError(std::string("unexpected character: ") + c);
-      if (*prev != Tok::kIdentifier && *prev != Tok::kNumber && *prev != Tok::kString && *prev != Tok::kCloseParen &&
-          *prev != Tok::kCloseSquare) {
-        ++pos;
-        std::string num = consume_digits();
-        if (!num.empty() && at(pos) == '.' && is_digit(at(pos + 1))) {
-          ++pos;
-          num += "." + consume_digits();
-        }
-        tokens.push_back({std::string(1, c) + num, num.empty() ? Tok::kUnary : Tok::kNumber});
-        continue;
-      }
-    }
-    bool matched = false;
-    for (const auto& [seq, type] : kFixed) {
-      if (type == Tok::kCloseExpression && curly_depth > 0) continue;
-      if (!starts(seq)) continue;
-      tokens.push_back({seq, type});
-      if (type == Tok::kOpenExpression) curly_depth = 0;
-      if (type == Tok::kOpenCurly) ++curly_depth;
-      if (type == Tok::kCloseCurly) --curly_depth;
-      pos += std::strlen(seq);
-      matched = true;
-      break;
-    }
-    if (matched) continue;
-    if (c == '\'' || c == '"') {
-      ++pos;
-      std::string str = consume_string(c);
-      tokens.push_back({std::move(str), Tok::kString});
-      ++pos;
-      continue;
-    }
-    if (is_digit(c)) {
-      std::string num = consume_digits();
-      if (!(last_type() != nullptr && *last_type() == Tok::kDot) && at(pos) == '.' && is_digit(at(pos + 1))) {
-        ++pos;
-        num += "." + consume_digits();
-      }
-      tokens.push_back({std::move(num), Tok::kNumber});
-      continue;
-    }
-    if (is_word(c)) {
-      const size_t begin = pos;
-      while (is_word(at(pos))) ++pos;
-      tokens.push_back({src.substr(begin, pos - begin), Tok::kIdentifier});
-      continue;
-    }
-    throw SyntaxError(std::string("unexpected character: '") + c + "'");
   }
-  return tokens;
+
+  const std::string src_;
+  const size_t size_;
+  size_t pos_ = 0;
+  int curly_depth_ = 0;
+  std::vector<Token> tokens_;
+};
+
+}  // namespace
+
+std::vector<Token> tokenize(std::string_view source) {
+  if (source.size() > kMaxTemplateBytes) throw SyntaxError("the template is longer than 1 MiB");
+  return Lexer(preprocess(source)).run();
 }
 
 }  // namespace hymba::jinja
