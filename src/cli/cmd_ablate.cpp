@@ -1,5 +1,6 @@
 // `hymba ablate`: a suite of models trained and compared under one recipe.
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <memory>
 
@@ -26,6 +27,21 @@ void list_suites(const std::string& scale) {
   }
 }
 
+// A flag that, when given, sets one key of the suite's recipe, sampling or
+// rows' model (`target`) for every row; `apply` runs once the flags are parsed.
+struct Overrides {
+  std::vector<std::function<void(ablate::AblateOptions&)>> apply;
+  template <typename T>
+  CLI::Option* add(CLI::App* cmd, const char* flag, T& value, const char* help,
+                   nlohmann::json ablate::AblateOptions::*target, const char* key) {
+    CLI::Option* opt = cmd->add_option(flag, value, help);
+    apply.push_back([opt, &value, target, key](ablate::AblateOptions& a) {
+      if (opt->count()) (a.*target)[key] = value;
+    });
+    return opt;
+  }
+};
+
 }  // namespace
 
 void register_ablate(CLI::App& app, const GlobalOptions& global) {
@@ -40,9 +56,14 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
     bool no_plots = false, list = false, recompute = false;
     bool window_symmetric = false, meta_sees_all = false;
     double attention_dropout = 0;
+    Overrides overrides;
   };
   auto o = std::make_shared<Options>();
   ablate::AblateOptions& a = o->ablate;
+  Overrides& ov = o->overrides;
+  constexpr auto kTrain = &ablate::AblateOptions::train_overrides;
+  constexpr auto kSampling = &ablate::AblateOptions::sampling_overrides;
+  constexpr auto kModel = &ablate::AblateOptions::model_overrides;
   CLI::App* cmd = app.add_subcommand(
       "ablate", "Train every model of a suite under one recipe and write a comparison report (tables, plots, samples)");
   cmd->footer(
@@ -67,54 +88,59 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--data", a.data, "Corpus: .txt file, directory of .txt, .jsonl with \"text\", or 'default'")
       ->capture_default_str();
   cmd->add_option("--out", a.out_dir, "Output directory (runs/, results.json/.csv, report.md/.html, plots/)");
-  auto* steps = cmd->add_option("--steps", o->steps, "Optimizer steps per row (overrides the recipe)")
+  auto* steps = ov.add(cmd, "--steps", o->steps, "Optimizer steps per row (overrides the recipe)", kTrain, "steps")
                     ->check(range(int64_t{1}, int64_t{1} << 40));
-  auto* epochs = cmd->add_option("--epochs", o->epochs, "Passes over the training tokens per row")
-                     ->check(range(1e-6, 1e6))->excludes(steps);
-  auto* stop_epochs = cmd->add_option("--stop-epochs", o->stop_epochs,
-                                      "Stop after this many passes while the lr schedule spans --steps/--epochs "
-                                      "(seed 002's epochs=1 under max_steps=150)")
-                          ->check(range(1e-6, 1e6));
-  auto* temperature = cmd->add_option("--temperature", o->temperature, "Sampling temperature of the samples (0 = greedy)")
-                          ->check(range(0.0, 100.0));
-  auto* top_k = cmd->add_option("--top-k", o->top_k, "Top-k of the samples (0 = all)")->check(range(0, 1 << 30));
-  auto* top_p = cmd->add_option("--top-p", o->top_p, "Top-p of the samples (1 = no top-p, the seeds' way)")
-                    ->check(range(1e-6, 1.0));
-  auto* sample_length = cmd->add_option("--sample-length", o->sample_length,
-                                        "Tokens per reported sample (default: the suite's, else --sample-tokens)")
-                            ->check(range(1, 1 << 20));
-  auto* batch = cmd->add_option("--batch", o->batch, "Sequences per step")->check(range(1, 1 << 20));
-  auto* seq_len = cmd->add_option("--seq-len", o->seq_len, "Tokens per sequence")->check(range(1, 1 << 24));
-  auto* lr = cmd->add_option("--lr", o->lr, "Peak learning rate")->check(range(1e-12, 10.0));
-  auto* warmup = cmd->add_option("--warmup", o->warmup, "Linear warmup steps")->check(range(0, 1 << 30));
-  auto* eval_interval =
-      cmd->add_option("--eval-interval", o->eval_interval, "Steps between validations")->check(range(1, 1 << 30));
-  auto* eval_windows = cmd->add_option("--eval-windows", o->eval_windows, "Validation windows per evaluation (0 = all)")
-                           ->check(range(0, 1 << 30));
-  auto* seed = cmd->add_option("--seed", o->seed, "Seed for init, data order and sampling")
-                   ->check(range(int64_t{0}, int64_t{1} << 62));
+  ov.add(cmd, "--epochs", o->epochs, "Passes over the training tokens per row", kTrain, "epochs")
+      ->check(range(1e-6, 1e6))
+      ->excludes(steps);
+  ov.add(cmd, "--stop-epochs", o->stop_epochs,
+         "Stop after this many passes while the lr schedule spans --steps/--epochs "
+         "(seed 002's epochs=1 under max_steps=150)",
+         kTrain, "stop_epochs")
+      ->check(range(1e-6, 1e6));
+  ov.add(cmd, "--temperature", o->temperature, "Sampling temperature of the samples (0 = greedy)", kSampling,
+         "temperature")
+      ->check(range(0.0, 100.0));
+  ov.add(cmd, "--top-k", o->top_k, "Top-k of the samples (0 = all)", kSampling, "top_k")->check(range(0, 1 << 30));
+  ov.add(cmd, "--top-p", o->top_p, "Top-p of the samples (1 = no top-p, the seeds' way)", kSampling, "top_p")
+      ->check(range(1e-6, 1.0));
+  ov.add(cmd, "--sample-length", o->sample_length,
+         "Tokens per reported sample (default: the suite's, else --sample-tokens)", kSampling, "tokens")
+      ->check(range(1, 1 << 20));
+  ov.add(cmd, "--batch", o->batch, "Sequences per step", kTrain, "batch")->check(range(1, 1 << 20));
+  ov.add(cmd, "--seq-len", o->seq_len, "Tokens per sequence", kTrain, "seq_len")->check(range(1, 1 << 24));
+  ov.add(cmd, "--lr", o->lr, "Peak learning rate", kTrain, "lr")->check(range(1e-12, 10.0));
+  ov.add(cmd, "--warmup", o->warmup, "Linear warmup steps", kTrain, "warmup")->check(range(0, 1 << 30));
+  ov.add(cmd, "--eval-interval", o->eval_interval, "Steps between validations", kTrain, "eval_interval")
+      ->check(range(1, 1 << 30));
+  ov.add(cmd, "--eval-windows", o->eval_windows, "Validation windows per evaluation (0 = all)", kTrain, "eval_windows")
+      ->check(range(0, 1 << 30));
+  ov.add(cmd, "--seed", o->seed, "Seed for init, data order and sampling", kTrain, "seed")
+      ->check(range(int64_t{0}, int64_t{1} << 62));
   cmd->add_option("--tokenizer", a.tokenizer_file,
                   "Tokenizer file to use instead of training one (tokenizer.json or sentencepiece .model); "
                   "the rows' vocab_size becomes its vocabulary");
-  auto* tok_type = cmd->add_option("--tokenizer-type", o->tokenizer_type,
-                                   "byte, bpe, unigram, byte-level-bpe or hf-unigram")
-                       ->check(CLI::IsMember({"byte", "bpe", "unigram", "byte-level-bpe", "hf-unigram"}));
-  auto* tok_vocab = cmd->add_option("--tokenizer-vocab", o->tokenizer_vocab, "Vocabulary of a trained tokenizer")
-                        ->check(range(16, 1 << 20));
-  auto* precision = cmd->add_option("--precision", o->precision,
-                                    "Matrix products of every row's training: f32 or bf16 (needs AVX512-BF16; "
-                                    "docs/training.md)")
-                       ->check(CLI::IsMember({"f32", "bf16"}));
-  auto* data_split = cmd->add_option("--data-split", o->data_split,
-                                     "Validation split of every row: blocks or chunks-shuffled (overrides the "
-                                     "suite's; docs/training.md)")
-                         ->check(CLI::IsMember({"blocks", "chunks-shuffled"}));
-  auto* batching = cmd->add_option("--batching", o->batching,
-                                   "Batches of every row: random-windows or epochs (overrides the suite's)")
-                       ->check(CLI::IsMember({"random-windows", "epochs"}));
-  auto* chunk_last = cmd->add_option("--chunk-last-target", o->chunk_last_target,
-                                     "Last target of each chunk: next or eos (overrides the suite's)")
-                         ->check(CLI::IsMember({"next", "eos"}));
+  ov.add(cmd, "--tokenizer-type", o->tokenizer_type, "byte, bpe, unigram, byte-level-bpe or hf-unigram", kTrain,
+         "tokenizer")
+      ->check(CLI::IsMember({"byte", "bpe", "unigram", "byte-level-bpe", "hf-unigram"}));
+  ov.add(cmd, "--tokenizer-vocab", o->tokenizer_vocab, "Vocabulary of a trained tokenizer", kTrain, "tokenizer_vocab")
+      ->check(range(16, 1 << 20));
+  ov.add(cmd, "--precision", o->precision,
+         "Matrix products of every row's training: f32 or bf16 (needs AVX512-BF16; "
+         "docs/training.md)",
+         kTrain, "precision")
+      ->check(CLI::IsMember({"f32", "bf16"}));
+  ov.add(cmd, "--data-split", o->data_split,
+         "Validation split of every row: blocks or chunks-shuffled (overrides the "
+         "suite's; docs/training.md)",
+         kTrain, "data_split")
+      ->check(CLI::IsMember({"blocks", "chunks-shuffled"}));
+  ov.add(cmd, "--batching", o->batching, "Batches of every row: random-windows or epochs (overrides the suite's)",
+         kTrain, "batching")
+      ->check(CLI::IsMember({"random-windows", "epochs"}));
+  ov.add(cmd, "--chunk-last-target", o->chunk_last_target,
+         "Last target of each chunk: next or eos (overrides the suite's)", kTrain, "chunk_last_target")
+      ->check(CLI::IsMember({"next", "eos"}));
   cmd->add_flag("--recompute", o->recompute,
                 "Recompute each layer's activations in the backward pass (less memory, the same results)");
   auto* init_scheme = cmd->add_option("--init-scheme", o->init_scheme,
@@ -130,13 +156,15 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--kv-reuse-all-pairs", a.kv_reuse_all_pairs,
                 "Rows sharing K/V by consecutive local pairs pair every consecutive layer, global ones included "
                 "(seed 002's); a pair of two windows gets no samples or decode rate");
-  auto* attention_dropout = cmd->add_option("--attention-dropout", o->attention_dropout,
-                                            "Dropout on the attention probabilities of every row while training")
-                                ->check(range(0.0, 0.99));
+  ov.add(cmd, "--attention-dropout", o->attention_dropout,
+         "Dropout on the attention probabilities of every row while training", kModel, "attention_dropout")
+      ->check(range(0.0, 0.99));
   cmd->add_option("--cache-context", a.cache_context, "Context length of the KV-cache / Mamba-state figures")
-      ->check(range(int64_t{1}, int64_t{1} << 30))->capture_default_str();
+      ->check(range(int64_t{1}, int64_t{1} << 30))
+      ->capture_default_str();
   cmd->add_option("--sample-tokens", a.sample_tokens, "Tokens generated per sample prompt (also times decoding)")
-      ->check(range(1, 1 << 20))->capture_default_str();
+      ->check(range(1, 1 << 20))
+      ->capture_default_str();
   cmd->add_option("--prompt", a.prompts, "Sample prompt (repeatable; default: the suite's)");
   cmd->add_option("--gnuplot", a.gnuplot, "gnuplot program to render the plots")->capture_default_str();
   cmd->add_flag("--no-plots", o->no_plots, "Write the report without plots");
@@ -151,8 +179,7 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--plain-progress", a.plain_progress, "Periodic lines instead of live progress bars");
   cmd->add_flag("--quiet", a.quiet, "No per-row training progress (row start/end lines remain)");
   cmd->add_flag("--list", o->list, "List the built-in suites, their rows and recipes, and exit");
-  cmd->callback([o, &global, scale, repeats, stop_epochs, temperature, top_k, top_p, sample_length, steps, epochs, batch, seq_len, lr, warmup, eval_interval, eval_windows, seed, tok_type,
-                 tok_vocab, init_scheme, precision, data_split, batching, chunk_last, attention_dropout] {
+  cmd->callback([o, &global, scale, repeats, init_scheme] {
     apply_global_options(global);
     ablate::AblateOptions& run = o->ablate;
     if (o->list) {
@@ -161,34 +188,13 @@ void register_ablate(CLI::App& app, const GlobalOptions& global) {
     }
     HYMBA_USAGE_CHECK(!run.suite.empty(), "--suite: give a suite name or a suite .json file (see 'hymba ablate --list')");
     HYMBA_USAGE_CHECK(!run.out_dir.empty(), "--out: give an output directory");
+    for (const auto& apply : o->overrides.apply) apply(run);
     nlohmann::json& t = run.train_overrides;
-    if (steps->count()) t["steps"] = o->steps;
-    if (epochs->count()) t["epochs"] = o->epochs;
-    if (stop_epochs->count()) t["stop_epochs"] = o->stop_epochs;
-    nlohmann::json& smp = run.sampling_overrides;
-    if (temperature->count()) smp["temperature"] = o->temperature;
-    if (top_k->count()) smp["top_k"] = o->top_k;
-    if (top_p->count()) smp["top_p"] = o->top_p;
-    if (sample_length->count()) smp["tokens"] = o->sample_length;
-    if (batch->count()) t["batch"] = o->batch;
-    if (seq_len->count()) t["seq_len"] = o->seq_len;
-    if (lr->count()) t["lr"] = o->lr;
-    if (warmup->count()) t["warmup"] = o->warmup;
-    if (eval_interval->count()) t["eval_interval"] = o->eval_interval;
-    if (eval_windows->count()) t["eval_windows"] = o->eval_windows;
-    if (seed->count()) t["seed"] = o->seed;
-    if (tok_type->count()) t["tokenizer"] = o->tokenizer_type;
-    if (tok_vocab->count()) t["tokenizer_vocab"] = o->tokenizer_vocab;
-    if (precision->count()) t["precision"] = o->precision;
-    if (data_split->count()) t["data_split"] = o->data_split;
-    if (batching->count()) t["batching"] = o->batching;
-    if (chunk_last->count()) t["chunk_last_target"] = o->chunk_last_target;
     if (o->recompute) t["recompute"] = true;
     if (init_scheme->count())
       run.model_overrides["init_scheme"] = to_string(parse_init_scheme_flag(o->init_scheme));
     if (o->window_symmetric) run.model_overrides["sliding_window_symmetric"] = true;
     if (o->meta_sees_all) run.model_overrides["meta_tokens_see_all"] = true;
-    if (attention_dropout->count()) run.model_overrides["attention_dropout"] = o->attention_dropout;
     if (o->no_plots) run.gnuplot.clear();
     if (!o->budget.empty()) {
       const ablate::StudyBudget b = ablate::study_budget(run.suite);
