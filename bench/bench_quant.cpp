@@ -75,12 +75,14 @@ void BM_LinearQ4(benchmark::State& state) {
   state.SetLabel(hymba::cpu::to_string(hymba::cpu::best_q8_isa()));
 }
 
-// The decoder's path: weights packed once (quant_packed.h), and enough
-// copies of them (256 MiB in all, 8x this machine's L3) that each product
-// streams its weights from memory, as a decode step does. The fourth
-// argument is the instruction set (Q8Isa); sets this CPU lacks are skipped.
+// Products on weights packed once (quant_packed.h). Streaming (the decoder's
+// path): enough copies of them (256 MiB in all, 8x this machine's L3) that
+// each product streams its weights from memory, as a decode step does;
+// otherwise one copy, held in cache between iterations as a prefill chunk's
+// rows reuse it. The fourth argument is the instruction set (Q8Isa); sets
+// this CPU lacks are skipped.
 template <typename Packed, typename Block, typename Quantize, typename Pack, typename Product>
-void packed_streaming(benchmark::State& state, Quantize quantize, Pack pack, Product product) {
+void packed_product(benchmark::State& state, Quantize quantize, Pack pack, Product product, bool streaming) {
   const int64_t R = state.range(0), C = state.range(1), OC = state.range(2);
   const auto isa = static_cast<hymba::cpu::Q8Isa>(state.range(3));
   if (!hymba::cpu::q8_isa_available(isa)) {
@@ -92,7 +94,8 @@ void packed_streaming(benchmark::State& state, Quantize quantize, Pack pack, Pro
   std::vector<Block> rows(OC * nb);
   quantize(rows.data(), w.data(), OC, C);
   const size_t per_copy = size_t(hymba::cpu::packed_groups(OC) * nb);
-  const size_t copies = std::max<size_t>(1, (size_t{256} << 20) / (per_copy * sizeof(Packed)));
+  const size_t copies =
+      streaming ? std::max<size_t>(1, (size_t{256} << 20) / (per_copy * sizeof(Packed))) : size_t{1};
   std::vector<Packed> packed(per_copy * copies);
   for (size_t k = 0; k < copies; ++k) pack(packed.data() + k * per_copy, rows.data(), OC, C);
   std::vector<float> out(R * OC);
@@ -102,21 +105,25 @@ void packed_streaming(benchmark::State& state, Quantize quantize, Pack pack, Pro
     k = (k + 1) % copies;
     benchmark::DoNotOptimize(out.data());
   }
-  state.counters["weight_GB/s"] = benchmark::Counter(double(sizeof(Packed)) * per_copy * state.iterations() / 1e9,
-                                                     benchmark::Counter::kIsRate);
+  if (streaming)
+    state.counters["weight_GB/s"] = benchmark::Counter(double(sizeof(Packed)) * per_copy * state.iterations() / 1e9,
+                                                       benchmark::Counter::kIsRate);
+  else
+    state.counters["GOP/s"] =
+        benchmark::Counter(2.0 * R * C * OC * state.iterations() / 1e9, benchmark::Counter::kIsRate);
   state.SetLabel(hymba::cpu::to_string(isa));
 }
 
 void BM_PackedQ8(benchmark::State& state) {
-  packed_streaming<hymba::cpu::PackedQ8, hymba::cpu::BlockQ8>(
+  packed_product<hymba::cpu::PackedQ8, hymba::cpu::BlockQ8>(
       state, [](auto* b, const float* w, int64_t n, int64_t c) { hymba::cpu::quantize_q8(b, w, n, c); },
-      hymba::cpu::pack_q8, hymba::cpu::matmul_packed_q8);
+      hymba::cpu::pack_q8, hymba::cpu::matmul_packed_q8, /*streaming=*/true);
 }
 
 void BM_PackedQ4(benchmark::State& state) {
-  packed_streaming<hymba::cpu::PackedQ4, hymba::cpu::BlockQ4>(
+  packed_product<hymba::cpu::PackedQ4, hymba::cpu::BlockQ4>(
       state, [](auto* b, const float* w, int64_t n, int64_t c) { hymba::cpu::quantize_q4(b, w, n, c); },
-      hymba::cpu::pack_q4, hymba::cpu::matmul_packed_q4);
+      hymba::cpu::pack_q4, hymba::cpu::matmul_packed_q4, /*streaming=*/true);
 }
 
 #define LINEAR_SHAPES \
@@ -148,39 +155,16 @@ void BM_PrefillF32(benchmark::State& state) {
   state.counters["GOP/s"] = benchmark::Counter(2.0 * R * C * OC * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
-template <typename Packed, typename Block, typename Quantize, typename Pack, typename Product>
-void prefill_blocks(benchmark::State& state, Quantize quantize, Pack pack, Product product) {
-  const int64_t R = state.range(0), C = state.range(1), OC = state.range(2);
-  const auto isa = static_cast<hymba::cpu::Q8Isa>(state.range(3));
-  if (!hymba::cpu::q8_isa_available(isa)) {
-    state.SkipWithError("this CPU lacks the instruction set");
-    return;
-  }
-  auto x = random_vector(R * C, 1), w = random_vector(OC * C, 2);
-  const int64_t nb = hymba::cpu::q8_blocks_per_row(C);
-  std::vector<Block> rows(OC * nb);
-  quantize(rows.data(), w.data(), OC, C);
-  std::vector<Packed> packed(size_t(hymba::cpu::packed_groups(OC) * nb));
-  pack(packed.data(), rows.data(), OC, C);
-  std::vector<float> out(R * OC);
-  for (auto _ : state) {
-    product(out.data(), OC, x.data(), C, packed.data(), nullptr, R, C, OC, isa);
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.counters["GOP/s"] = benchmark::Counter(2.0 * R * C * OC * state.iterations() / 1e9, benchmark::Counter::kIsRate);
-  state.SetLabel(hymba::cpu::to_string(isa));
-}
-
 void BM_PrefillQ8(benchmark::State& state) {
-  prefill_blocks<hymba::cpu::PackedQ8, hymba::cpu::BlockQ8>(
+  packed_product<hymba::cpu::PackedQ8, hymba::cpu::BlockQ8>(
       state, [](auto* b, const float* w, int64_t n, int64_t c) { hymba::cpu::quantize_q8(b, w, n, c); },
-      hymba::cpu::pack_q8, hymba::cpu::gemm_packed_q8);
+      hymba::cpu::pack_q8, hymba::cpu::gemm_packed_q8, /*streaming=*/false);
 }
 
 void BM_PrefillQ4(benchmark::State& state) {
-  prefill_blocks<hymba::cpu::PackedQ4, hymba::cpu::BlockQ4>(
+  packed_product<hymba::cpu::PackedQ4, hymba::cpu::BlockQ4>(
       state, [](auto* b, const float* w, int64_t n, int64_t c) { hymba::cpu::quantize_q4(b, w, n, c); },
-      hymba::cpu::pack_q4, hymba::cpu::gemm_packed_q4);
+      hymba::cpu::pack_q4, hymba::cpu::gemm_packed_q4, /*streaming=*/false);
 }
 
 // TinyLlama-1.1B (2048 -> 2048 / 5632, 5632 -> 2048) and Mamba-130M (768 -> 3072, 1536 -> 768) at 256 rows.

@@ -11,8 +11,6 @@
 
 namespace hymba::ablate {
 
-using namespace report;  // tables, charts, questions and verdicts (src/report)
-
 uint64_t repeat_seed(uint64_t base, int64_t repeat) { return base + static_cast<uint64_t>(repeat); }
 
 std::string repeat_run_name(const std::string& id, int64_t repeat) {

@@ -5,8 +5,6 @@
 
 namespace hymba::ablate {
 
-using namespace report;  // tables, charts, questions and verdicts (src/report)
-
 namespace {
 
 // "Little" in seed 001's "KV sharing costs little" and seed 003's "Mamba ≈

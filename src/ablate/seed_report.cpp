@@ -13,8 +13,6 @@
 
 namespace hymba::ablate {
 
-using namespace report;  // tables, charts, questions and verdicts (src/report)
-
 using nlohmann::json;
 
 namespace {

@@ -14,8 +14,6 @@
 
 namespace hymba::ablate {
 
-using namespace report;  // tables, charts, questions and verdicts (src/report)
-
 namespace fs = std::filesystem;
 using nlohmann::json;
 
