@@ -175,6 +175,36 @@ TEST_F(Train, RecomputedActivationsTrainTheSameRun) {
   EXPECT_EQ(losses("shards_recomputed"), losses("shards"));
 }
 
+TEST_F(Train, ProfileReportsTheStepsAndTheirProducts) {
+  const auto plain = run_cli(train_args(path("plain"), 5));
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const auto run = run_cli(train_args(path("profiled"), 5) + " --profile");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const json plain_summary = json::parse(std::ifstream(path("plain/summary.json")));
+  EXPECT_FALSE(plain_summary.contains("profile"));
+  const json p = json::parse(std::ifstream(path("profiled/summary.json")))["profile"];
+  EXPECT_EQ(p["steps"], 3);  // the first two steps are left out
+  EXPECT_EQ(p["precision"], "f32");
+  const double step = p["step_s"], products = p["products_s"];
+  EXPECT_GT(products, 0.0);
+  EXPECT_LT(products, step);
+  EXPECT_NEAR(p["gradients_s"].get<double>() + p["optimizer_s"].get<double>(), step, 1e-3 * step + 1e-4);
+  EXPECT_NEAR(p["forward_s"].get<double>() + p["backward_s"].get<double>(), p["gradients_s"].get<double>(), 1e-9);
+  EXPECT_NEAR(p["products_share"].get<double>(), products / step, 1e-9);
+  EXPECT_GT(p["peak_gflops"].get<double>(), 0.0);
+  double shape_seconds = 0.0;
+  for (const json& s : p["shapes"]) shape_seconds += s["seconds_per_step"].get<double>();
+  EXPECT_NEAR(shape_seconds, products, 1e-9);
+  // Profiling only watches: the run is the same.
+  auto losses = [&](const std::string& name) {
+    std::vector<double> out;
+    for (const json& r : read_jsonl(path(name + "/metrics.jsonl")))
+      if (r.contains("loss")) out.push_back(r["loss"].get<double>());
+    return out;
+  };
+  EXPECT_EQ(losses("profiled"), losses("plain"));
+}
+
 TEST_F(Train, BadInputGivesOneLineErrors) {
   std::ofstream(path("empty.txt")) << "";
   auto empty = run_cli(train_args(path("r1"), 5, path("empty.txt")));

@@ -90,6 +90,9 @@ void register_train(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--recompute", t.recompute,
                 "Keep only each layer's input in the forward pass and run the layer again in the backward: "
                 "activation memory of about one layer for one more forward pass per step (same weights; docs/training.md)");
+  cmd->add_flag("--profile", t.profile,
+                "Time each step's gradient pass, optimizer and matrix products (from the third step), then replay "
+                "the products' shapes alone for their peak: a few lines at the end and summary.json's \"profile\"");
   cmd->add_option("--beta1", t.adamw.beta1, "AdamW beta1")->check(range(0.0, 0.99999))->capture_default_str();
   cmd->add_option("--beta2", t.adamw.beta2, "AdamW beta2")->check(range(0.0, 0.99999))->capture_default_str();
   cmd->add_option("--grad-clip", t.grad_clip, "Global gradient-norm clip (0 = off)")->check(range(0.0, 1e6))->capture_default_str();

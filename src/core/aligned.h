@@ -24,12 +24,31 @@ struct AlignedFree {
 };
 using AlignedFloats = std::unique_ptr<float[], AlignedFree>;
 
+// Blocks of at least this size start on a 2 MiB boundary and ask for
+// transparent huge pages: their first touch then costs one page fault per
+// 2 MiB instead of one per 4 KiB. Where faults are dear (about 20 us each in
+// a virtual machine) the first steps of a 28M-parameter training run spent
+// 10 s in them; fewer TLB misses help the steady state too.
+inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
+
+// `bytes` (a multiple of kAlignment) of uninitialised storage, 64-byte
+// aligned, released with std::free. Throws std::bad_alloc.
+inline void* allocate_block(std::size_t bytes) {
+  const bool huge = bytes >= kHugePageBytes;
+  const std::size_t align = huge ? kHugePageBytes : kAlignment;
+  void* p = std::aligned_alloc(align, huge ? (bytes + align - 1) / align * align : bytes);
+  if (p == nullptr) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+  if (huge) ::madvise(p, (bytes + align - 1) / align * align, MADV_HUGEPAGE);  // advice only: failure is harmless
+#endif
+  return p;
+}
+
 // Allocates n floats, zero-filled, 64-byte aligned. n == 0 gives nullptr.
 inline AlignedFloats make_aligned_floats(std::size_t n) {
   if (n == 0) return AlignedFloats(nullptr);
   std::size_t bytes = (n * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = std::aligned_alloc(kAlignment, bytes);
-  if (p == nullptr) throw std::bad_alloc();
+  void* p = allocate_block(bytes);
   std::memset(p, 0, bytes);
   return AlignedFloats(static_cast<float*>(p));
 }

@@ -106,8 +106,7 @@ class BasicArena {
 
   void add_block(std::size_t elems) {
     const std::size_t bytes = (elems * sizeof(T) + kAlignment - 1) / kAlignment * kAlignment;
-    void* p = std::aligned_alloc(kAlignment, bytes);
-    if (p == nullptr) throw std::bad_alloc();
+    void* p = allocate_block(bytes);
     blocks_.push_back({std::unique_ptr<T[], Free>(static_cast<T*>(p)), elems, 0});
   }
 

@@ -11,7 +11,6 @@ uint64_t splitmix64(uint64_t& x) {
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
-uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 }  // namespace
 
 Rng::Rng(uint64_t seed, uint64_t key) {
@@ -27,20 +26,6 @@ Rng Rng::split(uint64_t key) const {
   uint64_t x = key_ ^ (key * 0x9E3779B97F4A7C15ull);
   return Rng(splitmix64(x), key + 1);
 }
-
-uint64_t Rng::next_u64() {
-  uint64_t result = rotl(s_[1] * 5, 7) * 9;
-  uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = rotl(s_[3], 45);
-  return result;
-}
-
-float Rng::uniform() { return static_cast<float>(next_u64() >> 40) * 0x1.0p-24f; }
 
 double Rng::uniform_double() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
 

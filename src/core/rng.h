@@ -36,6 +36,23 @@ class Rng {
   uint64_t key_ = 0;  // identifies this stream for further splits
 };
 
+// Inline: dropout masks draw one value an element in a serial loop, where a
+// call per draw cost half of the loop's time.
+inline uint64_t Rng::next_u64() {
+  auto rotl = [](uint64_t x, int k) { return (x << k) | (x >> (64 - k)); };
+  const uint64_t result = rotl(s_[1] * 5, 7) * 9;  // xoshiro256**
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = rotl(s_[3], 45);
+  return result;
+}
+
+inline float Rng::uniform() { return static_cast<float>(next_u64() >> 40) * 0x1.0p-24f; }
+
 // 64-bit FNV-1a, for turning names into split keys.
 uint64_t hash_name(const char* s);
 

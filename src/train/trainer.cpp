@@ -25,6 +25,7 @@
 #include "train/run_start.h"
 #include "train/run_state.h"
 #include "train/sharded_gradient.h"
+#include "train/step_profile.h"
 #include "train/stop_signal.h"
 
 namespace hymba {
@@ -53,6 +54,7 @@ nlohmann::json TrainSummary::to_json() const {
     j["comm_share"] = comm_share;
     j["grad_sum_share"] = grad_sum_share;
   }
+  if (!profile.is_null()) j["profile"] = profile;
   return j;
 }
 
@@ -184,6 +186,7 @@ class TrainingLoop {
     use_dropout_ = model().config().dropout > 0 || model().config().attention_dropout > 0;
     if (opt.grad_shards > 0) sharded_.emplace(opt.grad_shards, opt.batch, opt.seq_len, opt.grad_accum, comm);
     if (sharded_) sharded_->set_recompute(opt.recompute);
+    if (opt.profile) profile_.emplace();
   }
 
   void open_metrics(const std::string& path) {
@@ -233,11 +236,15 @@ class TrainingLoop {
     sum_.comm_share = trained_here > 0 ? comm_seconds_ / trained_here : 0.0;
     const double grad_sum_seconds = sharded_ ? sharded_->grad_sum_seconds() : grad_sum_seconds_;
     sum_.grad_sum_share = trained_here > 0 ? grad_sum_seconds / trained_here : 0.0;
+    if (profile_) sum_.profile = profile_report(*profile_, opt_.precision);
     return sum_;
   }
 
  private:
   Model& model() { return *run_.model; }
+  static double seconds_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  }
 
   [[noreturn]] void stop_on(const char* what, double value, int64_t step, const char* advice) {
     progress_.finish();
@@ -269,7 +276,9 @@ class TrainingLoop {
                                                0xD15700 + static_cast<uint64_t>(comm_.rank()));
       if (dropout) fo.dropout_rng = &drop;
       const int64_t first = row_begin_ * opt_.seq_len;
+      const auto t_forward = std::chrono::steady_clock::now();
       const LossStats s = model().forward(ids_.data() + first, targets_.data() + first, rows_, opt_.seq_len, fo);
+      forward_seconds_ += seconds_since(t_forward);
       // The loss is the mean over the whole batch's scored tokens, on every rank.
       double batch_sums[2] = {s.loss_sum, static_cast<double>(s.scored)};
       comm_.sum(batch_sums, 2);
@@ -289,13 +298,25 @@ class TrainingLoop {
     const double comm_at_t0 = comm_.sum_seconds();
     StepFigures f;
     f.lr = sched_.at(step);
+    StepProfile* profile = profile_ && step - run_.start_step >= StepProfile::kSkippedSteps ? &*profile_ : nullptr;
+    std::optional<cpu::MatmulTraceScope> trace;
+    if (profile) trace.emplace(profile->products);
+    const double forward_before = forward_seconds_;
     model().params().zero_grad();
     f.loss = accumulate_gradients(step, dropout_root_);
     if (!sharded_) grad_sum_seconds_ += timed_grad_sum(comm_, model().params());
+    const auto t_optimizer = std::chrono::steady_clock::now();
     f.grad_norm = clip_grad_norm(model().params(), opt_.grad_clip);
     if (!std::isfinite(f.grad_norm)) stop_on("gradient norm", f.grad_norm, step, "");
     adamw_step(model().params(), opt_.adamw, f.lr, step + 1);
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double dt = seconds_since(t0);
+    if (profile) {
+      ++profile->steps;
+      profile->step_s += dt;
+      profile->optimizer_s += seconds_since(t_optimizer);
+      profile->gradients_s += std::chrono::duration<double>(t_optimizer - t0).count();
+      if (!sharded_) profile->forward_s += forward_seconds_ - forward_before;
+    }
     const int64_t step_tokens = opt_.batch * opt_.seq_len * opt_.grad_accum;
     train_seconds_ += dt;
     comm_seconds_ += comm_.sum_seconds() - comm_at_t0;
@@ -436,6 +457,8 @@ class TrainingLoop {
   int64_t row_begin_ = 0, rows_ = 0;
   std::optional<ShardedGradient> sharded_;
   double grad_sum_seconds_ = 0.0;  // the gradient sums alone, after every rank arrived
+  double forward_seconds_ = 0.0;   // the micro-batches' forward passes (not under sharding)
+  std::optional<StepProfile> profile_;  // --profile
   double comm_seconds_ = 0.0;  // of the steps' time, in sums across ranks (waits for slower ranks included)
   StepWindow window_;
   std::vector<int32_t> ids_, targets_;
@@ -509,6 +532,7 @@ TrainSummary train(const ModelConfig& base_cfg, const TrainOptions& options) {
                  "data-parallel over %d ranks: %.1f%% of the training time went to sums across ranks (waits for a "
                  "slower rank included), %.1f%% to the gradient sums alone\n",
                  comm.size(), 100.0 * sum.comm_share, 100.0 * sum.grad_sum_share);
+  if (log && root && !sum.profile.is_null()) std::fputs(profile_text(sum.profile).c_str(), log);
   if (root) write_text_atomic(summary_path, sum.to_json().dump(2) + "\n");
   return sum;
 }

@@ -63,6 +63,10 @@ struct TrainOptions {
   // layer plus the layer inputs, for one more forward pass per step. The
   // weights come out bit-identical, so it is not part of the recipe.
   bool recompute = false;
+  // Time the steps' parts and their matrix products, then measure the
+  // products' peak on the same shapes (train/step_profile.h): summary.json's
+  // "profile" and, unless quiet, a few lines at the end. Not in the recipe.
+  bool profile = false;
   // bf16's kernels. Unset: the CPU's best, refused where that is the portable
   // path (slower than float32); tests name kPortable to run on any CPU.
   std::optional<cpu::Bf16GemmIsa> bf16_isa;
@@ -136,6 +140,8 @@ struct TrainSummary {
   // Of that, the gradient sum alone once every rank has arrived (transfer
   // and adds, without waiting for a slower rank's backward pass).
   double grad_sum_share = 0.0;
+  // train --profile: profile_report()'s figures (null otherwise).
+  nlohmann::json profile;
   nlohmann::json to_json() const;
 };
 

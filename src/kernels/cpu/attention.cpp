@@ -15,11 +15,13 @@
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
 #include <limits>
+#include <utility>
 
 #include "core/aligned.h"
 #include "core/error.h"
@@ -35,8 +37,14 @@ namespace {
 
 constexpr int64_t kQueryBlock = 24;  // queries sharing one pass over the keys (multiple of kRegRows)
 constexpr int64_t kKeyTile = 64;     // keys per score tile
-constexpr int kRegRows = 6;          // gemm accumulator block: rows ...
-constexpr int64_t kRegCols = 16;     // ... by columns (two Vec8)
+// gemm accumulator block: rows (as many as the vector registers hold with
+// the B row and a broadcast beside them) ...
+#if defined(__AVX512F__)
+constexpr int kRegRows = 12;
+#else
+constexpr int kRegRows = 6;
+#endif
+constexpr int64_t kRegCols = 16;     // ... by columns (one Vec16)
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -79,46 +87,40 @@ inline float fast_exp(float x) { return fast_exp(splat8(x))[0]; }
 // C[R x N] (+)= A[R x K] B[K x N]. A's element (r, p) sits at
 // A[r * a_row + p * a_col], so A may be read transposed at no cost (its
 // elements are broadcast one at a time); B and C are row-major, N a multiple
-// of kRegCols. Each column strip keeps its R x kRegCols accumulators in
-// registers for the whole K loop.
+// of kRegCols. Each column strip keeps its R accumulators (one Vec16 a row:
+// a single register with AVX-512, a pair with AVX2) for the whole K loop.
 template <int R, bool kAccumulate>
 void gemm_rows(float* C, int64_t ldc, const float* A, int64_t a_row, int64_t a_col, const float* B, int64_t ldb,
                int64_t N, int64_t K) {
+  static_assert(kRegCols == 16, "one Vec16 accumulator a row");
   for (int64_t j = 0; j < N; j += kRegCols) {
-    Vec8 acc[R][2];
-    for (int r = 0; r < R; ++r)
-      for (int half = 0; half < 2; ++half) acc[r][half] = kAccumulate ? load8(C + r * ldc + j + 8 * half) : Vec8{};
+    Vec16 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = kAccumulate ? load16(C + r * ldc + j) : Vec16{};
     for (int64_t p = 0; p < K; ++p) {
-      const Vec8 b0 = load8(B + p * ldb + j), b1 = load8(B + p * ldb + j + 8);
-      for (int r = 0; r < R; ++r) {
-        const float a = A[r * a_row + p * a_col];
-        acc[r][0] = a * b0 + acc[r][0];
-        acc[r][1] = a * b1 + acc[r][1];
-      }
+      const Vec16 b = load16(B + p * ldb + j);
+      for (int r = 0; r < R; ++r) acc[r] = A[r * a_row + p * a_col] * b + acc[r];
     }
-    for (int r = 0; r < R; ++r)
-      for (int half = 0; half < 2; ++half) store8(C + r * ldc + j + 8 * half, acc[r][half]);
+    for (int r = 0; r < R; ++r) store16(C + r * ldc + j, acc[r]);
   }
+}
+
+using RowsKernel = void (*)(float*, int64_t, const float*, int64_t, int64_t, const float*, int64_t, int64_t, int64_t);
+
+// gemm_rows<1>, ..., gemm_rows<kRegRows>, by row count - 1.
+template <bool kAccumulate, int... kRowsLess1>
+constexpr std::array<RowsKernel, sizeof...(kRowsLess1)> rows_kernels(std::integer_sequence<int, kRowsLess1...>) {
+  return {&gemm_rows<kRowsLess1 + 1, kAccumulate>...};
 }
 
 // C[M x N] (+)= A[M x K] B[K x N] for any M (A strides as in gemm_rows).
 template <bool kAccumulate>
 void gemm(float* C, int64_t ldc, const float* A, int64_t a_row, int64_t a_col, const float* B, int64_t ldb,
           int64_t M, int64_t N, int64_t K) {
+  static constexpr auto kKernels = rows_kernels<kAccumulate>(std::make_integer_sequence<int, kRegRows>{});
   int64_t i = 0;
   for (; i + kRegRows <= M; i += kRegRows)
     gemm_rows<kRegRows, kAccumulate>(C + i * ldc, ldc, A + i * a_row, a_row, a_col, B, ldb, N, K);
-  float* c = C + i * ldc;
-  const float* a = A + i * a_row;
-  static_assert(kRegRows <= 6, "the remainder cases below cover up to 5 rows");
-  switch (M - i) {
-    case 5: gemm_rows<5, kAccumulate>(c, ldc, a, a_row, a_col, B, ldb, N, K); break;
-    case 4: gemm_rows<4, kAccumulate>(c, ldc, a, a_row, a_col, B, ldb, N, K); break;
-    case 3: gemm_rows<3, kAccumulate>(c, ldc, a, a_row, a_col, B, ldb, N, K); break;
-    case 2: gemm_rows<2, kAccumulate>(c, ldc, a, a_row, a_col, B, ldb, N, K); break;
-    case 1: gemm_rows<1, kAccumulate>(c, ldc, a, a_row, a_col, B, ldb, N, K); break;
-    default: break;
-  }
+  if (i < M) kKernels[M - i - 1](C + i * ldc, ldc, A + i * a_row, a_row, a_col, B, ldb, N, K);
 }
 
 // The band of keys [band_lo, band_hi) that query position p sees beside the

@@ -3,6 +3,9 @@
 #include <cblas.h>
 
 #include <atomic>
+#include <chrono>
+
+#include "kernels/cpu/matmul_trace.h"
 
 namespace hymba::cpu {
 
@@ -35,26 +38,43 @@ MatmulPrecisionScope::~MatmulPrecisionScope() {
 
 MatmulPrecision matmul_precision() { return g_precision.load(); }
 
+namespace {
+// Runs one product, timed into the active trace when there is one.
+template <class Product>
+void traced(ProductKind kind, int64_t M, int64_t N, int64_t K, bool accumulate, Product&& product) {
+  MatmulTrace* trace = active_matmul_trace();
+  if (trace == nullptr) {
+    product();
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  product();
+  trace->add({kind, M, N, K, accumulate}, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+}  // namespace
+
 void matmul_forward(float* out, int64_t ld_out, const float* inp, int64_t ld_inp, const float* weight,
                     const float* bias, int64_t BT, int64_t C, int64_t OC) {
   if (BT == 0 || OC == 0) return;
-  float beta = 0.0f;
-  if (bias != nullptr) {
-    // Seed each output row with the bias, then let sgemm accumulate onto it.
+  traced(ProductKind::kForward, BT, OC, C, bias != nullptr, [&] {
+    float beta = 0.0f;
+    if (bias != nullptr) {
+      // Seed each output row with the bias, then let sgemm accumulate onto it.
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < BT; ++r) {
-      float* o = out + r * ld_out;
-      for (int64_t j = 0; j < OC; ++j) o[j] = bias[j];
+      for (int64_t r = 0; r < BT; ++r) {
+        float* o = out + r * ld_out;
+        for (int64_t j = 0; j < OC; ++j) o[j] = bias[j];
+      }
+      beta = 1.0f;
     }
-    beta = 1.0f;
-  }
-  if (in_bf16()) {
-    gemm_bf16(BT, OC, C, {inp, ld_inp, false}, {weight, C, true}, beta, out, ld_out, bf16_isa());
-    return;
-  }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(BT), static_cast<int>(OC),
-              static_cast<int>(C), 1.0f, inp, static_cast<int>(ld_inp), weight, static_cast<int>(C), beta, out,
-              static_cast<int>(ld_out));
+    if (in_bf16()) {
+      gemm_bf16(BT, OC, C, {inp, ld_inp, false}, {weight, C, true}, beta, out, ld_out, bf16_isa());
+      return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(BT), static_cast<int>(OC),
+                static_cast<int>(C), 1.0f, inp, static_cast<int>(ld_inp), weight, static_cast<int>(C), beta, out,
+                static_cast<int>(ld_out));
+  });
 }
 
 void matmul_backward(float* dinp, int64_t ld_dinp, float* dweight, float* dbias, const float* dout,
@@ -62,23 +82,30 @@ void matmul_backward(float* dinp, int64_t ld_dinp, float* dweight, float* dbias,
                      int64_t C, int64_t OC, bool overwrite_dinp) {
   if (BT == 0) return;
   const bool bf16 = in_bf16();
-  if (dinp != nullptr && bf16) {
-    gemm_bf16(BT, C, OC, {dout, ld_dout, false}, {weight, C, false}, overwrite_dinp ? 0.0f : 1.0f, dinp, ld_dinp,
-              bf16_isa());
-  } else if (dinp != nullptr) {
-    // dinp[BT, C] += dout[BT, OC] @ weight[OC, C] (or = with beta 0, which
-    // never reads dinp)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(BT), static_cast<int>(C),
-                static_cast<int>(OC), 1.0f, dout, static_cast<int>(ld_dout), weight, static_cast<int>(C),
-                overwrite_dinp ? 0.0f : 1.0f, dinp, static_cast<int>(ld_dinp));
+  if (dinp != nullptr) {
+    traced(ProductKind::kInputGrad, BT, C, OC, !overwrite_dinp, [&] {
+      const float beta = overwrite_dinp ? 0.0f : 1.0f;  // beta 0 never reads dinp
+      if (bf16) {
+        gemm_bf16(BT, C, OC, {dout, ld_dout, false}, {weight, C, false}, beta, dinp, ld_dinp, bf16_isa());
+        return;
+      }
+      // dinp[BT, C] (+)= dout[BT, OC] @ weight[OC, C]
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(BT), static_cast<int>(C),
+                  static_cast<int>(OC), 1.0f, dout, static_cast<int>(ld_dout), weight, static_cast<int>(C), beta,
+                  dinp, static_cast<int>(ld_dinp));
+    });
   }
-  if (dweight != nullptr && bf16) {
-    gemm_bf16(OC, C, BT, {dout, ld_dout, true}, {inp, ld_inp, false}, 1.0f, dweight, C, bf16_isa());
-  } else if (dweight != nullptr) {
-    // dweight[OC, C] += dout^T[OC, BT] @ inp[BT, C]
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(OC), static_cast<int>(C),
-                static_cast<int>(BT), 1.0f, dout, static_cast<int>(ld_dout), inp, static_cast<int>(ld_inp), 1.0f,
-                dweight, static_cast<int>(C));
+  if (dweight != nullptr) {
+    traced(ProductKind::kWeightGrad, OC, C, BT, true, [&] {
+      if (bf16) {
+        gemm_bf16(OC, C, BT, {dout, ld_dout, true}, {inp, ld_inp, false}, 1.0f, dweight, C, bf16_isa());
+        return;
+      }
+      // dweight[OC, C] += dout^T[OC, BT] @ inp[BT, C]
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(OC), static_cast<int>(C),
+                  static_cast<int>(BT), 1.0f, dout, static_cast<int>(ld_dout), inp, static_cast<int>(ld_inp), 1.0f,
+                  dweight, static_cast<int>(C));
+    });
   }
   if (dbias != nullptr) {
     // Parallel over output channels: each channel sums its column in row
