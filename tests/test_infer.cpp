@@ -20,11 +20,13 @@
 #include "infer/decoder.h"
 #include "infer/generate.h"
 #include "infer/sampler.h"
-#include "infer/step_kernels.h"
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_step.h"
 #include "kernels/cpu/conv1d.h"
+#include "kernels/cpu/conv_step.h"
 #include "kernels/cpu/selective_scan.h"
+#include "kernels/cpu/ssm_step.h"
 #include "model/layout.h"
 #include "model/model.h"
 #include "model/plan.h"
@@ -642,11 +644,11 @@ TEST(StepKernels, ConvAndSsmStepsFollowTheFullScan) {
     const double y_scale = max_abs(y), xc_scale = max_abs(xc);
     for (int64_t t = 0; t < T; ++t) {
       // Rows b of token t: strided views into the [B, T, *] inputs.
-      infer::conv_step(xc_t.data(), x.data() + t * D, T * D, conv_ptrs, w.data(), bias.data(), B, D, K);
+      cpu::conv_step(xc_t.data(), x.data() + t * D, T * D, conv_ptrs, w.data(), bias.data(), B, D, K);
       cpu::silu_forward(u_t.data(), xc_t.data(), B * D);
       for (int64_t b = 0; b < B; ++b)
         std::copy_n(delta.begin() + (b * T + t) * D, D, delta_t.begin() + b * D);
-      infer::SsmStepArgs a;
+      cpu::SsmStepArgs a;
       a.B = B;
       a.D = D;
       a.N = N;
@@ -661,7 +663,7 @@ TEST(StepKernels, ConvAndSsmStepsFollowTheFullScan) {
       a.Dskip = Dskip.data();
       a.z = z.data() + t * D;
       a.ld_z = T * D;
-      infer::ssm_step(y_t.data(), ssm_ptrs, a);
+      cpu::ssm_step(y_t.data(), ssm_ptrs, a);
       for (int64_t b = 0; b < B; ++b) {
         ASSERT_LE(rel_error(xc_t.data() + b * D, xc.data() + (b * T + t) * D, D, xc_scale), kStepRelTol) << t;
         ASSERT_LE(rel_error(y_t.data() + b * D, y.data() + (b * T + t) * D, D, y_scale), kStepRelTol) << t;
@@ -721,7 +723,7 @@ TEST(StepKernels, AttentionStepOverARingEqualsMaskedAttention) {
     const float* kp[] = {kc.data()};
     const float* vp[] = {vc.data()};
     const int64_t n[] = {static_cast<int64_t>(rows.size())};
-    infer::AttnStepArgs a;
+    cpu::AttnStepArgs a;
     a.B = 1;
     a.Hq = Hq;
     a.Hkv = Hkv;
@@ -737,7 +739,7 @@ TEST(StepKernels, AttentionStepOverARingEqualsMaskedAttention) {
     a.v_cache = vp;
     a.n_cached = n;
     std::vector<float> out(Hq * Dv);
-    infer::attention_step(out.data(), Hq * Dv, a);
+    cpu::attention_step(out.data(), Hq * Dv, a);
     EXPECT_LE(rel_error(out.data(), full.data() + i * Hq * Dv, Hq * Dv, 1.0), kStepRelTol);
   }
 }
