@@ -27,6 +27,8 @@ using test::rel_error;
 constexpr double kStepRelTol = 2e-5;
 // Against the float64 reference: float32 sums and the fast exp.
 constexpr double kReferenceRelTol = 1e-5;
+// What the floats between output rows hold, and must still hold after.
+constexpr float kPad = -7.0f;
 
 // Shapes: tails only (head dims under 8 and 16); whole runs of 8 and 16
 // with key counts on and off the blocks of 8 and over one task's 32 keys
@@ -42,7 +44,8 @@ TEST(AttentionStep, OverARingEqualsMaskedAttention) {
   for (int64_t window : {0, 1, 4}) {
     const int64_t S = shape.S, Hq = shape.Hq, Hkv = shape.Hkv, Dqk = shape.Dqk, Dv = shape.Dv, M = 2;
     Rng rng(9);
-    const auto q = random_floats(S * Hq * Dqk, rng), k = random_floats(S * Hkv * Dqk, rng), v = random_floats(S * Hkv * Dv, rng);
+    const auto q = random_floats(S * Hq * Dqk, rng), k = random_floats(S * Hkv * Dqk, rng),
+               v = random_floats(S * Hkv * Dv, rng);
     SCOPED_TRACE("S " + std::to_string(S) + " Dqk " + std::to_string(Dqk) + " Dv " + std::to_string(Dv) + " Hq " +
                  std::to_string(Hq) + " Hkv " + std::to_string(Hkv) + " window " + std::to_string(window));
     cpu::AttnArgs fa;
@@ -109,6 +112,16 @@ struct AttnStepData {
   std::vector<int64_t> n_cached;
   std::vector<const T*> k_rows, v_rows;
 
+  AttnStepData() = default;
+  // The same operands in another element type (the reference's float64).
+  template <typename U>
+  explicit AttnStepData(const AttnStepData<U>& o)
+      : B(o.B), Hq(o.Hq), Hkv(o.Hkv), Dqk(o.Dqk), Dv(o.Dv), q(o.q.begin(), o.q.end()),
+        k_new(o.k_new.begin(), o.k_new.end()), v_new(o.v_new.begin(), o.v_new.end()), n_cached(o.n_cached) {
+    for (const auto& rows : o.k_cache) k_cache.emplace_back(rows.begin(), rows.end());
+    for (const auto& rows : o.v_cache) v_cache.emplace_back(rows.begin(), rows.end());
+  }
+
   int64_t ld_q() const { return Hq * Dqk + 3; }
   int64_t ld_k() const { return Hkv * Dqk + 3; }
   int64_t ld_v() const { return Hkv * Dv + 3; }
@@ -158,24 +171,6 @@ AttnStepData<float> random_step(int64_t Hq, int64_t Hkv, int64_t Dqk, int64_t Dv
   return s;
 }
 
-AttnStepData<double> widened(const AttnStepData<float>& f) {
-  AttnStepData<double> d;
-  d.B = f.B;
-  d.Hq = f.Hq;
-  d.Hkv = f.Hkv;
-  d.Dqk = f.Dqk;
-  d.Dv = f.Dv;
-  d.n_cached = f.n_cached;
-  d.q = test::to_double(f.q);
-  d.k_new = test::to_double(f.k_new);
-  d.v_new = test::to_double(f.v_new);
-  for (size_t b = 0; b < f.k_cache.size(); ++b) {
-    d.k_cache.push_back(test::to_double(f.k_cache[b]));
-    d.v_cache.push_back(test::to_double(f.v_cache[b]));
-  }
-  return d;
-}
-
 // Shapes as OverARingEqualsMaskedAttention's, several rows a step: an empty
 // cache, key counts on and off the blocks of 8, one task's 32 keys and more
 // (runs merged). Output rows are 5 floats apart past their heads; those
@@ -190,18 +185,13 @@ TEST(AttentionStep, MatchesTheReferenceOnRaggedShapes) {
                  std::to_string(shape.Hq) + " Hkv " + std::to_string(shape.Hkv));
     Rng rng(5);
     AttnStepData<float> fast = random_step(shape.Hq, shape.Hkv, shape.Dqk, shape.Dv, n_cached, rng);
-    AttnStepData<double> ref = widened(fast);
+    AttnStepData<double> ref(fast);
     const int64_t width = shape.Hq * shape.Dv, ld_out = width + 5, B = fast.B;
-    std::vector<float> out(static_cast<size_t>(B * ld_out), -7.0f);
+    std::vector<float> out(static_cast<size_t>(B * ld_out), kPad);
     std::vector<double> out_ref(static_cast<size_t>(B * width));
     cpu::attention_step(out.data(), ld_out, fast.args<cpu::AttnStepArgs>());
     ref::attention_step(out_ref.data(), width, ref.args<ref::AttnStepArgs<double>>());
-    std::vector<float> rows;
-    for (int64_t b = 0; b < B; ++b) {
-      rows.insert(rows.end(), out.begin() + b * ld_out, out.begin() + b * ld_out + width);
-      for (int64_t c = width; c < ld_out; ++c) EXPECT_EQ(out[b * ld_out + c], -7.0f) << "row " << b;
-    }
-    test::expect_close(rows, out_ref, kReferenceRelTol, "out");
+    test::expect_close(test::unstrided(out, B, width, ld_out, kPad), out_ref, kReferenceRelTol, "out");
   }
 }
 

@@ -22,14 +22,6 @@ using test::random_floats;
 // Against the float64 reference: K float32 multiply-adds a channel.
 constexpr double kReferenceRelTol = 1e-6;
 
-// Row pointers into a [B, C, K-1] block of states.
-template <typename T>
-std::vector<T*> state_rows(std::vector<T>& states, int64_t B, int64_t C, int64_t K) {
-  std::vector<T*> rows;
-  for (int64_t b = 0; b < B; ++b) rows.push_back(states.data() + b * C * (K - 1));
-  return rows;
-}
-
 // Shapes: channels under 8 and off any run, Mamba's 4 taps (the unrolled
 // loop) and others (the generic one), one tap (no state); with and without
 // a bias. Inputs are strided rows whose floats past C are NaN, so reading
@@ -48,16 +40,15 @@ TEST(ConvStep, MatchesTheReferenceOnRaggedShapes) {
       std::vector<float> state = random_floats(B * C * (K - 1), rng);
       std::vector<double> state_ref = test::to_double(state);
       const std::vector<double> w_ref = test::to_double(w), bias_ref = test::to_double(bias);
+      const auto rows = test::row_pointers(state, B, C * (K - 1));
+      const auto rows_ref = test::row_pointers(state_ref, B, C * (K - 1));
       for (int step = 0; step < 4; ++step) {
-        std::vector<float> x = random_floats(B * ld_x, rng);
-        for (int64_t b = 0; b < B; ++b)
-          for (int64_t c = C; c < ld_x; ++c) x[b * ld_x + c] = NAN;
+        const std::vector<float> x = test::strided(random_floats(B * C, rng), B, C, ld_x, NAN);
         const std::vector<double> x_ref = test::to_double(x);
         std::vector<float> out(static_cast<size_t>(B * C));
         std::vector<double> out_ref(out.size());
-        cpu::conv_step(out.data(), x.data(), ld_x, state_rows(state, B, C, K).data(), w.data(),
-                       with_bias ? bias.data() : nullptr, B, C, K);
-        ref::conv_step(out_ref.data(), x_ref.data(), ld_x, state_rows(state_ref, B, C, K).data(), w_ref.data(),
+        cpu::conv_step(out.data(), x.data(), ld_x, rows.data(), w.data(), with_bias ? bias.data() : nullptr, B, C, K);
+        ref::conv_step(out_ref.data(), x_ref.data(), ld_x, rows_ref.data(), w_ref.data(),
                        with_bias ? bias_ref.data() : nullptr, B, C, K);
         test::expect_close(out, out_ref, kReferenceRelTol, "out, step " + std::to_string(step));
         // The state holds the last inputs as they were: exactly.
@@ -74,7 +65,8 @@ TEST(ConvStep, SameBitsOnAnyThreadCount) {
   const auto start = random_floats(B * C * (K - 1), rng);
   test::expect_same_bits_on_any_thread_count([&] {
     std::vector<float> state = start, out(static_cast<size_t>(B * C));
-    cpu::conv_step(out.data(), x.data(), C, state_rows(state, B, C, K).data(), w.data(), bias.data(), B, C, K);
+    const auto rows = test::row_pointers(state, B, C * (K - 1));
+    cpu::conv_step(out.data(), x.data(), C, rows.data(), w.data(), bias.data(), B, C, K);
     out.insert(out.end(), state.begin(), state.end());
     return out;
   });

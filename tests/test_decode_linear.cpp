@@ -4,7 +4,6 @@
 // (matmul_f32_rows) on any thread count, more rows the matmul kernel's.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -24,6 +23,8 @@ using test::random_floats;
 
 // Against the float64 reference: float32 sums of up to 257 products.
 constexpr double kReferenceRelTol = 1e-5;
+// What the floats between output rows hold, and must still hold after.
+constexpr float kPad = -7.0f;
 
 // Input rows C + 2 floats apart (NaN past C: a read would show), output
 // rows OC + 3 apart (the floats past OC must stay as they were).
@@ -35,18 +36,13 @@ TEST(DecodeLinear, MatchesTheReferenceOnRaggedShapes) {
         Rng rng(static_cast<uint64_t>(7 * C + OC + rows));
         const int64_t ld_in = C + 2, ld_out = OC + 3;
         const auto w = random_floats(OC * C, rng), x = random_floats(rows * C, rng);
-        std::vector<float> in(static_cast<size_t>(rows * ld_in), NAN), out(static_cast<size_t>(rows * ld_out), -7.0f);
-        for (int64_t r = 0; r < rows; ++r) std::copy_n(x.begin() + r * C, C, in.begin() + r * ld_in);
+        const std::vector<float> in = test::strided(x, rows, C, ld_in, NAN);
+        std::vector<float> out(static_cast<size_t>(rows * ld_out), kPad);
         cpu::decode_linear(out.data(), ld_out, in.data(), ld_in, w.data(), rows, C, OC);
         std::vector<double> want(static_cast<size_t>(rows * OC));
         ref::matmul_forward<double>(want.data(), test::to_double(x).data(), test::to_double(w).data(), nullptr, rows,
                                     C, OC);
-        std::vector<float> got;
-        for (int64_t r = 0; r < rows; ++r) {
-          got.insert(got.end(), out.begin() + r * ld_out, out.begin() + r * ld_out + OC);
-          for (int64_t o = OC; o < ld_out; ++o) EXPECT_EQ(out[r * ld_out + o], -7.0f) << "row " << r;
-        }
-        test::expect_close(got, want, kReferenceRelTol, "out");
+        test::expect_close(test::unstrided(out, rows, OC, ld_out, kPad), want, kReferenceRelTol, "out");
       }
 }
 

@@ -26,6 +26,8 @@ using test::random_floats;
 
 // Against the float64 reference: float32 sums of up to 257 products.
 constexpr double kReferenceRelTol = 1e-5;
+// What the floats between output rows hold, and must still hold after.
+constexpr float kPad = -7.0f;
 
 std::vector<uint16_t> rounded(const std::vector<float>& w) {
   std::vector<uint16_t> b(w.size());
@@ -45,15 +47,11 @@ TEST(MatmulBf16Widened, MatchesTheReferenceOnRaggedShapes) {
         const int64_t ld_in = C + 2, ld_out = OC + 3;
         const auto w = rounded(random_floats(OC * C, rng));
         const auto x = random_floats(rows * C, rng);
-        std::vector<float> in(static_cast<size_t>(rows * ld_in), NAN), out(static_cast<size_t>(rows * ld_out), -7.0f);
-        for (int64_t r = 0; r < rows; ++r) std::copy_n(x.begin() + r * C, C, in.begin() + r * ld_in);
+        const std::vector<float> in = test::strided(x, rows, C, ld_in, NAN);
+        std::vector<float> out(static_cast<size_t>(rows * ld_out), kPad);
         cpu::matmul_bf16_widened(out.data(), ld_out, in.data(), ld_in, w.data(), rows, C, OC);
-        std::vector<float> got;
-        for (int64_t r = 0; r < rows; ++r) {
-          got.insert(got.end(), out.begin() + r * ld_out, out.begin() + r * ld_out + OC);
-          for (int64_t o = OC; o < ld_out; ++o) EXPECT_EQ(out[r * ld_out + o], -7.0f) << "row " << r;
-        }
-        test::expect_close(got, ref::matmul_bf16(x.data(), w.data(), nullptr, rows, C, OC), kReferenceRelTol, "out");
+        test::expect_close(test::unstrided(out, rows, OC, ld_out, kPad),
+                           ref::matmul_bf16(x.data(), w.data(), nullptr, rows, C, OC), kReferenceRelTol, "out");
       }
 }
 

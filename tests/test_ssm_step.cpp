@@ -117,6 +117,15 @@ struct SsmStepData {
   std::vector<T> u, delta, delta_bias, A, fused, Dskip;
   std::vector<T> h;  // [B, D, N]
 
+  SsmStepData() = default;
+  // The same operands in another element type (the reference's float64).
+  template <typename U>
+  explicit SsmStepData(const SsmStepData<U>& o)
+      : B(o.B), D(o.D), N(o.N), ld(o.ld), gated(o.gated), u(o.u.begin(), o.u.end()),
+        delta(o.delta.begin(), o.delta.end()), delta_bias(o.delta_bias.begin(), o.delta_bias.end()),
+        A(o.A.begin(), o.A.end()), fused(o.fused.begin(), o.fused.end()), Dskip(o.Dskip.begin(), o.Dskip.end()),
+        h(o.h.begin(), o.h.end()) {}
+
   template <typename Args>
   Args args() const {
     Args a;
@@ -136,11 +145,7 @@ struct SsmStepData {
     a.ld_z = ld;
     return a;
   }
-  std::vector<T*> states() {
-    std::vector<T*> rows;
-    for (int64_t b = 0; b < B; ++b) rows.push_back(h.data() + b * D * N);
-    return rows;
-  }
+  std::vector<T*> states() { return test::row_pointers(h, B, D * N); }
 };
 
 SsmStepData<float> random_step(int64_t B, int64_t D, int64_t N, bool gated, Rng& rng) {
@@ -160,23 +165,6 @@ SsmStepData<float> random_step(int64_t B, int64_t D, int64_t N, bool gated, Rng&
   return s;
 }
 
-SsmStepData<double> widened(const SsmStepData<float>& f) {
-  SsmStepData<double> d;
-  d.B = f.B;
-  d.D = f.D;
-  d.N = f.N;
-  d.ld = f.ld;
-  d.gated = f.gated;
-  d.u = test::to_double(f.u);
-  d.delta = test::to_double(f.delta);
-  d.delta_bias = test::to_double(f.delta_bias);
-  d.A = test::to_double(f.A);
-  d.fused = test::to_double(f.fused);
-  d.Dskip = test::to_double(f.Dskip);
-  d.h = test::to_double(f.h);
-  return d;
-}
-
 // Shapes: channels and states under 8, off the runs of 8, whole runs, one
 // state entry; with and without the gate. Three steps in a row, each from
 // the state the last one left.
@@ -190,7 +178,7 @@ TEST(SsmStep, MatchesTheReferenceOnRaggedShapes) {
                    std::to_string(shape.N) + (gated ? " gated" : ""));
       Rng rng(7);
       SsmStepData<float> fast = random_step(shape.B, shape.D, shape.N, gated, rng);
-      SsmStepData<double> ref = widened(fast);
+      SsmStepData<double> ref(fast);
       std::vector<float> y(static_cast<size_t>(shape.B * shape.D));
       std::vector<double> y_ref(y.size());
       for (int step = 0; step < 3; ++step) {

@@ -155,6 +155,38 @@ inline SampledGradError sampled_grad_error(const std::function<double()>& loss, 
   return e;
 }
 
+// Pointers to the rows of a block, `stride` elements apart (per-sequence
+// states or caches as a kernel takes them).
+template <typename T>
+std::vector<T*> row_pointers(std::vector<T>& block, int64_t rows, int64_t stride) {
+  std::vector<T*> p;
+  for (int64_t r = 0; r < rows; ++r) p.push_back(block.data() + r * stride);
+  return p;
+}
+
+// rows x cols values laid out ld apart, the floats past each row's cols set
+// to pad: a strided operand, or an output whose padding a kernel must not
+// write (NaN in an input shows a read).
+inline std::vector<float> strided(const std::vector<float>& values, int64_t rows, int64_t cols, int64_t ld,
+                                  float pad) {
+  std::vector<float> out(static_cast<size_t>(rows * ld), pad);
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(values.begin() + r * cols, cols, out.begin() + r * ld);
+  return out;
+}
+
+// The rows x cols values of a strided buffer, expecting its padding still
+// to be pad, bit for bit (nothing written outside the rows).
+inline std::vector<float> unstrided(const std::vector<float>& buffer, int64_t rows, int64_t cols, int64_t ld,
+                                    float pad) {
+  std::vector<float> out;
+  for (int64_t r = 0; r < rows; ++r) {
+    out.insert(out.end(), buffer.begin() + r * ld, buffer.begin() + r * ld + cols);
+    for (int64_t c = cols; c < ld; ++c)
+      EXPECT_EQ(std::memcmp(&buffer[static_cast<size_t>(r * ld + c)], &pad, sizeof(float)), 0) << "row " << r;
+  }
+  return out;
+}
+
 // Runs kernel() on 1, 2 and 3 threads (the count restored after): what it
 // returns must be the same bits each time.
 template <typename Kernel>
