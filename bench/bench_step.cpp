@@ -12,7 +12,8 @@
 #include "bench_util.h"
 #include "core/parallel.h"
 #include "core/threading.h"
-#include "infer/step_kernels.h"
+#include "kernels/cpu/attention_step.h"
+#include "kernels/cpu/ssm_step.h"
 
 namespace {
 
@@ -36,7 +37,7 @@ void BM_AttentionStep(benchmark::State& state) {
   std::vector<float> out(static_cast<size_t>(B * kHq * kHeadDim));
   std::vector<int64_t> n_cached(static_cast<size_t>(B), n);
   std::vector<const float*> k_rows(static_cast<size_t>(B)), v_rows(static_cast<size_t>(B));
-  hymba::infer::AttnStepArgs a;
+  hymba::cpu::AttnStepArgs a;
   a.B = B, a.Hq = kHq, a.Hkv = kHkv, a.Dqk = kHeadDim, a.Dv = kHeadDim;
   a.q = q.data(), a.ld_q = kHq * kHeadDim;
   a.k_new = k_new.data(), a.ld_k_new = width;
@@ -50,7 +51,7 @@ void BM_AttentionStep(benchmark::State& state) {
       k_rows[static_cast<size_t>(b)] = k[static_cast<size_t>(layer)].data() + b * n * width;
       v_rows[static_cast<size_t>(b)] = v[static_cast<size_t>(layer)].data() + b * n * width;
     }
-    hymba::infer::attention_step(out.data(), kHq * kHeadDim, a);
+    hymba::cpu::attention_step(out.data(), kHq * kHeadDim, a);
     benchmark::DoNotOptimize(out.data());
     layer = (layer + 1) % kLayers;
   }
@@ -79,7 +80,7 @@ void BM_SsmStep(benchmark::State& state) {
   const std::vector<float> z = random_vector(static_cast<size_t>(B * D), 7);
   std::vector<float> y(static_cast<size_t>(B * D));
   std::vector<float*> rows(static_cast<size_t>(B));
-  hymba::infer::SsmStepArgs a;
+  hymba::cpu::SsmStepArgs a;
   a.B = B, a.D = D, a.N = N;
   a.u = u.data(), a.delta = delta.data(), a.delta_bias = bias.data(), a.A = A.data();
   a.Bm = bc.data(), a.ld_B = 2 * N, a.Cm = bc.data() + N, a.ld_C = 2 * N;
@@ -89,7 +90,7 @@ void BM_SsmStep(benchmark::State& state) {
   int64_t layer = 0;
   for (auto _ : state) {
     for (int64_t b = 0; b < B; ++b) rows[static_cast<size_t>(b)] = h[static_cast<size_t>(layer)].data() + b * D * N;
-    hymba::infer::ssm_step(y.data(), rows.data(), a);
+    hymba::cpu::ssm_step(y.data(), rows.data(), a);
     benchmark::DoNotOptimize(y.data());
     layer = (layer + 1) % kLayers;
   }

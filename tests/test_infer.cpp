@@ -20,16 +20,12 @@
 #include "infer/decoder.h"
 #include "infer/generate.h"
 #include "infer/sampler.h"
-#include "infer/step_kernels.h"
-#include "kernels/cpu/activations.h"
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/conv1d.h"
-#include "kernels/cpu/selective_scan.h"
 #include "model/layout.h"
 #include "model/model.h"
 #include "model/plan.h"
 #include "model/summary.h"
 #include "decode_families.h"
+#include "test_util.h"
 
 namespace hymba {
 namespace {
@@ -39,33 +35,20 @@ using infer::Decoder;
 using infer::SequenceCache;
 using test::Family;
 using test::families;
+using test::max_abs;
 using test::random_ids;
+using test::rel_error;
 using test::tiny;
 
 // float32 decode vs float32 full forward: the same math in a different order
 // (matrix-vector products, one-token kernels, a polynomial exp), so logits
 // agree to rounding, relative to the largest logit of the sequence.
 constexpr double kDecodeRelTol = 1e-4;
-// The single-token kernels against the full-sequence kernels on one layer.
-constexpr double kStepRelTol = 2e-5;
 
 
 std::vector<float> full_logits(Model& m, const std::vector<int32_t>& ids) {
   m.forward(ids.data(), nullptr, 1, static_cast<int64_t>(ids.size()));
   return std::vector<float>(m.logits(), m.logits() + ids.size() * m.config().vocab_size);
-}
-
-// max |a - b| over max |b|.
-double rel_error(const float* a, const float* b, int64_t n, double scale) {
-  double err = 0.0;
-  for (int64_t i = 0; i < n; ++i) err = std::max(err, std::abs(static_cast<double>(a[i]) - b[i]));
-  return err / scale;
-}
-
-double max_abs(const std::vector<float>& v) {
-  double m = 1e-6;
-  for (float x : v) m = std::max(m, static_cast<double>(std::abs(x)));
-  return m;
 }
 
 // q8 decode steps (weight_format.h) against the float32 full forward: the
@@ -586,163 +569,13 @@ TEST(Decode, RefusesMasksThatReadLaterTokensAndPairsOfTwoWindows) {
   }
 }
 
-// --- single-token kernels against the full-sequence kernels
+// --- sampling
 
 std::vector<float> random_vec(size_t n, Rng& rng, float lo = -1.0f, float hi = 1.0f) {
   std::vector<float> v(n);
   for (float& x : v) x = lo + (hi - lo) * rng.uniform();
   return v;
 }
-
-// Shapes: a state under 8 wide with channels off the runs of 8 and
-// Mamba's 4 taps; states of 8 plus a tail with 3 taps (the generic conv);
-// whole runs of 8 channels and of 8 state entries.
-TEST(StepKernels, ConvAndSsmStepsFollowTheFullScan) {
-  struct Shape {
-    int64_t D, N, K;
-  };
-  for (const Shape shape : {Shape{21, 5, 4}, Shape{19, 13, 3}, Shape{16, 16, 4}}) {
-    SCOPED_TRACE("D " + std::to_string(shape.D) + " N " + std::to_string(shape.N) + " K " + std::to_string(shape.K));
-    const int64_t B = 2, T = 9, D = shape.D, N = shape.N, K = shape.K;
-    Rng rng(42);
-    const auto x = random_vec(B * T * D, rng), w = random_vec(D * K, rng), bias = random_vec(D, rng);
-    const auto delta = random_vec(B * T * D, rng, -3.0f, 1.0f), delta_bias = random_vec(D, rng, -1.0f, 0.5f);
-    const auto A_log = random_vec(D * N, rng, -1.0f, 2.0f), Bm = random_vec(B * T * N, rng),
-               Cm = random_vec(B * T * N, rng), Dskip = random_vec(D, rng), z = random_vec(B * T * D, rng);
-    std::vector<float> xc(B * T * D), u(B * T * D), y(B * T * D), h_last(B * D * N);
-    cpu::conv1d_causal_forward(xc.data(), x.data(), D, w.data(), bias.data(), B, T, D, K);
-    cpu::silu_forward(u.data(), xc.data(), B * T * D);
-    cpu::ScanArgs sa;
-    sa.B = B;
-    sa.T = T;
-    sa.D = D;
-    sa.N = N;
-    sa.u = u.data();
-    sa.ld_u = D;
-    sa.delta = delta.data();
-    sa.ld_delta = D;
-    sa.delta_bias = delta_bias.data();
-    sa.A_log = A_log.data();
-    sa.Bm = Bm.data();
-    sa.ld_B = N;
-    sa.Cm = Cm.data();
-    sa.ld_C = N;
-    sa.Dskip = Dskip.data();
-    sa.z = z.data();
-    sa.ld_z = D;
-    cpu::selective_scan_forward(y.data(), nullptr, h_last.data(), sa);
-
-    std::vector<float> A(D * N);
-    for (int64_t i = 0; i < D * N; ++i) A[i] = -std::exp(A_log[i]);
-    std::vector<std::vector<float>> conv_state(B, std::vector<float>(D * (K - 1)));
-    std::vector<std::vector<float>> ssm_state(B, std::vector<float>(D * N));
-    float* conv_ptrs[] = {conv_state[0].data(), conv_state[1].data()};
-    float* ssm_ptrs[] = {ssm_state[0].data(), ssm_state[1].data()};
-    std::vector<float> xc_t(B * D), u_t(B * D), delta_t(B * D), y_t(B * D);
-    const double y_scale = max_abs(y), xc_scale = max_abs(xc);
-    for (int64_t t = 0; t < T; ++t) {
-      // Rows b of token t: strided views into the [B, T, *] inputs.
-      infer::conv_step(xc_t.data(), x.data() + t * D, T * D, conv_ptrs, w.data(), bias.data(), B, D, K);
-      cpu::silu_forward(u_t.data(), xc_t.data(), B * D);
-      for (int64_t b = 0; b < B; ++b)
-        std::copy_n(delta.begin() + (b * T + t) * D, D, delta_t.begin() + b * D);
-      infer::SsmStepArgs a;
-      a.B = B;
-      a.D = D;
-      a.N = N;
-      a.u = u_t.data();
-      a.delta = delta_t.data();
-      a.delta_bias = delta_bias.data();
-      a.A = A.data();
-      a.Bm = Bm.data() + t * N;
-      a.ld_B = T * N;
-      a.Cm = Cm.data() + t * N;
-      a.ld_C = T * N;
-      a.Dskip = Dskip.data();
-      a.z = z.data() + t * D;
-      a.ld_z = T * D;
-      infer::ssm_step(y_t.data(), ssm_ptrs, a);
-      for (int64_t b = 0; b < B; ++b) {
-        ASSERT_LE(rel_error(xc_t.data() + b * D, xc.data() + (b * T + t) * D, D, xc_scale), kStepRelTol) << t;
-        ASSERT_LE(rel_error(y_t.data() + b * D, y.data() + (b * T + t) * D, D, y_scale), kStepRelTol) << t;
-      }
-    }
-    for (int64_t b = 0; b < B; ++b)
-      EXPECT_LE(rel_error(ssm_state[b].data(), h_last.data() + b * D * N, D * N, max_abs(h_last)), kStepRelTol);
-  }
-}
-
-// Shapes: tails only (head dims under 8 and 16); whole runs of 8 and 16
-// with key counts on and off the blocks of 8 and over one task's 32 keys
-// (runs merged); both at once (Dqk 20, Dv 40); 74 keys (three runs) with 7
-// query heads a KV head (value slices of 4 and 3). Heads: 2 a KV head, 5
-// (one slice), 1.
-TEST(StepKernels, AttentionStepOverARingEqualsMaskedAttention) {
-  struct Shape {
-    int64_t S, Dqk, Dv, Hq, Hkv;
-  };
-  for (const Shape shape :
-       {Shape{13, 6, 5, 4, 2}, Shape{38, 64, 64, 10, 2}, Shape{23, 20, 40, 3, 3}, Shape{74, 16, 24, 14, 2}})
-  for (int64_t window : {0, 1, 4}) {
-    const int64_t S = shape.S, Hq = shape.Hq, Hkv = shape.Hkv, Dqk = shape.Dqk, Dv = shape.Dv, M = 2;
-    Rng rng(9);
-    const auto q = random_vec(S * Hq * Dqk, rng), k = random_vec(S * Hkv * Dqk, rng), v = random_vec(S * Hkv * Dv, rng);
-    SCOPED_TRACE("S " + std::to_string(S) + " Dqk " + std::to_string(Dqk) + " Dv " + std::to_string(Dv) + " Hq " +
-                 std::to_string(Hq) + " Hkv " + std::to_string(Hkv) + " window " + std::to_string(window));
-    cpu::AttnArgs fa;
-    fa.B = 1;
-    fa.Tq = fa.Tk = S;
-    fa.Hq = Hq;
-    fa.Hkv = Hkv;
-    fa.Dqk = Dqk;
-    fa.Dv = Dv;
-    fa.q = q.data();
-    fa.ld_q = Hq * Dqk;
-    fa.k = k.data();
-    fa.ld_k = Hkv * Dqk;
-    fa.v = v.data();
-    fa.ld_v = Hkv * Dv;
-    fa.window = window;
-    fa.num_meta = M;
-    std::vector<float> full(S * Hq * Dv);
-    cpu::attention_forward(full.data(), Hq * Dv, nullptr, fa);
-    // The last query's visible keys, in a scrambled (ring-like) order, minus the current one.
-    const int64_t i = S - 1;
-    std::vector<int64_t> rows;
-    for (int64_t j = 0; j < i; ++j)
-      if (j < M || window == 0 || i - j < window) rows.push_back(j);
-    std::rotate(rows.begin() + std::min<int64_t>(M, rows.size()), rows.begin() + std::min<int64_t>(M + 2, rows.size()),
-                rows.end());
-    std::vector<float> kc, vc;
-    for (int64_t j : rows) {
-      kc.insert(kc.end(), k.begin() + j * Hkv * Dqk, k.begin() + (j + 1) * Hkv * Dqk);
-      vc.insert(vc.end(), v.begin() + j * Hkv * Dv, v.begin() + (j + 1) * Hkv * Dv);
-    }
-    const float* kp[] = {kc.data()};
-    const float* vp[] = {vc.data()};
-    const int64_t n[] = {static_cast<int64_t>(rows.size())};
-    infer::AttnStepArgs a;
-    a.B = 1;
-    a.Hq = Hq;
-    a.Hkv = Hkv;
-    a.Dqk = Dqk;
-    a.Dv = Dv;
-    a.q = q.data() + i * Hq * Dqk;
-    a.ld_q = Hq * Dqk;
-    a.k_new = k.data() + i * Hkv * Dqk;
-    a.ld_k_new = Hkv * Dqk;
-    a.v_new = v.data() + i * Hkv * Dv;
-    a.ld_v_new = Hkv * Dv;
-    a.k_cache = kp;
-    a.v_cache = vp;
-    a.n_cached = n;
-    std::vector<float> out(Hq * Dv);
-    infer::attention_step(out.data(), Hq * Dv, a);
-    EXPECT_LE(rel_error(out.data(), full.data() + i * Hq * Dv, Hq * Dv, 1.0), kStepRelTol);
-  }
-}
-
-// --- sampling
 
 TEST(Sampling, GreedyAndTopKOneAreArgmax) {
   Rng rng(3);

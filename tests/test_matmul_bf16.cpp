@@ -102,7 +102,7 @@ TEST(MatmulBf16, ResultsDoNotDependOnTheThreadCount) {
   EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
 }
 
-// The float32 form (a decode step's one-row products, infer::linear): the
+// The float32 form (a decode step's one-row products, cpu::decode_linear): the
 // same order on float32 weights, against a double reference, bit for bit
 // across instruction sets, thread counts and the four-row / one-row paths.
 TEST(MatmulF32Rows, MatchesReferenceOnEveryIsaBitForBit) {

@@ -18,9 +18,12 @@
 
 #include "core/parallel.h"
 #include "core/rng.h"
-#include "infer/step_kernels.h"
+#include "kernels/cpu/attention_step.h"
+#include "kernels/cpu/conv_step.h"
+#include "kernels/cpu/decode_linear.h"
 #include "kernels/cpu/matmul_bf16.h"
 #include "kernels/cpu/quant_packed.h"
+#include "kernels/cpu/ssm_step.h"
 
 namespace hymba {
 namespace {
@@ -159,7 +162,7 @@ TEST(SpinTeam, StepKernelsGiveTheSameBitsOnTheTeam) {
     const auto w = random_vec(OC * C, rng), x = random_vec(C, rng);
     expect_same_on_team("linear", [&] {
       std::vector<float> out(OC);
-      infer::linear(out.data(), OC, x.data(), C, w.data(), 1, C, OC);
+      cpu::decode_linear(out.data(), OC, x.data(), C, w.data(), 1, C, OC);
       return out;
     });
   }
@@ -202,14 +205,14 @@ TEST(SpinTeam, StepKernelsGiveTheSameBitsOnTheTeam) {
     expect_same_on_team("conv_step", [&] {
       std::vector<float> state = conv0, out(B * D);
       float* states[] = {state.data(), state.data() + D * (K - 1)};
-      infer::conv_step(out.data(), x.data(), D, states, w.data(), bias.data(), B, D, K);
+      cpu::conv_step(out.data(), x.data(), D, states, w.data(), bias.data(), B, D, K);
       out.insert(out.end(), state.begin(), state.end());
       return out;
     });
     expect_same_on_team("ssm_step", [&] {
       std::vector<float> state = ssm0, y(B * D);
       float* states[] = {state.data(), state.data() + D * N};
-      infer::SsmStepArgs a;
+      cpu::SsmStepArgs a;
       a.B = B;
       a.D = D;
       a.N = N;
@@ -224,7 +227,7 @@ TEST(SpinTeam, StepKernelsGiveTheSameBitsOnTheTeam) {
       a.Dskip = Dskip.data();
       a.z = z.data();
       a.ld_z = D;
-      infer::ssm_step(y.data(), states, a);
+      cpu::ssm_step(y.data(), states, a);
       y.insert(y.end(), state.begin(), state.end());
       return y;
     });
@@ -238,7 +241,7 @@ TEST(SpinTeam, StepKernelsGiveTheSameBitsOnTheTeam) {
     const float* v_cache[] = {vc.data(), vc.data()};
     const int64_t n_cached[] = {S, 41};
     expect_same_on_team("attention_step", [&] {
-      infer::AttnStepArgs a;
+      cpu::AttnStepArgs a;
       a.B = B;
       a.Hq = Hq;
       a.Hkv = Hkv;
@@ -254,7 +257,7 @@ TEST(SpinTeam, StepKernelsGiveTheSameBitsOnTheTeam) {
       a.v_cache = v_cache;
       a.n_cached = n_cached;
       std::vector<float> out(B * Hq * Dv);
-      infer::attention_step(out.data(), Hq * Dv, a);
+      cpu::attention_step(out.data(), Hq * Dv, a);
       return out;
     });
   }

@@ -12,12 +12,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "core/threading.h"
 
 namespace hymba::test {
 
@@ -71,6 +73,20 @@ inline double max_rel_error(const std::vector<float>& a, const std::vector<doubl
     err = std::max(err, std::abs(static_cast<double>(a[i]) - b[i]));
   }
   return err / scale;
+}
+
+// max |a - b| over n elements, divided by scale.
+inline double rel_error(const float* a, const float* b, int64_t n, double scale) {
+  double err = 0.0;
+  for (int64_t i = 0; i < n; ++i) err = std::max(err, std::abs(static_cast<double>(a[i]) - b[i]));
+  return err / scale;
+}
+
+// max |v| (at least 1e-6), a scale for rel_error.
+inline double max_abs(const std::vector<float>& v) {
+  double m = 1e-6;
+  for (float x : v) m = std::max(m, static_cast<double>(std::abs(x)));
+  return m;
 }
 
 inline void expect_close(const std::vector<float>& actual, const std::vector<double>& expected, double tol,
@@ -137,6 +153,54 @@ inline SampledGradError sampled_grad_error(const std::function<double()>& loss, 
     e.max_err = std::max(e.max_err, std::abs(num - static_cast<double>(analytic[i])));
   }
   return e;
+}
+
+// Pointers to the rows of a block, `stride` elements apart (per-sequence
+// states or caches as a kernel takes them).
+template <typename T>
+std::vector<T*> row_pointers(std::vector<T>& block, int64_t rows, int64_t stride) {
+  std::vector<T*> p;
+  for (int64_t r = 0; r < rows; ++r) p.push_back(block.data() + r * stride);
+  return p;
+}
+
+// rows x cols values laid out ld apart, the floats past each row's cols set
+// to pad: a strided operand, or an output whose padding a kernel must not
+// write (NaN in an input shows a read).
+inline std::vector<float> strided(const std::vector<float>& values, int64_t rows, int64_t cols, int64_t ld,
+                                  float pad) {
+  std::vector<float> out(static_cast<size_t>(rows * ld), pad);
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(values.begin() + r * cols, cols, out.begin() + r * ld);
+  return out;
+}
+
+// The rows x cols values of a strided buffer, expecting its padding still
+// to be pad, bit for bit (nothing written outside the rows).
+inline std::vector<float> unstrided(const std::vector<float>& buffer, int64_t rows, int64_t cols, int64_t ld,
+                                    float pad) {
+  std::vector<float> out;
+  for (int64_t r = 0; r < rows; ++r) {
+    out.insert(out.end(), buffer.begin() + r * ld, buffer.begin() + r * ld + cols);
+    for (int64_t c = cols; c < ld; ++c)
+      EXPECT_EQ(std::memcmp(&buffer[static_cast<size_t>(r * ld + c)], &pad, sizeof(float)), 0) << "row " << r;
+  }
+  return out;
+}
+
+// Runs kernel() on 1, 2 and 3 threads (the count restored after): what it
+// returns must be the same bits each time.
+template <typename Kernel>
+void expect_same_bits_on_any_thread_count(Kernel kernel) {
+  const int before = num_threads();
+  std::vector<float> first;
+  for (const int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    const std::vector<float> got = kernel();
+    if (threads == 1) first = got;
+    EXPECT_TRUE(got.size() == first.size() && std::memcmp(got.data(), first.data(), got.size() * sizeof(float)) == 0)
+        << "threads " << threads;
+  }
+  set_num_threads(before);
 }
 
 }  // namespace hymba::test

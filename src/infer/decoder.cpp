@@ -9,11 +9,13 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/threading.h"
-#include "infer/step_kernels.h"
 #include "kernels/cpu/activations.h"
+#include "kernels/cpu/attention_step.h"
+#include "kernels/cpu/conv_step.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
+#include "kernels/cpu/ssm_step.h"
 
 namespace hymba::infer {
 
@@ -211,7 +213,7 @@ void Decoder::step_attention(std::span<SequenceCache* const> caches, const Layer
     v_ptrs_[b] = kv.v();
     n_cached_[b] = kv.rows(caches[b]->tokens());
   }
-  AttnStepArgs args;
+  cpu::AttnStepArgs args;
   args.B = R;
   args.Hq = Hq;
   args.Hkv = Hkv;
@@ -227,7 +229,7 @@ void Decoder::step_attention(std::span<SequenceCache* const> caches, const Layer
   args.v_cache = v_ptrs_.data();
   args.n_cached = n_cached_.data();
   a.attn = step_layer_arena_.alloc(static_cast<size_t>(R * lp.dims.attn_out));
-  attention_step(a.attn, lp.dims.attn_out, args);
+  cpu::attention_step(a.attn, lp.dims.attn_out, args);
 }
 
 // A decode step's Mamba branch for every sequence: the causal conv and the
@@ -241,14 +243,14 @@ void Decoder::step_mamba(std::span<SequenceCache* const> caches, const LayerPlan
   const int64_t W = lp.proj_width, di = lp.dims.d_inner;
   for (size_t b = 0; b < n; ++b) state_ptrs_[b] = caches[b]->mamba(lp.index).conv.data();
   a.xc = step_layer_arena_.alloc(static_cast<size_t>(R * di));
-  conv_step(a.xc, a.proj + lp.x_col, W, state_ptrs_.data(), P + lp.conv_w, lp.conv_b >= 0 ? P + lp.conv_b : nullptr, R,
-            di, c.mamba_d_conv);
+  cpu::conv_step(a.xc, a.proj + lp.x_col, W, state_ptrs_.data(), P + lp.conv_w,
+                 lp.conv_b >= 0 ? P + lp.conv_b : nullptr, R, di, c.mamba_d_conv);
   a.u = step_layer_arena_.alloc(static_cast<size_t>(R * di));
   cpu::silu_forward(a.u, a.xc, R * di);
   layer_mamba_projections(plan, lp, P, step_layer_arena_, a, R, lin_);
   // The scan's operands exactly as the full forward wires them.
   const ScanParams<float> sp = layer_scan_params(plan, lp, P, a, R, 1);
-  SsmStepArgs args;
+  cpu::SsmStepArgs args;
   args.B = R;
   args.D = di;
   args.N = c.mamba_d_state;
@@ -265,7 +267,7 @@ void Decoder::step_mamba(std::span<SequenceCache* const> caches, const LayerPlan
   args.ld_z = sp.ld_z;
   for (size_t b = 0; b < n; ++b) state_ptrs_[b] = caches[b]->mamba(lp.index).ssm.data();
   a.y = step_layer_arena_.alloc(static_cast<size_t>(R * di));
-  ssm_step(a.y, state_ptrs_.data(), args);
+  cpu::ssm_step(a.y, state_ptrs_.data(), args);
 }
 
 int Decoder::step_threads(int64_t rows) const {

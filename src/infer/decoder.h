@@ -1,10 +1,10 @@
 // Cached decoding: prefill a prompt in chunks, then feed one token per
 // sequence per step, reading and extending each sequence's cache. Both run
 // the model graph's row-wise layer pieces (projections, fusion, FFN); a step
-// on one row per sequence with the single-token kernels of step_kernels.h, a
-// chunk on many rows of one sequence with the full-sequence kernels given
-// the cache as context (attention over cached keys, conv and scan from the
-// cached states).
+// on one row per sequence with the decode-step kernels (kernels/cpu/
+// attention_step.h, conv_step.h, ssm_step.h), a chunk on many rows of one
+// sequence with the full-sequence kernels given the cache as context
+// (attention over cached keys, conv and scan from the cached states).
 //
 // The meta tokens' keys, values and Mamba states do not depend on the
 // prompt: the decoder computes them once (the meta prefix) and copies them

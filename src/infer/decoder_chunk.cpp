@@ -8,7 +8,6 @@
 #include "core/error.h"
 #include "core/threading.h"
 #include "infer/decoder.h"
-#include "infer/step_kernels.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/conv1d.h"
 #include "kernels/cpu/embedding.h"

@@ -5,7 +5,8 @@
 #include "core/error.h"
 #include "core/float_formats.h"
 #include "core/system_memory.h"
-#include "infer/step_kernels.h"
+#include "kernels/cpu/decode_linear.h"
+#include "kernels/cpu/matmul_bf16_widened.h"
 
 namespace hymba::infer {
 
@@ -115,29 +116,6 @@ void DecoderLinears::adopt(const float* w, const HeldMatrix& m) {
   held_bytes_ += it->second.bytes();
 }
 
-namespace {
-
-// A long product on bf16 rows (a prefill chunk, the meta prefix): their
-// values widened to float32 a tile of rows at a time, then sgemm, which is
-// 2-3x faster there than the bf16 row kernel. Only the tile is float32.
-void widened_bf16_linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const HeldMatrix& m,
-                         int64_t rows) {
-  constexpr int64_t kTileRows = 256;
-  const int64_t C = m.cols;
-  thread_local std::vector<float> tile;
-  tile.resize(static_cast<size_t>(std::min(kTileRows, m.rows) * C));
-  float* buf = tile.data();  // not `tile` in the loop: each worker has its own thread_local
-  for (int64_t r0 = 0; r0 < m.rows; r0 += kTileRows) {
-    const int64_t n = std::min(kTileRows, m.rows - r0);
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t c = 0; c < C; ++c) buf[r * C + c] = bf16_to_f32(m.bf16()[(r0 + r) * C + c]);
-    infer::linear(out + r0, ld_out, in, ld_in, buf, rows, C, n);
-  }
-}
-
-}  // namespace
-
 bool DecoderLinears::held_linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w,
                                  int64_t rows, int64_t C, int64_t OC) const {
   auto it = held_.find(w);
@@ -149,7 +127,7 @@ bool DecoderLinears::held_linear(float* out, int64_t ld_out, const float* in, in
     HYMBA_CHECK(m.cols == C && done + m.rows <= OC, "a held matrix of [", m.rows, ",", m.cols,
                 "] does not fit a product of [", OC, ",", C, "]");
     if (m.format == BlockFormat::kBF16 && rows >= kFloatRows && !quantize_all_rows_)
-      widened_bf16_linear(out + done, ld_out, in, ld_in, m.bf16, rows);
+      cpu::matmul_bf16_widened(out + done, ld_out, in, ld_in, m.bf16.bf16(), rows, m.cols, m.rows);
     else
       packed_product(m, out + done, ld_out, in, ld_in, rows);
     done += m.rows;
@@ -191,7 +169,7 @@ void DecoderLinears::linear(float* out, int64_t ld_out, const float* in, int64_t
                             int64_t C, int64_t OC) {
   if (!held_.empty() && held_linear(out, ld_out, in, ld_in, w, rows, C, OC)) return;
   if (format_ == WeightFormat::kF32 || (format_ == WeightFormat::kBF16 && rows >= kFloatRows && !quantize_all_rows_))
-    infer::linear(out, ld_out, in, ld_in, w, rows, C, OC);
+    cpu::decode_linear(out, ld_out, in, ld_in, w, rows, C, OC);
   else
     formatted_product(copies_, format_, out, ld_out, in, ld_in, w, rows, C, OC);
 }
@@ -207,7 +185,7 @@ WeightFormat DecoderLinears::head_format() const {
 void DecoderLinears::head(float* logits, const float* in, const float* w, int64_t rows, int64_t C, int64_t V) {
   const WeightFormat f = head_format();
   if (f == WeightFormat::kF32 || (f == WeightFormat::kBF16 && rows >= kFloatRows && !quantize_all_rows_))
-    infer::linear(logits, V, in, C, w, rows, C, V);
+    cpu::decode_linear(logits, V, in, C, w, rows, C, V);
   else
     formatted_product(head_copies_, f, logits, V, in, C, w, rows, C, V);
 }

@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/gemm_operand.h"
+
 namespace hymba::cpu {
 
 inline constexpr int64_t kBf16GemmBlockPairs = 256;
@@ -32,14 +34,6 @@ Bf16GemmIsa best_bf16_gemm_isa();
 bool bf16_gemm_isa_available(Bf16GemmIsa isa);
 std::vector<Bf16GemmIsa> bf16_gemm_isas_here();
 const char* to_string(Bf16GemmIsa isa);
-
-// An operand in row-major storage: element (r, c) of op(X) is
-// data[r * ld + c], or data[c * ld + r] when transposed.
-struct GemmOperand {
-  const float* data = nullptr;
-  int64_t ld = 0;
-  bool transposed = false;
-};
 
 // C[M, N] (row stride ldc) = beta * C + op(A) · op(B). beta 0 never reads C.
 void gemm_bf16(int64_t M, int64_t N, int64_t K, GemmOperand A, GemmOperand B, float beta, float* C, int64_t ldc,

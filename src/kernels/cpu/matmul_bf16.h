@@ -29,8 +29,8 @@ void matmul_bf16(float* out, int64_t ld_out, const float* x, int64_t ld_x, const
                  int64_t R, int64_t C, int64_t OC, Q8Isa isa = best_q8_isa());
 
 // The same product on float32 weights, in the same summation order: the
-// products of a decode step's few rows (infer/step_kernels.h), whose bits
-// then depend neither on the thread count nor on how a team splits the
+// products of a decode step's one row (kernels/cpu/decode_linear.h), whose
+// bits then depend neither on the thread count nor on how a team splits the
 // output channels, nor on which kernels OpenBLAS picked for this CPU.
 void matmul_f32_rows(float* out, int64_t ld_out, const float* x, int64_t ld_x, const float* w, const float* bias,
                      int64_t R, int64_t C, int64_t OC, Q8Isa isa = best_q8_isa());

@@ -1,9 +1,6 @@
 // 4-bit block weights (GGUF's Q4_0, byte for byte): each run of 32 values is
-// stored as one binary16 scale d and 16 bytes of 4-bit codes, 18 bytes per 32
-// weights (0.5625 bytes per weight). Byte j holds element j in its low nibble
-// and element j + 16 in its high nibble; a code q stands for (q - 8) * d. A
-// row of C values takes ceil(C / 32) blocks; a ragged last block is padded
-// with zeros (code 8).
+// stored as one binary16 scale d and 16 bytes of 4-bit codes, a code q
+// standing for (q - 8) * d (BlockQ4, kernels/quant_blocks.h).
 //
 // The quantizer is llama.cpp's (quantize_row_q4_0_ref): the element of
 // largest magnitude, with its sign, maps to code 0, d = max / -8, and
@@ -20,18 +17,9 @@
 #include <cstdint>
 
 #include "kernels/cpu/quant_q8.h"
+#include "kernels/quant_blocks.h"
 
 namespace hymba::cpu {
-
-inline constexpr int64_t kQ4BlockSize = 32;
-
-struct BlockQ4 {
-  uint16_t scale;                  // binary16 d: value = (code - 8) * d
-  uint8_t q[kQ4BlockSize / 2];     // low nibble: element j, high nibble: element j + 16
-};
-static_assert(sizeof(BlockQ4) == 18, "BlockQ4 must be packed: 2 + 16 bytes");
-
-inline int64_t q4_blocks_per_row(int64_t C) { return (C + kQ4BlockSize - 1) / kQ4BlockSize; }
 
 // Quantizes N rows of C floats into N * q4_blocks_per_row(C) blocks. NaN
 // inputs become code 8 (zero) rather than an undefined conversion.

@@ -1,7 +1,6 @@
 // 8-bit block weights for inference (issue 19's q8): each run of 32 values
-// is stored as 32 signed bytes in [-127, 127] and one binary16 scale, 34
-// bytes per 32 weights (1.0625 bytes per weight against float32's 4). A row
-// of C values takes ceil(C / 32) blocks; a ragged last block is zero-padded.
+// is stored as 32 signed bytes in [-127, 127] and one binary16 scale
+// (BlockQ8, kernels/quant_blocks.h).
 //
 // The product quantizes each input row to the same blocks and takes exact
 // int32 dot products per block, then accumulates scale_w * scale_x * dot over
@@ -14,17 +13,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/quant_blocks.h"
+
 namespace hymba::cpu {
-
-inline constexpr int64_t kQ8BlockSize = 32;
-
-struct BlockQ8 {
-  uint16_t scale;  // binary16: value = scale * q
-  int8_t q[kQ8BlockSize];
-};
-static_assert(sizeof(BlockQ8) == 34, "BlockQ8 must be packed: 2 + 32 bytes");
-
-inline int64_t q8_blocks_per_row(int64_t C) { return (C + kQ8BlockSize - 1) / kQ8BlockSize; }
 
 // Quantizes N rows of C floats into N * q8_blocks_per_row(C) blocks. The
 // scale is max|x| / 127 rounded to binary16, and q = round(x / scale) with

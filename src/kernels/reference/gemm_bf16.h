@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/float_formats.h"
-#include "kernels/cpu/gemm_bf16.h"
+#include "kernels/gemm_operand.h"
 
 namespace hymba::ref {
 

@@ -13,8 +13,7 @@
 #include <vector>
 
 #include "core/float_formats.h"
-#include "kernels/cpu/quant_q4.h"
-#include "kernels/cpu/quant_q8.h"
+#include "kernels/quant_blocks.h"
 #include "kernels/reference/quant_q8.h"
 
 namespace hymba::ref {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/float_formats.h"
-#include "kernels/cpu/quant_q8.h"
+#include "kernels/quant_blocks.h"
 
 namespace hymba::ref {
 

@@ -1,10 +1,9 @@
-// Decode-step kernels. Plain loops written so GCC vectorises them without
-// -ffast-math: exponentials use the branch-free polynomials of fast_math.h
-// (libm's expf is a scalar call), and sums over a vector run in eight
-// independent partial sums (a single running sum is a reassociation GCC will
-// not vectorise).
-#include "infer/step_kernels.h"
-
+// The attention of a decode step (attention_step.h). Plain loops written so
+// GCC vectorises them without -ffast-math: exponentials use the branch-free
+// polynomials of fast_math.h (libm's expf is a scalar call), and sums over a
+// vector run in eight independent partial sums (a single running sum is a
+// reassociation GCC will not vectorise).
+#include "kernels/cpu/attention_step.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,11 +12,9 @@
 
 #include "core/parallel.h"
 #include "kernels/cpu/fast_math.h"
-#include "kernels/cpu/matmul.h"
-#include "kernels/cpu/matmul_bf16.h"
 #include "kernels/cpu/vec8.h"
 
-namespace hymba::infer {
+namespace hymba::cpu {
 namespace {
 
 // Below this many multiply-adds a parallel region costs more than it saves.
@@ -27,11 +24,6 @@ constexpr int64_t kParallelMin = int64_t{1} << 15;
 // elements j, j + 8, ...), then one fixed tree, plus the tail: the vector
 // type (kernels/cpu/vec8.h) keeps the 8 sums in one register; written as
 // arrays, GCC shuffles them.
-using cpu::load8;
-using cpu::splat8;
-using cpu::store8;
-using cpu::Vec8;
-
 inline float finish8(Vec8 p, float tail) {
   return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7])) + tail;
 }
@@ -43,25 +35,6 @@ inline float sum(const float* __restrict a, int64_t n) {
   float tail = 0.0f;
   for (; i < n; ++i) tail += a[i];
   return finish8(part, tail);
-}
-
-// The lane sums of eight vectors, as one vector: lane i is the sum of a[i]'s
-// lanes, pairs first (a transposing tree: 7 adds and 14 shuffles for eight
-// sums where finish8 spends 7 adds and as many extracts on each; the same
-// tree as finish8 for each sum).
-inline Vec8 lane_sums8(const Vec8* a) {
-  auto pairs = [](Vec8 x, Vec8 y) {
-    return __builtin_shufflevector(x, y, 0, 8, 2, 10, 4, 12, 6, 14) +
-           __builtin_shufflevector(x, y, 1, 9, 3, 11, 5, 13, 7, 15);
-  };
-  auto quads = [](Vec8 x, Vec8 y) {
-    return __builtin_shufflevector(x, y, 0, 1, 8, 9, 4, 5, 12, 13) +
-           __builtin_shufflevector(x, y, 2, 3, 10, 11, 6, 7, 14, 15);
-  };
-  const Vec8 lo = quads(pairs(a[0], a[1]), pairs(a[2], a[3]));
-  const Vec8 hi = quads(pairs(a[4], a[5]), pairs(a[6], a[7]));
-  return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 8, 9, 10, 11) +
-         __builtin_shufflevector(lo, hi, 4, 5, 6, 7, 12, 13, 14, 15);
 }
 
 // For each of NH heads h: o[h][0..n) = sum over j of p[h][j] * v[j][0..n),
@@ -161,7 +134,7 @@ void attend_run(const AttnStepArgs& a, const float* q, const KeyRun& run, float 
     float* __restrict sh = s + h * kKeysPerTask;
     float most = sh[0];
     for (int64_t i = 1; i < run.count; ++i) most = std::max(most, sh[i]);
-    for (int64_t i = 0; i < run.count; ++i) sh[i] = cpu::fast::exp_nonpositive(sh[i] - most);
+    for (int64_t i = 0; i < run.count; ++i) sh[i] = fast::exp_nonpositive(sh[i] - most);
     m[h] = most;
     l[h] = sum(sh, run.count);
   }
@@ -184,97 +157,6 @@ void attend_run(const AttnStepArgs& a, const float* q, const KeyRun& run, float 
 }
 
 }  // namespace
-
-void linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w, int64_t rows, int64_t C,
-            int64_t OC) {
-  if (rows == 1) {
-    // A decode step's product of one row: rows summed in one fixed order
-    // (kernels/cpu/matmul_bf16.h), so the bits depend neither on the threads
-    // nor on OpenBLAS, whose sgemv sums a row one way in a group of four
-    // and another way in the ragged rest of the band its threads give it.
-    cpu::matmul_f32_rows(out, ld_out, in, ld_in, w, nullptr, 1, C, OC);
-    return;
-  }
-  cpu::matmul_forward(out, ld_out, in, ld_in, w, nullptr, rows, C, OC);
-}
-
-namespace {
-
-// conv_step's rows [first, last) (row = b * C + c); K_FIXED > 0 is K known
-// at compile time (Mamba's d_conv of 4), where the tap loops unroll.
-template <int64_t K_FIXED>
-void conv_rows(float* out, const float* x, int64_t ld_x, float* const* state, const float* weight,
-               const float* bias, int64_t C, int64_t k_runtime, int64_t first, int64_t last) {
-  const int64_t K = K_FIXED > 0 ? K_FIXED : k_runtime;
-  for (int64_t row = first; row < last; ++row) {
-    const int64_t b = row / C, c = row % C;
-    const float* w = weight + c * K;
-    float* s = state[b] + c * (K - 1);
-    const float xv = x[b * ld_x + c];
-    // Same order as the full convolution: bias, then taps oldest first.
-    float acc = bias != nullptr ? bias[c] : 0.0f;
-    for (int64_t k = 0; k < K - 1; ++k) acc += w[k] * s[k];
-    acc += w[K - 1] * xv;
-    out[row] = acc;
-    for (int64_t k = 0; k + 1 < K - 1; ++k) s[k] = s[k + 1];
-    if (K > 1) s[K - 2] = xv;
-  }
-}
-
-}  // namespace
-
-void conv_step(float* out, const float* x, int64_t ld_x, float* const* state, const float* weight, const float* bias,
-               int64_t B, int64_t C, int64_t K) {
-  // Channels are independent: a step of one sequence splits them too.
-  parallel_for(B * C, B * C * K >= kParallelMin, [&](int64_t first, int64_t last) {
-    if (K == 4)
-      conv_rows<4>(out, x, ld_x, state, weight, bias, C, K, first, last);
-    else
-      conv_rows<0>(out, x, ld_x, state, weight, bias, C, K, first, last);
-  });
-}
-
-void ssm_step(float* y, float* const* h, const SsmStepArgs& a) {
-  const int64_t D = a.D, N = a.N;
-  // Rows (b, d) in runs of 8 of one sequence: each row's step size and gate
-  // first, in loops GCC vectorises (a softplus and a sigmoid a row, one at a
-  // time, cost more than the row's N state updates), then the state updates,
-  // and the 8 rows' sums C . h in one lane_sums8 (the same pairs-first tree
-  // as finish8, the order the sums had before).
-  const int64_t runs_per_row = (D + 7) / 8;
-  parallel_for(a.B * runs_per_row, a.B * D * N >= kParallelMin, [&](int64_t first, int64_t last) {
-    for (int64_t run = first; run < last; ++run) {
-      const int64_t b = run / runs_per_row, d0 = run % runs_per_row * 8, nd = std::min<int64_t>(8, D - d0);
-      const float* __restrict u = a.u + b * D + d0;
-      const float* __restrict delta = a.delta + b * D + d0;
-      float dt[8], gate[8];
-      for (int64_t i = 0; i < nd; ++i) dt[i] = cpu::fast::softplus(delta[i] + a.delta_bias[d0 + i]);
-      if (a.z != nullptr) {
-        const float* __restrict z = a.z + b * a.ld_z + d0;
-        for (int64_t i = 0; i < nd; ++i) gate[i] = z[i] * cpu::fast::sigmoid(z[i]);
-      }
-      const float* __restrict Bm = a.Bm + b * a.ld_B;
-      const float* __restrict Cm = a.Cm + b * a.ld_C;
-      Vec8 parts[8] = {};
-      float tails[8] = {};
-      for (int64_t i = 0; i < nd; ++i) {
-        const float dt_r = dt[i], dtu = dt_r * u[i];
-        const float* __restrict A = a.A + (d0 + i) * N;
-        float* __restrict hs = h[b] + (d0 + i) * N;
-        for (int64_t n = 0; n < N; ++n) hs[n] = cpu::fast::exp_nonpositive(dt_r * A[n]) * hs[n] + dtu * Bm[n];
-        int64_t n = 0;
-        for (; n + 8 <= N; n += 8) parts[i] += load8(Cm + n) * load8(hs + n);
-        for (; n < N; ++n) tails[i] += Cm[n] * hs[n];
-      }
-      const Vec8 sums = lane_sums8(parts);
-      float* __restrict yr = y + b * D + d0;
-      for (int64_t i = 0; i < nd; ++i) {
-        const float out = (sums[i] + tails[i]) + a.Dskip[d0 + i] * u[i];
-        yr[i] = a.z == nullptr ? out : out * gate[i];
-      }
-    }
-  });
-}
 
 void attention_step(float* out, int64_t ld_out, const AttnStepArgs& a) {
   const int64_t Hq = a.Hq, Dv = a.Dv, ld_k = a.Hkv * a.Dqk, ld_v = a.Hkv * a.Dv;
@@ -327,7 +209,7 @@ void attention_step(float* out, int64_t ld_out, const AttnStepArgs& a) {
         float total = 0.0f;
         for (int64_t t = t0; t < t1; ++t) {
           const float* run = part + t * per_task;
-          const float w = cpu::fast::exp_nonpositive(run[h] - most);
+          const float w = fast::exp_nonpositive(run[h] - most);
           total += w * run[Hq + h];
           const float* __restrict ro = run + 2 * Hq + h * Dv;
           if (t == t0)
@@ -342,4 +224,4 @@ void attention_step(float* out, int64_t ld_out, const AttnStepArgs& a) {
   });
 }
 
-}  // namespace hymba::infer
+}  // namespace hymba::cpu
