@@ -3,7 +3,8 @@
 // (kernels/cpu/quant_q4.h, GGUF's Q4_0). The format covers every projection
 // and FFN matrix that prefill chunks and decode steps multiply by, and the
 // output head (q8 for q4); the embedding, the norms and the Mamba conv / A /
-// D / dt bias stay in float32. docs/inference.md has the figures.
+// D / dt bias stay in float32. docs/inference.md describes the formats,
+// docs/benchmarks.md has the figures.
 #pragma once
 
 #include <cstdint>
