@@ -122,46 +122,18 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
                   ")");
     cpu::position_embedding_forward(x, P + plan.positions, positions_.data(), R, c.max_position_embeddings, d);
   }
-  acts_.assign(plan.layers.size(), LayerActs<float>{});
   k_ptrs_.resize(n);
   v_ptrs_.resize(n);
   n_cached_.resize(n);
   state_ptrs_.resize(n);
   new_k_.assign(plan.layers.size(), nullptr);
   new_v_.assign(plan.layers.size(), nullptr);
-
-  // As in a prefill chunk, a layer's activations go with the layer
-  // (step_layer_arena_ is reset for the next): the step keeps the residual
-  // stream in two buffers, a linked block's input, and each producer's new
-  // key and value rows, which its consumers and commit_kv read. Keeping
-  // every layer's would cost layers x rows x the layer's width (hymba-1.5b,
-  // 16 rows: 118 MiB).
-  std::vector<const float*> block_in(plan.layers.size(), nullptr);
-  for (const LayerPlan& lp : plan.layers)
-    if (lp.block_first >= 0) block_in[static_cast<size_t>(lp.block_first)] = x;  // marks a block's first layer
-  float* stream[2] = {x, arena_.alloc_uninit(static_cast<size_t>(R * d))};
-  int turn = 0;
-  for (const LayerPlan& lp : plan.layers) {
-    step_layer_arena_.reset();
-    LayerActs<float>& a = acts_[static_cast<size_t>(lp.index)];
-    a.x_in = x;
-    if (block_in[static_cast<size_t>(lp.index)] != nullptr) {
-      float* kept = arena_.alloc_uninit(static_cast<size_t>(R * d));
-      std::copy_n(x, R * d, kept);
-      block_in[static_cast<size_t>(lp.index)] = kept;
-    }
-    layer_input_projection(plan, lp, P, step_layer_arena_, a, R, lin_);
-    if (lp.attn) step_attention(caches, lp, a);
-    if (lp.mamba) step_mamba(caches, lp, a);
-    layer_mixer_output(plan, lp, P, step_layer_arena_, a, R, lin_);
-    layer_residual_ffn(plan, lp, P, ForwardOptions{}, step_layer_arena_, a, R, lin_);
-    if (lp.block_first >= 0)
-      layer_block_link(plan, lp, P, step_layer_arena_, a, block_in[static_cast<size_t>(lp.block_first)], R, lin_);
-    turn ^= 1;
-    x = stream[turn];
-    std::copy_n(a.x_out, R * d, x);
-    a = LayerActs<float>{};  // its buffers go with the next reset
-  }
+  // arena_ keeps each producer's new key and value rows, which its
+  // consumers and commit_kv read.
+  x = walk_layers(
+      x, R, arena_, step_layer_arena_,
+      [&](const LayerPlan& lp, LayerActs<float>& a) { step_attention(caches, lp, a); },
+      [&](const LayerPlan& lp, LayerActs<float>& a) { step_mamba(caches, lp, a); });
 
   float* hf = arena_.alloc(static_cast<size_t>(R * d));
   stream_norm<float>(c, hf, nullptr, nullptr, x, P, plan.final_norm, plan.final_norm_b, R, d);
@@ -177,6 +149,42 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
   }
   if (chooser != nullptr)
     chooser->record(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+}
+
+float* Decoder::walk_layers(float* x, int64_t R, Arena& kept, Arena& layer_arena, const MixerFn<float>& attention,
+                            const MixerFn<float>& mamba) {
+  const ModelPlan& plan = model_.plan();
+  const int64_t d = plan.cfg.hidden_size;
+  acts_.assign(plan.layers.size(), LayerActs<float>{});
+  const ForwardOptions inference;  // no dropout
+  const LayerWalker<float> walker{plan, model_.params().values_block(), inference, layer_arena, R, lin_, attention,
+                                  mamba};
+  // A layer's activations go with the layer (layer_arena is reset for the
+  // next): kept holds only the residual stream, in two buffers taken in
+  // turn, and the input of a linked block's first layer. Keeping every
+  // layer's would cost layers x rows x the layer's width (GBs for a 1.5B
+  // model's chunk; 118 MiB for its 16-row step).
+  std::vector<const float*> block_in(plan.layers.size(), nullptr);
+  for (const LayerPlan& lp : plan.layers)
+    if (lp.block_first >= 0) block_in[static_cast<size_t>(lp.block_first)] = x;  // marks a block's first layer
+  float* stream[2] = {x, kept.alloc_uninit(static_cast<size_t>(R * d))};
+  int turn = 0;
+  for (const LayerPlan& lp : plan.layers) {
+    layer_arena.reset();
+    LayerActs<float>& a = acts_[static_cast<size_t>(lp.index)];
+    a.x_in = x;
+    if (block_in[static_cast<size_t>(lp.index)] != nullptr) {
+      float* copy = kept.alloc_uninit(static_cast<size_t>(R * d));
+      std::copy_n(x, R * d, copy);
+      block_in[static_cast<size_t>(lp.index)] = copy;
+    }
+    walk_layer(walker, lp, a, lp.block_first >= 0 ? block_in[static_cast<size_t>(lp.block_first)] : nullptr);
+    turn ^= 1;
+    x = stream[turn];
+    std::copy_n(a.x_out, R * d, x);
+    a = LayerActs<float>{};  // its buffers go with the next reset
+  }
+  return x;
 }
 
 // A decode step's attention for every sequence: RoPE, the producer's new key

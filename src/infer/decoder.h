@@ -25,6 +25,7 @@
 #include "infer/cache.h"
 #include "infer/step_threads.h"
 #include "infer/weight_format.h"
+#include "model/layer_walk.h"
 #include "model/model.h"
 
 namespace hymba::infer {
@@ -101,6 +102,11 @@ class Decoder {
   // (ids null, cache empty) or tokens ids[0..C). Writes the logits of every
   // row [C, V] to logits, or of the last row only when last_only.
   void run_chunk(SequenceCache& cache, const int32_t* ids, int64_t C, float* logits, bool last_only);
+  // Runs every layer (model/layer_walk.h) on R rows from the residual stream
+  // x, with the walker's attention and Mamba; kept holds what outlives a
+  // layer, layer_arena one layer's activations. Returns the last layer's output.
+  float* walk_layers(float* x, int64_t R, Arena& kept, Arena& layer_arena, const MixerFn<float>& attention,
+                     const MixerFn<float>& mamba);
   void chunk_attention(SequenceCache& cache, const LayerPlan& lp, int64_t C, bool meta);
   void chunk_mamba(SequenceCache& cache, const LayerPlan& lp, int64_t C);
   // A decode step's attention and Mamba branches of one layer, every sequence at once.

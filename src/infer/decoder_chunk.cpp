@@ -95,40 +95,12 @@ void Decoder::run_chunk(SequenceCache& cache, const int32_t* ids, int64_t C, flo
                 " is beyond the model's learned positions (max_position_embeddings ", c.max_position_embeddings, ")");
     cpu::position_embedding_forward(x, P + plan.positions, chunk_positions_.data(), C, c.max_position_embeddings, d);
   }
-  acts_.assign(plan.layers.size(), LayerActs<float>{});
   chunk_k_.resize(plan.layers.size());
   chunk_v_.resize(plan.layers.size());
-
-  // A layer's activations go with the layer (layer_arena_ is reset for the
-  // next): the chunk keeps only the residual stream, in two buffers taken
-  // in turn, and the input of a linked block's first layer. Keeping every
-  // layer's would cost layers x chunk x the layer's width (GBs for 1.5B).
-  std::vector<const float*> block_in(plan.layers.size(), nullptr);
-  for (const LayerPlan& lp : plan.layers)
-    if (lp.block_first >= 0) block_in[static_cast<size_t>(lp.block_first)] = x;  // marks a block's first layer
-  float* stream[2] = {x, chunk_arena_.alloc_uninit(static_cast<size_t>(C * d))};
-  int turn = 0;
-  for (const LayerPlan& lp : plan.layers) {
-    layer_arena_.reset();
-    LayerActs<float>& a = acts_[static_cast<size_t>(lp.index)];
-    a.x_in = x;
-    if (block_in[static_cast<size_t>(lp.index)] != nullptr) {
-      float* kept = chunk_arena_.alloc_uninit(static_cast<size_t>(C * d));
-      std::copy_n(x, C * d, kept);
-      block_in[static_cast<size_t>(lp.index)] = kept;
-    }
-    layer_input_projection(plan, lp, P, layer_arena_, a, C, lin_);
-    if (lp.attn) chunk_attention(cache, lp, C, meta);
-    if (lp.mamba) chunk_mamba(cache, lp, C);
-    layer_mixer_output(plan, lp, P, layer_arena_, a, C, lin_);
-    layer_residual_ffn(plan, lp, P, ForwardOptions{}, layer_arena_, a, C, lin_);
-    if (lp.block_first >= 0)
-      layer_block_link(plan, lp, P, layer_arena_, a, block_in[static_cast<size_t>(lp.block_first)], C, lin_);
-    turn ^= 1;
-    x = stream[turn];
-    std::copy_n(a.x_out, C * d, x);
-    a = LayerActs<float>{};  // its buffers go with the next reset
-  }
+  x = walk_layers(
+      x, C, chunk_arena_, layer_arena_,
+      [&](const LayerPlan& lp, LayerActs<float>&) { chunk_attention(cache, lp, C, meta); },
+      [&](const LayerPlan& lp, LayerActs<float>&) { chunk_mamba(cache, lp, C); });
 
   // Windowed producers store the chunk's keys and values once every
   // consumer has read them (global ones wrote them in place already): the

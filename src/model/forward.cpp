@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "model/layer_walk.h"
 
 namespace hymba {
 
@@ -153,17 +154,18 @@ void attention_forward(const ModelPlan& plan, const LayerPlan& lp, const Forward
   Ops<T>::attention(a.attn, lp.dims.attn_out, a.lse, ap);
 }
 
+// Layer lp over the whole sequence, its block link included.
 template <typename T>
 void layer_forward(const ModelPlan& plan, const LayerPlan& lp, const T* P, const ForwardOptions& opt,
                    BasicArena<T>& arena, Activations<T>& acts, T* x_in) {
-  const int64_t R = acts.R;
   LayerActs<T>& a = acts.layers[static_cast<size_t>(lp.index)];
   a.x_in = x_in;
-  layer_input_projection(plan, lp, P, arena, a, R);
-  if (lp.attn) attention_forward(plan, lp, opt, acts, arena, a);
-  if (lp.mamba) mamba_forward(plan, lp, P, opt, arena, a, acts.B, acts.S);
-  layer_mixer_output(plan, lp, P, arena, a, R);
-  layer_residual_ffn(plan, lp, P, opt, arena, a, R);
+  const LayerWalker<T> walker{
+      plan, P, opt, arena, acts.R, nullptr,
+      [&](const LayerPlan& l, LayerActs<T>& la) { attention_forward(plan, l, opt, acts, arena, la); },
+      [&](const LayerPlan& l, LayerActs<T>& la) { mamba_forward(plan, l, P, opt, arena, la, acts.B, acts.S); }};
+  const T* block_in = lp.block_first >= 0 ? acts.layers[static_cast<size_t>(lp.block_first)].x_in : nullptr;
+  walk_layer(walker, lp, a, block_in);
 }
 
 }  // namespace
@@ -392,6 +394,38 @@ void layer_block_link(const ModelPlan& plan, const LayerPlan& lp, const T* P, Ba
     }
 }
 
+LayerStages layer_stages(const LayerPlan& lp) {
+  LayerStages s;
+  auto add = [&](LayerStage stage) { s.list[static_cast<size_t>(s.count++)] = stage; };
+  add(LayerStage::kInputProjection);
+  if (lp.attn) add(LayerStage::kAttention);
+  if (lp.mamba) add(LayerStage::kMamba);
+  add(LayerStage::kMixerOutput);
+  add(LayerStage::kResidualFfn);
+  if (lp.block_first >= 0) add(LayerStage::kBlockLink);
+  return s;
+}
+
+template <typename T>
+void walk_layer(const LayerWalker<T>& w, const LayerPlan& lp, LayerActs<T>& a, const T* block_in) {
+  for (const LayerStage stage : layer_stages(lp)) {
+    switch (stage) {
+      case LayerStage::kInputProjection:
+        layer_input_projection(w.plan, lp, w.params, w.arena, a, w.rows, w.linear);
+        break;
+      case LayerStage::kAttention: w.attention(lp, a); break;
+      case LayerStage::kMamba: w.mamba(lp, a); break;
+      case LayerStage::kMixerOutput: layer_mixer_output(w.plan, lp, w.params, w.arena, a, w.rows, w.linear); break;
+      case LayerStage::kResidualFfn:
+        layer_residual_ffn(w.plan, lp, w.params, w.opt, w.arena, a, w.rows, w.linear);
+        break;
+      case LayerStage::kBlockLink:
+        layer_block_link(w.plan, lp, w.params, w.arena, a, block_in, w.rows, w.linear);
+        break;
+    }
+  }
+}
+
 template <typename T>
 LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, const int32_t* targets, int64_t B,
                         int64_t T_, const ForwardOptions& opt, BasicArena<T>& arena, Activations<T>& acts,
@@ -441,8 +475,6 @@ LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, c
     LayerActs<T>& a = acts.layers[static_cast<size_t>(lp.index)];
     BasicArena<T>& layer_arena = release ? *scratch : arena;
     layer_forward(plan, lp, P, opt, layer_arena, acts, x);
-    if (lp.block_first >= 0)
-      layer_block_link(plan, lp, P, layer_arena, a, acts.layers[static_cast<size_t>(lp.block_first)].x_in, R);
     if (release) {
       // Keep the layer's output, its input (a block link reads its block's
       // first input; it is the previous layer's kept output) and, for a KV
@@ -496,10 +528,10 @@ void recompute_layer(const ModelPlan& plan, const LayerPlan& lp, const T* P, con
   LayerActs<T>& a = acts.layers[static_cast<size_t>(lp.index)];
   HYMBA_CHECK(a.x_in != nullptr, "recompute: layer ", lp.index, " kept no input");
   layer_forward(plan, lp, P, opt, arena, acts, a.x_in);
-  if (lp.block_first >= 0)
-    layer_block_link(plan, lp, P, arena, a, acts.layers[static_cast<size_t>(lp.block_first)].x_in, acts.R);
 }
 
+template void walk_layer<float>(const LayerWalker<float>&, const LayerPlan&, LayerActs<float>&, const float*);
+template void walk_layer<double>(const LayerWalker<double>&, const LayerPlan&, LayerActs<double>&, const double*);
 template void recompute_layer<float>(const ModelPlan&, const LayerPlan&, const float*, const ForwardOptions&,
                                      BasicArena<float>&, Activations<float>&);
 

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/system_memory.h"
 #include "kernels/cpu/selective_scan.h"
+#include "model/layer_walk.h"
 #include "model/layout.h"
 #include "model/plan.h"
 
@@ -143,98 +144,124 @@ struct RunShape {
         swiglu(cfg.mlp_activation == MlpActivation::kSwiGlu) {}  // gate | up [R, 2I]; GELU: up [R, I]
 };
 
-// One layer's forward activations (model/forward.cpp).
-double layer_forward_floats(const ModelConfig& cfg, const LayerPlan& lp, const RunShape& s) {
-  ArenaFloats f;
+// The floats one forward stage allocates (model/forward.cpp).
+void stage_forward_floats(LayerStage stage, const ModelConfig& cfg, const LayerPlan& lp, const RunShape& s,
+                          ArenaFloats& f) {
   const double R = s.R, d = s.d, N = s.N, Rdt = s.Rdt, I = s.I;
   const double W = static_cast<double>(lp.proj_width), di = static_cast<double>(lp.dims.d_inner);
   const double Wa = static_cast<double>(lp.dims.attn_out), xw = static_cast<double>(lp.dims.x_proj_out);
-  f.alloc(R * d);
-  f.alloc(R);
-  if (s.layernorm) f.alloc(R);
-  f.alloc(R * W);
-  if (lp.attn) {
-    f.alloc(R * Wa);
-    f.alloc(R * s.Hq);
-  }
-  if (lp.mamba) {
-    f.alloc(R * di);
-    f.alloc(R * di);
-    f.alloc(R * xw);
-    if (lp.dt_norm >= 0) {
-      f.alloc(R * std::max(Rdt, N));
-      for (double width : {Rdt, N, N}) {
-        f.alloc(R * width);
-        f.alloc(R);
+  switch (stage) {
+    case LayerStage::kInputProjection:
+      f.alloc(R * d);
+      f.alloc(R);
+      if (s.layernorm) f.alloc(R);
+      f.alloc(R * W);
+      break;
+    case LayerStage::kAttention:
+      f.alloc(R * Wa);
+      f.alloc(R * s.Hq);
+      break;
+    case LayerStage::kMamba:
+      f.alloc(R * di);
+      f.alloc(R * di);
+      f.alloc(R * xw);
+      if (lp.dt_norm >= 0) {
+        f.alloc(R * std::max(Rdt, N));
+        for (double width : {Rdt, N, N}) {
+          f.alloc(R * width);
+          f.alloc(R);
+        }
+      } else {
+        f.alloc(R * Rdt);
       }
-    } else {
-      f.alloc(R * Rdt);
-    }
-    f.alloc(R * di);  // delta
-    f.alloc(R * di);  // y
-    f.alloc(s.B * static_cast<double>(cpu::scan_num_chunks(static_cast<int64_t>(s.S))) * di * N);
-    if (!s.training) f.alloc(s.B * di * N);  // inference keeps the final SSM state
+      f.alloc(R * di);  // delta
+      f.alloc(R * di);  // y
+      f.alloc(s.B * static_cast<double>(cpu::scan_num_chunks(static_cast<int64_t>(s.S))) * di * N);
+      if (!s.training) f.alloc(s.B * di * N);  // inference keeps the final SSM state
+      break;
+    case LayerStage::kMixerOutput:
+      f.alloc(R * d);  // o
+      if (!lp.hybrid) break;
+      switch (cfg.fusion) {
+        case Fusion::kNormMean:
+          for (double n : {R * Wa, R, R * di, R, R * di}) f.alloc(n);
+          break;
+        case Fusion::kConcat: f.alloc(R * (Wa + di)); break;
+        case Fusion::kMean: f.alloc(R * d); f.alloc(R * d); break;
+        case Fusion::kLearnedBeta:
+          for (double n : {R * d, R * d, R * d, R, R}) f.alloc(n);
+          break;
+      }
+      break;
+    case LayerStage::kResidualFfn:
+      if (s.dropout) f.alloc(R * d);
+      f.alloc(R * d);  // x_mid
+      if (lp.ffn_norm < 0) break;
+      for (double n : {R * d, R}) f.alloc(n);
+      if (s.layernorm) f.alloc(R);
+      for (double n : {R * (s.swiglu ? 2 : 1) * I, R * I, R * d, R * d}) f.alloc(n);
+      if (s.dropout) f.alloc(R * d);
+      break;
+    case LayerStage::kBlockLink: break;  // not counted: the link's output and gate, [R, d] each
   }
-  f.alloc(R * d);  // o
-  if (lp.hybrid) {
-    switch (cfg.fusion) {
-      case Fusion::kNormMean:
-        for (double n : {R * Wa, R, R * di, R, R * di}) f.alloc(n);
-        break;
-      case Fusion::kConcat: f.alloc(R * (Wa + di)); break;
-      case Fusion::kMean: f.alloc(R * d); f.alloc(R * d); break;
-      case Fusion::kLearnedBeta:
-        for (double n : {R * d, R * d, R * d, R, R}) f.alloc(n);
-        break;
-    }
-  }
-  if (s.dropout) f.alloc(R * d);
-  f.alloc(R * d);  // x_mid
-  if (lp.ffn_norm >= 0) {
-    for (double n : {R * d, R}) f.alloc(n);
-    if (s.layernorm) f.alloc(R);
-    for (double n : {R * (s.swiglu ? 2 : 1) * I, R * I, R * d, R * d}) f.alloc(n);
-    if (s.dropout) f.alloc(R * d);
-  }
-  return f.n;
 }
 
-// One layer's backward temporaries (model/backward.cpp), without its
-// projection gradient (which outlives the layer: KV consumers add into it).
-double layer_backward_floats(const ModelConfig& cfg, const LayerPlan& lp, const RunShape& s) {
-  ArenaFloats f;
+// The floats one stage's backward allocates as temporaries (model/backward.cpp).
+void stage_backward_floats(LayerStage stage, const ModelConfig& cfg, const LayerPlan& lp, const RunShape& s,
+                           ArenaFloats& f) {
   const double R = s.R, d = s.d, N = s.N, Rdt = s.Rdt, I = s.I;
   const double di = static_cast<double>(lp.dims.d_inner);
   const double Wa = static_cast<double>(lp.dims.attn_out), xw = static_cast<double>(lp.dims.x_proj_out);
-  if (lp.ffn_norm >= 0) {
-    if (s.dropout) f.alloc(R * d);
-    for (double n : {R * I, R * d, R * (s.swiglu ? 2 : 1) * I}) f.alloc(n);
+  switch (stage) {
+    case LayerStage::kResidualFfn:
+      if (lp.ffn_norm >= 0) {
+        if (s.dropout) f.alloc(R * d);
+        for (double n : {R * I, R * d, R * (s.swiglu ? 2 : 1) * I}) f.alloc(n);
+      }
+      if (s.dropout) f.alloc(R * d);
+      break;
+    case LayerStage::kMixerOutput:  // the branch gradients, then the fusion's
+      if (lp.attn) f.alloc(R * Wa);
+      if (lp.mamba) f.alloc(R * di);
+      if (!lp.hybrid) break;
+      switch (cfg.fusion) {
+        case Fusion::kNormMean: f.alloc(R * di); break;
+        case Fusion::kConcat: f.alloc(R * (Wa + di)); break;
+        case Fusion::kMean:
+        case Fusion::kLearnedBeta: f.alloc(R * d); f.alloc(R * d); break;
+      }
+      break;
+    case LayerStage::kMamba:
+      for (double n : {R * di, R * di, R * xw}) f.alloc(n);
+      if (lp.dt_norm >= 0) {
+        f.alloc(R * N);
+        f.alloc(R * N);
+      }
+      f.alloc(R * Rdt);
+      if (lp.dt_norm >= 0) {
+        f.alloc(R * std::max(Rdt, N));
+        f.alloc(R * std::max(Rdt, N));
+      }
+      f.alloc(R * di);  // dxc
+      break;
+    case LayerStage::kInputProjection: f.alloc(R * d); break;  // dh
+    case LayerStage::kAttention: break;  // writes into the projection gradient
+    case LayerStage::kBlockLink: break;  // not counted: the skip and gate gradients, [R, d] each
   }
-  if (s.dropout) f.alloc(R * d);
-  if (lp.attn) f.alloc(R * Wa);
-  if (lp.mamba) f.alloc(R * di);
-  if (lp.hybrid) {
-    switch (cfg.fusion) {
-      case Fusion::kNormMean: f.alloc(R * di); break;
-      case Fusion::kConcat: f.alloc(R * (Wa + di)); break;
-      case Fusion::kMean:
-      case Fusion::kLearnedBeta: f.alloc(R * d); f.alloc(R * d); break;
-    }
-  }
-  if (lp.mamba) {
-    for (double n : {R * di, R * di, R * xw}) f.alloc(n);
-    if (lp.dt_norm >= 0) {
-      f.alloc(R * N);
-      f.alloc(R * N);
-    }
-    f.alloc(R * Rdt);
-    if (lp.dt_norm >= 0) {
-      f.alloc(R * std::max(Rdt, N));
-      f.alloc(R * std::max(Rdt, N));
-    }
-    f.alloc(R * di);  // dxc
-  }
-  f.alloc(R * d);  // dh
+}
+
+// One layer's forward activations: its stages' (model/layer_walk.h).
+double layer_forward_floats(const ModelConfig& cfg, const LayerPlan& lp, const RunShape& s) {
+  ArenaFloats f;
+  for (const LayerStage stage : layer_stages(lp)) stage_forward_floats(stage, cfg, lp, s, f);
+  return f.n;
+}
+
+// One layer's backward temporaries, without its projection gradient (which
+// outlives the layer: KV consumers add into it).
+double layer_backward_floats(const ModelConfig& cfg, const LayerPlan& lp, const RunShape& s) {
+  ArenaFloats f;
+  for (const LayerStage stage : layer_stages(lp)) stage_backward_floats(stage, cfg, lp, s, f);
   return f.n;
 }
 
