@@ -36,10 +36,11 @@ inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
 inline void* allocate_block(std::size_t bytes) {
   const bool huge = bytes >= kHugePageBytes;
   const std::size_t align = huge ? kHugePageBytes : kAlignment;
-  void* p = std::aligned_alloc(align, huge ? (bytes + align - 1) / align * align : bytes);
+  const std::size_t size = (bytes + align - 1) / align * align;  // aligned_alloc wants a multiple of align
+  void* p = std::aligned_alloc(align, size);
   if (p == nullptr) throw std::bad_alloc();
 #ifdef MADV_HUGEPAGE
-  if (huge) ::madvise(p, (bytes + align - 1) / align * align, MADV_HUGEPAGE);  // advice only: failure is harmless
+  if (huge) ::madvise(p, size, MADV_HUGEPAGE);  // advice only: failure is harmless
 #endif
   return p;
 }

@@ -34,13 +34,12 @@ std::string format(const char* fmt, double a, double b = 0.0, double c = 0.0, do
 json profile_report(const StepProfile& p, cpu::MatmulPrecision precision, int replays) {
   const double n = static_cast<double>(std::max<int64_t>(p.steps, 1));
   const cpu::MatmulPrecisionScope scope(precision);
-  double traced_s = 0.0, peak_s = 0.0, flops = 0.0;
+  const double traced_s = p.products.seconds(), flops = p.products.flops();
+  double peak_s = 0.0;  // the traced calls at each shape's replayed best
   json shapes = json::array();
   for (const auto& [shape, t] : p.products.by_shape()) {
     const double best = cpu::replay_product(shape, replays);
-    traced_s += t.seconds;
     peak_s += best * static_cast<double>(t.calls);
-    flops += shape.flops() * static_cast<double>(t.calls);
     shapes.push_back(shape_record(shape, t, best, n));
   }
   std::sort(shapes.begin(), shapes.end(), [](const json& a, const json& b) {
