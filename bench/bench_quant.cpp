@@ -134,7 +134,7 @@ BENCHMARK(BM_LinearBF16)->LINEAR_SHAPES;
 BENCHMARK(BM_LinearQ8)->LINEAR_SHAPES;
 BENCHMARK(BM_LinearQ4)->LINEAR_SHAPES;
 #define PACKED_SHAPES                                                                                 \
-  ArgsProduct({{1}, {1600}, {1600, 5504}, {1, 2}})->Args({64, 1600, 1600, 1})->Args({256, 1600, 5504, 1})->UseRealTime()->Unit( \
+  ArgsProduct({{1}, {1600}, {1600, 5504}, {1, 2, 3}})->Args({64, 1600, 1600, 1})->Args({256, 1600, 5504, 1})->UseRealTime()->Unit( \
       benchmark::kMicrosecond)
 
 BENCHMARK(BM_PackedQ8)->PACKED_SHAPES;
@@ -177,7 +177,7 @@ void BM_PrefillQ4(benchmark::State& state) {
       ->Unit(benchmark::kMillisecond)
 
 BENCHMARK(BM_PrefillF32)->PREFILL_SHAPES(0);
-BENCHMARK(BM_PrefillQ8)->PREFILL_SHAPES(0, 1, 2);
-BENCHMARK(BM_PrefillQ4)->PREFILL_SHAPES(0, 1, 2);
+BENCHMARK(BM_PrefillQ8)->PREFILL_SHAPES(0, 1, 2, 3);
+BENCHMARK(BM_PrefillQ4)->PREFILL_SHAPES(0, 1, 2, 3);
 
 }  // namespace

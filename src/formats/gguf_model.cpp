@@ -480,8 +480,11 @@ ModelConfig config_from_gguf(const File& f) {
 std::string load_gguf_weights(const File& f, Model& model, bool keep_blocks) {
   const ModelConfig& cfg = model.config();
   ParamTable& table = model.params();
-  std::set<int64_t> linear_offsets;
-  for (int64_t off : linear_weight_offsets(model.plan())) linear_offsets.insert(off);
+  std::set<int64_t> held_offsets;
+  for (int64_t off : linear_weight_offsets(model.plan())) held_offsets.insert(off);
+  // The embedding and the head stay in the file's blocks too (Model::hold).
+  held_offsets.insert(model.plan().embed);
+  held_offsets.insert(model.plan().lm_head);
   const std::string& src = f.source();
   const std::string arch = architecture_for(cfg);
   const std::string file_arch = f.get_string("general.architecture");
@@ -506,7 +509,7 @@ std::string load_gguf_weights(const File& f, Model& model, bool keep_blocks) {
     if (m.transform == Transform::kZeros) continue;
     const TensorInfo& t = *f.find_tensor(m.file);
     const bool quantized = t.type == TensorType::kQ8_0 || t.type == TensorType::kQ4_0;
-    if (quantized && keep_blocks && linear_offsets.count(table.info(m.engine).offset) != 0 &&
+    if (quantized && keep_blocks && held_offsets.count(table.info(m.engine).offset) != 0 &&
         (m.transform == Transform::kNone || m.transform == Transform::kPermuteQ ||
          m.transform == Transform::kPermuteK)) {
       HeldMatrix h = held_from_file(f, t, m, cfg);

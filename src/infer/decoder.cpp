@@ -45,7 +45,12 @@ Decoder::Decoder(Model& model, WeightFormat weights)
   // window per owner): decoding would not be the model that trained.
   if (const std::string why = plan.cfg.decode_refusal(); !why.empty()) fail("generation refused: ", why);
   const float* P = model_.params().values_block();
-  for (const auto& [name, held] : model_.held()) linears_.adopt(P + model_.params().info(name).offset, held);
+  for (const auto& [name, held] : model_.held()) {
+    const int64_t offset = model_.params().info(name).offset;
+    if (offset == plan.embed) held_embedding_ = &held;
+    // An embedding held for lookups is a product's weight only as a tied head.
+    if (offset != plan.embed || plan.lm_head == plan.embed) linears_.adopt(P + offset, held);
+  }
   neg_exp_a_.resize(plan.layers.size());
   for (const LayerPlan& lp : plan.layers) {
     if (!lp.mamba) continue;
@@ -54,6 +59,19 @@ Decoder::Decoder(Model& model, WeightFormat weights)
     A.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) A[i] = -std::exp(P[lp.a_log + i]);
   }
+}
+
+void Decoder::embed_tokens(float* x, const int32_t* ids, int64_t R) const {
+  const ModelConfig& c = model_.config();
+  if (held_embedding_ == nullptr)
+    cpu::embedding_forward(x, ids, model_.params().values_block() + model_.plan().embed, R, c.vocab_size,
+                           c.hidden_size);
+  else if (held_embedding_->format == BlockFormat::kQ4)
+    cpu::embedding_forward_q4(x, ids, held_embedding_->q4(), R, c.vocab_size, c.hidden_size);
+  else if (held_embedding_->format == BlockFormat::kQ8)
+    cpu::embedding_forward_q8(x, ids, held_embedding_->q8(), R, c.vocab_size, c.hidden_size);
+  else
+    fail("decoder: an embedding held in ", to_string(held_embedding_->format), " is not supported");
 }
 
 int decode_threads(const Model& model, int64_t rows) {
@@ -113,7 +131,7 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
   arena_.reset();
   const int64_t d = c.hidden_size, V = c.vocab_size;
   float* x = arena_.alloc(static_cast<size_t>(R * d));
-  cpu::embedding_forward(x, tokens.data(), P + plan.embed, R, V, d);
+  embed_tokens(x, tokens.data(), R);
   if (plan.positions >= 0) {
     // Learned positions: the row at the token's absolute position (meta tokens took 0..M-1).
     for (size_t b = 0; b < n; ++b)

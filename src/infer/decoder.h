@@ -113,6 +113,9 @@ class Decoder {
   void step_attention(std::span<SequenceCache* const> caches, const LayerPlan& lp, LayerActs<float>& a);
   void step_mamba(std::span<SequenceCache* const> caches, const LayerPlan& lp, LayerActs<float>& a);
   void commit_kv(std::span<SequenceCache* const> caches);
+  // x[R, d] = the embedding rows of ids: from the float32 table, or widened
+  // from the model's held blocks (a GGUF file's Q8_0 / Q4_0 embedding).
+  void embed_tokens(float* x, const int32_t* ids, int64_t R) const;
 
   Model& model_;
   DecoderLinears linears_;
@@ -134,6 +137,7 @@ class Decoder {
   std::vector<std::vector<float>> chunk_k_, chunk_v_;
   std::vector<int64_t> chunk_positions_;
   std::vector<std::vector<float>> neg_exp_a_;  // per Mamba layer: -exp(A_log) [d_inner, d_state]
+  const HeldMatrix* held_embedding_ = nullptr;  // the embedding in blocks, when the model holds it
   std::vector<LayerActs<float>> acts_;         // the current step's layer activations
   std::vector<int64_t> positions_, n_cached_;
   std::vector<const float*> k_ptrs_, v_ptrs_;

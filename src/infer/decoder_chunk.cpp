@@ -88,7 +88,7 @@ void Decoder::run_chunk(SequenceCache& cache, const int32_t* ids, int64_t C, flo
   if (meta) {
     std::copy_n(P + plan.memory, C * d, x);
   } else {
-    cpu::embedding_forward(x, ids, P + plan.embed, C, V, d);
+    embed_tokens(x, ids, C);
   }
   if (plan.positions >= 0) {
     HYMBA_CHECK(first_position + C <= c.max_position_embeddings, "generate: position ", first_position + C - 1,

@@ -183,6 +183,8 @@ WeightFormat DecoderLinears::head_format() const {
 }
 
 void DecoderLinears::head(float* logits, const float* in, const float* w, int64_t rows, int64_t C, int64_t V) {
+  // A head held in blocks (a GGUF file's output or tied embedding) runs in its own format.
+  if (!held_.empty() && held_linear(logits, V, in, C, w, rows, C, V)) return;
   const WeightFormat f = head_format();
   if (f == WeightFormat::kF32 || (f == WeightFormat::kBF16 && rows >= kFloatRows && !quantize_all_rows_))
     cpu::decode_linear(logits, V, in, C, w, rows, C, V);

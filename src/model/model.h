@@ -28,7 +28,8 @@ class Model {
 
   // Weight matrices held in a block format (model/held_weights.h), by
   // parameter name; empty when every weight is float32. hold() takes a
-  // matrix of linear_weight_offsets() (plan.h) whose shape matches.
+  // matrix of linear_weight_offsets() (plan.h), the token embedding or the
+  // output head, whose shape matches.
   void hold(const std::string& name, HeldMatrix m);
   const std::map<std::string, HeldMatrix>& held() const { return held_; }
   // The held matrices' format (nullopt: none held).

@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "kernels/cpu/quant_q4.h"
+#include "kernels/cpu/quant_q8.h"
 
 namespace hymba::cpu {
 
@@ -27,6 +29,18 @@ void embedding_forward(float* out, const int32_t* ids, const float* table, int64
 #pragma omp parallel for schedule(static) if (N * C >= kParallelMin)
   for (int64_t n = 0; n < N; ++n)
     std::memcpy(out + n * C, table + static_cast<int64_t>(ids[n]) * C, static_cast<size_t>(C) * sizeof(float));
+}
+
+void embedding_forward_q8(float* out, const int32_t* ids, const BlockQ8* table, int64_t N, int64_t V, int64_t C) {
+  check_ids(ids, N, V);
+  const int64_t nb = q8_blocks_per_row(C);
+  for (int64_t n = 0; n < N; ++n) dequantize_q8(out + n * C, table + static_cast<int64_t>(ids[n]) * nb, 1, C);
+}
+
+void embedding_forward_q4(float* out, const int32_t* ids, const BlockQ4* table, int64_t N, int64_t V, int64_t C) {
+  check_ids(ids, N, V);
+  const int64_t nb = q4_blocks_per_row(C);
+  for (int64_t n = 0; n < N; ++n) dequantize_q4(out + n * C, table + static_cast<int64_t>(ids[n]) * nb, 1, C);
 }
 
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t V, int64_t C) {

@@ -3,11 +3,19 @@
 
 #include <cstdint>
 
+#include "kernels/quant_blocks.h"
+
 namespace hymba::cpu {
 
 // out[N, C] = table[ids[n], :]. Throws hymba::Error naming the first id
 // outside [0, V).
 void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t N, int64_t V, int64_t C);
+
+// The same lookup from a table kept in blocks (GGUF's Q8_0 / Q4_0 rows of
+// q8_blocks_per_row(C) blocks): each row widened as dequantize_q8 / q4 does,
+// so the values are those of the table widened whole.
+void embedding_forward_q8(float* out, const int32_t* ids, const BlockQ8* table, int64_t N, int64_t V, int64_t C);
+void embedding_forward_q4(float* out, const int32_t* ids, const BlockQ4* table, int64_t N, int64_t V, int64_t C);
 
 // dtable[ids[n], :] += dout[n, :]. Deterministic for any thread count.
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t V, int64_t C);

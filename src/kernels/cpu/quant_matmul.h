@@ -80,6 +80,20 @@ __attribute__((target("avx2"))) inline __m256i broadcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
+// acc += the 4-byte dot products of u (unsigned) and s (signed) per lane:
+// vpdpbusd on 256-bit registers, VEX-encoded for AVX-VNNI or EVEX-encoded
+// for AVX-512 VNNI. Written in assembly so that one kernel body, compiled
+// for AVX2, serves both encodings: neither CPU kind need have the other's.
+template <Q8Isa kIsa>
+__attribute__((target("avx2"), always_inline)) inline __m256i dpbusd256(__m256i acc, __m256i u, __m256i s) {
+  static_assert(kIsa == Q8Isa::kAvxVnni || kIsa == Q8Isa::kAvx512Vnni, "vpdpbusd needs a VNNI instruction set");
+  if constexpr (kIsa == Q8Isa::kAvxVnni)
+    asm("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
+  else
+    asm("%{evex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
+  return acc;
+}
+
 // One block's 8 exact dots, as floats, times the 8 scales, into acc.
 __attribute__((target("avx2,fma,f16c"))) inline __m256 scaled_fma(__m256i dots, const uint16_t* scales,
                                                                   float x_scale, __m256 acc) {

@@ -156,9 +156,11 @@ __attribute__((target("avx2,fma,f16c"))) void group_dot_avx2(float* out, const P
   _mm256_storeu_ps(out, acc);
 }
 
-// The same with AVX-512 VNNI's vpdpbusd summing 4 byte products per lane.
-__attribute__((target("avx512vnni,avx512vl,avx512bw,avx512f,avx2,fma,f16c"))) void group_dot_vnni(
-    float* out, const PackedQ4* w, const BlockQ8* x, const float* x_scales, const int32_t* sums_x8, int64_t nb) {
+// The same with vpdpbusd (AVX-512 VNNI or AVX-VNNI) summing 4 byte products per lane.
+template <Q8Isa kIsa>
+__attribute__((target("avx2,fma,f16c"))) void group_dot_vnni(float* out, const PackedQ4* w, const BlockQ8* x,
+                                                              const float* x_scales, const int32_t* sums_x8,
+                                                              int64_t nb) {
   const __m256i low = _mm256_set1_epi8(0x0F);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -167,8 +169,8 @@ __attribute__((target("avx512vnni,avx512vl,avx512bw,avx512f,avx2,fma,f16c"))) vo
     for (int k = 0; k < 4; ++k) {
       const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].q + 32 * k));
       const __m256i lo = _mm256_and_si256(codes, low), hi = _mm256_and_si256(_mm256_srli_epi16(codes, 4), low);
-      dots = _mm256_dpbusd_epi32(dots, lo, broadcast4(x[b].q + 4 * k));
-      dots = _mm256_dpbusd_epi32(dots, hi, broadcast4(x[b].q + 16 + 4 * k));
+      dots = dpbusd256<kIsa>(dots, lo, broadcast4(x[b].q + 4 * k));
+      dots = dpbusd256<kIsa>(dots, hi, broadcast4(x[b].q + 16 + 4 * k));
     }
     acc = scaled_fma(dots, w[b].scales, x_scales[b], acc);
   }
@@ -183,8 +185,10 @@ void matmul_packed_q4(float* out, int64_t ld_out, const float* x, int64_t ld_x, 
   if (R >= kGemmMinRows && isa != Q8Isa::kPortable)
     return gemm_packed_q4(out, ld_out, x, ld_x, w, bias, R, C, OC, isa);
   static_assert(kQ4BlockSize == kQ8BlockSize, "a q4 weight block pairs with one q8 input block");
-  const auto dot = isa == Q8Isa::kAvx512Vnni ? group_dot_vnni : isa == Q8Isa::kAvx2 ? group_dot_avx2
-                                                                                     : group_dot_portable;
+  const auto dot = isa == Q8Isa::kAvx512Vnni ? group_dot_vnni<Q8Isa::kAvx512Vnni>
+                   : isa == Q8Isa::kAvxVnni  ? group_dot_vnni<Q8Isa::kAvxVnni>
+                   : isa == Q8Isa::kAvx2     ? group_dot_avx2
+                                             : group_dot_portable;
   matmul_groups(out, ld_out, x, ld_x, w, bias, R, C, OC, dot);
 }
 

@@ -155,10 +155,12 @@ __attribute__((target("avx2,fma,f16c"))) void group_dot_avx2(float* out, const P
   _mm256_storeu_ps(out, acc);
 }
 
-// The same with AVX-512 VNNI's vpdpbusd: 4 byte products summed into each
-// int32 lane in one instruction, exactly.
-__attribute__((target("avx512vnni,avx512vl,avx512bw,avx512f,avx2,fma,f16c"))) void group_dot_vnni(
-    float* out, const PackedQ8* w, const BlockQ8* x, const float* x_scales, const int32_t* /*sums_x8*/, int64_t nb) {
+// The same with vpdpbusd (AVX-512 VNNI or AVX-VNNI): 4 byte products summed
+// into each int32 lane in one instruction, exactly.
+template <Q8Isa kIsa>
+__attribute__((target("avx2,fma,f16c"))) void group_dot_vnni(float* out, const PackedQ8* w, const BlockQ8* x,
+                                                              const float* x_scales, const int32_t* /*sums_x8*/,
+                                                              int64_t nb) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     prefetch_ahead(w + b);
@@ -166,7 +168,7 @@ __attribute__((target("avx512vnni,avx512vl,avx512bw,avx512f,avx2,fma,f16c"))) vo
     for (int k = 0; k < 8; ++k) {
       const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].q + 32 * k));
       const __m256i xq = broadcast4(x[b].q + 4 * k);
-      dots = _mm256_dpbusd_epi32(dots, _mm256_sign_epi8(wq, wq), _mm256_sign_epi8(xq, wq));
+      dots = dpbusd256<kIsa>(dots, _mm256_sign_epi8(wq, wq), _mm256_sign_epi8(xq, wq));
     }
     acc = scaled_fma(dots, w[b].scales, x_scales[b], acc);
   }
@@ -175,30 +177,48 @@ __attribute__((target("avx512vnni,avx512vl,avx512bw,avx512f,avx2,fma,f16c"))) vo
 
 }  // namespace
 
+namespace {
+
+struct Q8Flags {
+  bool avx2 = false, avx_vnni = false, avx512_vnni = false;
+};
+
+Q8Flags cpu_flags() {
+  __builtin_cpu_init();
+  Q8Flags f;
+  // F16C and AVX-VNNI through cpuid: clang 14's __builtin_cpu_supports knows neither.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+  const bool leaf7_1 = __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0;
+  f.avx_vnni = f.avx2 && leaf7_1 && (eax & (1u << 4)) != 0;
+  f.avx512_vnni = f.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                  __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+  return f;
+}
+
+}  // namespace
+
 bool q8_isa_available(Q8Isa isa) {
-  static const Q8Isa best = [] {
-    __builtin_cpu_init();
-    // F16C through cpuid: clang 14's __builtin_cpu_supports does not know it.
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
-    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c)) return Q8Isa::kPortable;
-    const bool vnni = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
-    return vnni ? Q8Isa::kAvx512Vnni : Q8Isa::kAvx2;
-  }();
-  return static_cast<int>(isa) <= static_cast<int>(best);
+  static const Q8Flags f = cpu_flags();
+  switch (isa) {
+    case Q8Isa::kPortable: return true;
+    case Q8Isa::kAvx2: return f.avx2;
+    case Q8Isa::kAvxVnni: return f.avx_vnni;
+    case Q8Isa::kAvx512Vnni: return f.avx512_vnni;
+  }
+  return false;
 }
 
 Q8Isa best_q8_isa() {
-  Q8Isa best = Q8Isa::kPortable;
-  for (const Q8Isa isa : {Q8Isa::kAvx2, Q8Isa::kAvx512Vnni})
-    if (q8_isa_available(isa)) best = isa;
-  return best;
+  for (const Q8Isa isa : {Q8Isa::kAvx512Vnni, Q8Isa::kAvxVnni, Q8Isa::kAvx2})
+    if (q8_isa_available(isa)) return isa;
+  return Q8Isa::kPortable;
 }
 
 std::vector<Q8Isa> q8_isas_here() {
   std::vector<Q8Isa> isas;
-  for (const Q8Isa isa : {Q8Isa::kPortable, Q8Isa::kAvx2, Q8Isa::kAvx512Vnni})
+  for (const Q8Isa isa : {Q8Isa::kPortable, Q8Isa::kAvx2, Q8Isa::kAvxVnni, Q8Isa::kAvx512Vnni})
     if (q8_isa_available(isa)) isas.push_back(isa);
   return isas;
 }
@@ -207,6 +227,7 @@ const char* to_string(Q8Isa isa) {
   switch (isa) {
     case Q8Isa::kAvx2: return "avx2";
     case Q8Isa::kAvx512Vnni: return "avx512-vnni";
+    case Q8Isa::kAvxVnni: return "avx-vnni";
     case Q8Isa::kPortable: break;
   }
   return "portable";
@@ -223,8 +244,10 @@ void matmul_packed_q8(float* out, int64_t ld_out, const float* x, int64_t ld_x, 
   check_product("matmul_q8", R, C, OC, ld_out, ld_x, isa);
   if (R >= kGemmMinRows && isa != Q8Isa::kPortable)
     return gemm_packed_q8(out, ld_out, x, ld_x, w, bias, R, C, OC, isa);
-  const auto dot = isa == Q8Isa::kAvx512Vnni ? group_dot_vnni : isa == Q8Isa::kAvx2 ? group_dot_avx2
-                                                                                     : group_dot_portable;
+  const auto dot = isa == Q8Isa::kAvx512Vnni ? group_dot_vnni<Q8Isa::kAvx512Vnni>
+                   : isa == Q8Isa::kAvxVnni  ? group_dot_vnni<Q8Isa::kAvxVnni>
+                   : isa == Q8Isa::kAvx2     ? group_dot_avx2
+                                             : group_dot_portable;
   matmul_groups(out, ld_out, x, ld_x, w, bias, R, C, OC, dot);
 }
 

@@ -27,10 +27,14 @@ void quantize_q8(BlockQ8* out, const float* x, int64_t ld_x, int64_t N, int64_t 
 void dequantize_q8(float* out, const BlockQ8* blocks, int64_t N, int64_t C);
 
 // The instruction sets the product can use, chosen at run time:
-// best_q8_isa() is the best this CPU supports (checked once). kAvx512Vnni is
-// AVX-512 VNNI on 256-bit registers (vpdpbusd, with AVX512VL), the same
-// summation order as AVX2 in fewer instructions.
-enum class Q8Isa { kPortable, kAvx2, kAvx512Vnni };
+// best_q8_isa() is the best this CPU supports (checked once), in the order
+// kAvx512Vnni, kAvxVnni, kAvx2, kPortable. kAvx512Vnni is AVX-512 VNNI
+// (vpdpbusd with AVX512VL on 256-bit registers for one row, 512-bit tiles
+// for many); kAvxVnni is the VEX-encoded vpdpbusd of CPUs with AVX-VNNI,
+// which need not have AVX-512 (and AVX-512 VNNI CPUs need not have it).
+// Both give AVX2's summation order in fewer instructions. Each is available
+// by its own CPUID flag.
+enum class Q8Isa { kPortable, kAvx2, kAvx512Vnni, kAvxVnni };
 Q8Isa best_q8_isa();
 bool q8_isa_available(Q8Isa isa);
 // Every instruction set this CPU has, kPortable first (tests run them all).
