@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "classify/classifier.h"
 #include "classify/data_formats.h"
@@ -18,6 +19,7 @@
 #include "core/threading.h"
 #include "train/metrics_log.h"
 #include "train/progress.h"
+#include "train/step_loop.h"
 
 namespace hymba::classify {
 
@@ -165,9 +167,10 @@ void fill_feature_cache(Classifier& clf, const std::vector<Example>& ex, int64_t
   }
 }
 
-// The head's training (and the backbones' when unfrozen): shuffled epochs of
-// batches, one global gradient norm, AdamW with a schedule per part.
-class ClassifierTraining {
+// The head's training (and the backbones' when unfrozen) as hooks of the
+// shared step loop (train/step_loop.h): shuffled epochs of batches, one
+// global gradient norm, AdamW with a schedule per part.
+class ClassifierTraining final : public StepHooks {
  public:
   ClassifierTraining(const ClassifyTrainOptions& opt, Classifier& clf, const std::vector<Example>& train_ex,
                      const std::vector<Example>& val_ex, const std::vector<std::string>& classes, std::FILE* log)
@@ -196,27 +199,15 @@ class ClassifierTraining {
   }
 
   void run() {
-    const int64_t eval_every = opt_.eval_interval > 0 ? opt_.eval_interval : per_epoch_;
-    Progress progress(log_ ? log_ : stderr, total_, 0, opt_.log_interval, opt_.plain_progress);
-    for (int64_t step = 0; step < total_; ++step) {
-      const auto t0 = Clock::now();
-      const int64_t B = batch_features(step);
-      const double loss = head_loss_and_gradients(B, step, progress);
-      const double norm = clip_and_step(step);
-      const double dt = seconds_since(t0);
-      train_seconds_ += dt;
-      if (!opt_.freeze) backbone_seconds_ += dt;
-      examples_seen_ += B;
-      final_loss_ = loss;
-      const int64_t done = step + 1;
-      if (log_)
-        progress.update(step, loss, head_sched().at(step),
-                        backbone_seconds_ > 0 ? backbone_tokens_ / backbone_seconds_ : 0);
-      if (done % opt_.log_interval == 0 || done == total_)
-        metrics_.write({{"step", done}, {"loss", loss}, {"lr", head_sched().at(step)}, {"grad_norm", norm}});
-      if (done % eval_every == 0 || done == total_) evaluate(done, progress);
-    }
-    progress.finish();
+    progress_.emplace(log_ ? log_ : stderr, total_, 0, opt_.log_interval, opt_.plain_progress);
+    StepLoopPlan plan;
+    plan.stop = total_;
+    plan.lr = [this](int64_t step) { return head_sched().at(step); };
+    plan.log_every = opt_.log_interval;
+    plan.eval_every = opt_.eval_interval > 0 ? opt_.eval_interval : per_epoch_;
+    plan.progress = log_ ? &*progress_ : nullptr;
+    run_step_loop(plan, *this);
+    progress_->finish();
   }
 
   // The summary's "train" record.
@@ -236,6 +227,25 @@ class ClassifierTraining {
   LrSchedule head_sched() const { return {opt_.lr, opt_.lr * opt_.min_lr_ratio, opt_.warmup, total_}; }
   LrSchedule backbone_sched() const {
     return {opt_.backbone_lr, opt_.backbone_lr * opt_.min_lr_ratio, opt_.warmup, total_};
+  }
+
+  double gradients(int64_t step) override {
+    batch_rows_ = batch_features(step);
+    return head_loss_and_gradients(batch_rows_, step);
+  }
+
+  double update(int64_t step, double lr) override { return clip_and_step(step, lr); }
+
+  void count(StepRecord& r) override {
+    train_seconds_ += r.seconds;
+    if (!opt_.freeze) backbone_seconds_ += r.seconds;
+    examples_seen_ += batch_rows_;
+    final_loss_ = r.loss;
+    r.tokens_per_s = backbone_seconds_ > 0 ? backbone_tokens_ / backbone_seconds_ : 0;
+  }
+
+  void log(const StepRecord& r) override {
+    metrics_.write({{"step", r.done}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm}});
   }
 
   // The step's batch (a new shuffle at each epoch's start) and its pooled
@@ -266,7 +276,7 @@ class ClassifierTraining {
 
   // The head's forward and backward on the batch, and the backbones' backward
   // when unfrozen; returns the batch's mean loss.
-  double head_loss_and_gradients(int64_t B, int64_t step, Progress& progress) {
+  double head_loss_and_gradients(int64_t B, int64_t step) {
     std::vector<int32_t> labels;
     for (int64_t i : idx_) labels.push_back(train_ex_[i].label);
     std::vector<const float*> fp;
@@ -282,7 +292,7 @@ class ClassifierTraining {
     const LossStats s = head_forward(plan_, clf_.head_params().values_block(), fp, B, labels.data(), acts_);
     const double loss = s.loss_sum / static_cast<double>(B);
     if (!std::isfinite(loss)) {
-      progress.finish();
+      progress_->finish();
       fail("loss became ", loss, " at step ", step + 1, "; stopped (try a lower --lr or --backbone-lr)");
     }
     head_backward(plan_, clf_.head_params().values_block(), clf_.head_params().grads_block(), acts_, labels.data(),
@@ -292,8 +302,8 @@ class ClassifierTraining {
   }
 
   // One global norm over the head and the trainable backbones, clipped; then
-  // AdamW on each. Returns the norm before clipping.
-  double clip_and_step(int64_t step) {
+  // AdamW on each, the head at `lr`. Returns the norm before clipping.
+  double clip_and_step(int64_t step, double lr) {
     // Summed once all are taken, head first: no multiply-add is fused into the
     // sum, so the norm keeps its bits however the compiler inlines this.
     std::vector<double> squares = {std::pow(grad_global_norm(clf_.head_params()), 2)};
@@ -309,13 +319,13 @@ class ClassifierTraining {
       if (!opt_.freeze)
         for (Backbone& b : clf_.backbones()) scale_grads(b.model->params(), scale);
     }
-    adamw_step(clf_.head_params(), opt_.adamw, head_sched().at(step), step + 1);
+    adamw_step(clf_.head_params(), opt_.adamw, lr, step + 1);
     if (!opt_.freeze)
       for (Backbone& b : clf_.backbones()) adamw_step(b.model->params(), opt_.adamw, backbone_sched().at(step), step + 1);
     return norm;
   }
 
-  void evaluate(int64_t step_done, Progress& progress) {
+  void evaluate(int64_t step_done) override {
     double loss = 0.0;
     const std::vector<int32_t> pred = opt_.freeze ? predict_cached(plan_, clf_.head_params().values_block(),
                                                                    val_cache_, val_ex_, opt_.batch, loss)
@@ -327,7 +337,7 @@ class ClassifierTraining {
     char line[160];
     std::snprintf(line, sizeof line, "eval step %lld: val loss %.4f accuracy %.4f macro-F1 %.4f",
                   static_cast<long long>(step_done), loss, m.accuracy, m.macro_f1);
-    if (log_) progress.note(line);
+    if (log_) progress_->note(line);
   }
 
   const ClassifyTrainOptions& opt_;
@@ -345,6 +355,8 @@ class ClassifierTraining {
   std::vector<int64_t> order_, idx_;
   std::vector<PaddedBatch> batches_;
   HeadActs<float> acts_;
+  std::optional<Progress> progress_;  // from run() on
+  int64_t batch_rows_ = 0;            // the step's batch size
   double backbone_seconds_ = 0.0, train_seconds_ = 0.0, final_loss_ = 0.0;
   int64_t backbone_tokens_ = 0, examples_seen_ = 0;
 };

@@ -14,6 +14,7 @@
 #include "synth/metrics.h"
 #include "synth/settings_json.h"
 #include "train/optimizer.h"
+#include "train/step_loop.h"
 
 namespace hymba::synth {
 
@@ -338,118 +339,173 @@ TaskData task_data(const TaskSpec& task, const TrainSettings& s, int64_t limit) 
           generate(test_task, count(s.num_test), data.split(12).next_u64(), true)};
 }
 
+namespace {
+
+// One run's parts of the shared step loop (train/step_loop.h): shuffled
+// epochs of batches, a gradient sum across ranks, and an evaluation with an
+// optional early stop after every epoch.
+class TaskTraining final : public StepHooks {
+ public:
+  TaskTraining(const TaskSpec& task, const ArchSpec& arch, const TrainSettings& s, const TaskData& sets,
+               const std::function<void(const EpochStats&)>& on_epoch, const dist::Communicator& group)
+      : task_(task), s_(s), train_(sets.train), test_(sets.test), on_epoch_(on_epoch), group_(group),
+        ranks_(group.size()), rank_(group.rank()), data_(s.seed), learner_(task, arch, s),
+        batches_((train_.n + s.batch_size - 1) / s.batch_size), order_(static_cast<size_t>(train_.n)),
+        identity_(static_cast<size_t>(test_.n)) {
+    adamw_.beta2 = s.beta2;
+    adamw_.weight_decay = s.weight_decay;
+    sched_.peak = s.lr;
+    sched_.floor = s.schedule == "constant" ? s.lr : std::min(1e-6, s.lr);
+    sched_.warmup = s.warmup;
+    sched_.total = batches_ * s.epochs;
+    std::iota(identity_.begin(), identity_.end(), 0);
+    result_.params = learner_.params();
+  }
+
+  RunResult run() {
+    const auto t_start = std::chrono::steady_clock::now();
+    StepLoopPlan plan;
+    plan.stop = batches_ * s_.epochs;
+    plan.lr = [this](int64_t step) { return lr_at(step / batches_, step); };
+    plan.eval_every = batches_;  // after every epoch
+    result_.stopped_early = run_step_loop(plan, *this) < plan.stop;
+    result_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    return result_;
+  }
+
+ private:
+  // MAD's CosineAnnealingLR, stepped after every epoch: epoch e (0-based) runs at
+  // floor + (peak - floor) (1 + cos(pi e / epochs)) / 2.
+  double lr_at(int64_t epoch0, int64_t step) const {
+    if (s_.schedule != "cosine") return sched_.at(step);
+    const double pi = 3.14159265358979323846;
+    return sched_.floor + (s_.lr - sched_.floor) * 0.5 *
+                              (1.0 + std::cos(pi * static_cast<double>(epoch0) / static_cast<double>(s_.epochs)));
+  }
+
+  // An epoch's first step shuffles the training set.
+  void before_step(int64_t step) override {
+    if (step % batches_ != 0) return;
+    epoch_t0_ = std::chrono::steady_clock::now();
+    std::iota(order_.begin(), order_.end(), 0);
+    Rng shuffle = data_.split(1000 + static_cast<uint64_t>(step / batches_ + 1));
+    for (int64_t i = train_.n - 1; i > 0; --i)
+      std::swap(order_[static_cast<size_t>(i)], order_[shuffle.below(static_cast<uint64_t>(i + 1))]);
+    loss_sum_ = 0.0;
+  }
+
+  double gradients(int64_t step) override;
+
+  double update(int64_t step, double lr) override {
+    learner_.step(adamw_, lr, step + 1, s_.grad_clip);
+    return 0.0;
+  }
+
+  void count(StepRecord& r) override {
+    loss_sum_ += r.loss;
+    epoch_lr_ = r.lr;
+  }
+
+  void evaluate(int64_t done) override;
+
+  bool keep_going(const StepRecord& r) override {
+    if (!r.evaluated || s_.stop_at_acc <= 0) return true;
+    const EpochStats& e = result_.last();
+    return !((s_.stop_metric == "macro" ? e.eval_macro_acc : e.eval_acc) >= s_.stop_at_acc);
+  }
+
+  const TaskSpec& task_;
+  const TrainSettings& s_;
+  const Dataset& train_;
+  const Dataset& test_;
+  const std::function<void(const EpochStats&)>& on_epoch_;
+  const dist::Communicator& group_;
+  const int64_t ranks_, rank_;
+  const Rng data_;
+  Learner learner_;
+  AdamWConfig adamw_;
+  LrSchedule sched_;
+  const int64_t batches_;
+  std::vector<int64_t> order_, identity_;
+  std::vector<int32_t> ids_, targets_, predicted_;
+  std::chrono::steady_clock::time_point epoch_t0_;
+  double loss_sum_ = 0.0, epoch_lr_ = 0.0;
+  RunResult result_;
+};
+
+// The batch's gradients; with K > 1 ranks each takes its rows and the
+// gradients are summed. Returns the batch's mean loss.
+double TaskTraining::gradients(int64_t step) {
+  const int64_t b = step % batches_;
+  const int64_t from = b * s_.batch_size, count = std::min(s_.batch_size, train_.n - from);
+  // This rank's rows of the batch (all of them in one process).
+  const int64_t first = from + count * rank_ / ranks_, rows = from + count * (rank_ + 1) / ranks_ - first;
+  learner_.zero_grad();
+  if (ranks_ == 1) {
+    gather(train_, order_, from, count, ids_, targets_);
+    const LossStats st = learner_.run(ids_.data(), targets_.data(), count, train_.seq, true);
+    return st.scored > 0 ? st.loss_sum / static_cast<double>(st.scored) : 0.0;
+  }
+  // The batch's mean loss is the ranks' loss sums over their scored
+  // positions; each backpropagates its share of it.
+  int64_t scored_here = 0;
+  for (int64_t i = 0; i < rows * train_.seq; ++i) {
+    const int32_t* target = train_.target(order_[static_cast<size_t>(first + i / train_.seq)]);
+    scored_here += target[i % train_.seq] != cpu::kIgnoreIndex;
+  }
+  double counts[1] = {static_cast<double>(scored_here)};
+  group_.sum(counts, 1);
+  LossStats st;
+  if (rows > 0) {
+    gather(train_, order_, first, rows, ids_, targets_);
+    const double share = counts[0] > 0 ? static_cast<double>(scored_here) / counts[0] : 0.0;
+    st = learner_.run(ids_.data(), targets_.data(), rows, train_.seq, true, static_cast<float>(share));
+  }
+  learner_.sum_grads(group_);
+  double sums[2] = {st.loss_sum, static_cast<double>(st.scored)};
+  group_.sum(sums, 2);
+  return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+}
+
+// The epoch's figures on the whole test set, handed to on_epoch.
+void TaskTraining::evaluate(int64_t done) {
+  EpochStats e;
+  e.epoch = done / batches_;
+  e.lr = epoch_lr_;
+  e.train_loss = loss_sum_ / static_cast<double>(batches_);
+  double eval_loss = 0;
+  int64_t scored = 0, correct = 0;
+  // MAD's test batches hold batch_size examples, whatever our eval batch is.
+  MadAccuracy macro(task_.vocab_size, s_.batch_size);
+  for (int64_t from = 0; from < test_.n; from += s_.eval_batch) {
+    const int64_t count = std::min(s_.eval_batch, test_.n - from);
+    gather(test_, identity_, from, count, ids_, targets_);
+    const LossStats st = learner_.run(ids_.data(), targets_.data(), count, test_.seq, false);
+    eval_loss += st.loss_sum;
+    scored += st.scored;
+    correct += st.correct;
+    predicted_.resize(targets_.size());
+    learner_.predictions(predicted_.data(), count, test_.seq);
+    for (int64_t b = 0; b < count; ++b)
+      macro.add_example(from + b, targets_.data() + b * test_.seq, predicted_.data() + b * test_.seq, test_.seq);
+  }
+  e.eval_loss = scored > 0 ? eval_loss / static_cast<double>(scored) : 0.0;
+  e.eval_acc = scored > 0 ? static_cast<double>(correct) / static_cast<double>(scored) : 0.0;
+  e.eval_macro_acc = macro.value();
+  e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_t0_).count();
+  result_.epochs.push_back(e);
+  if (on_epoch_) on_epoch_(e);
+}
+
+}  // namespace
+
 RunResult train_on_task(const TaskSpec& task, const ArchSpec& arch, const TrainSettings& s,
                         const std::function<void(const EpochStats&)>& on_epoch, const dist::Communicator* comm) {
   arch.validate();
   const dist::Communicator alone;
-  const dist::Communicator& group = comm != nullptr ? *comm : alone;
-  const int64_t ranks = group.size(), rank = group.rank();
   const TaskData sets = task_data(task, s);
-  const Dataset& train = sets.train;
-  const Dataset& test = sets.test;
-  const Rng data(s.seed);
-
-  Learner learner(task, arch, s);
-  RunResult result;
-  result.params = learner.params();
-  AdamWConfig adamw;
-  adamw.beta2 = s.beta2;
-  adamw.weight_decay = s.weight_decay;
-  const int64_t batches = (train.n + s.batch_size - 1) / s.batch_size;
-  LrSchedule sched;
-  sched.peak = s.lr;
-  sched.floor = s.schedule == "constant" ? s.lr : std::min(1e-6, s.lr);
-  sched.warmup = s.warmup;
-  sched.total = batches * s.epochs;
-  // MAD's CosineAnnealingLR, stepped after every epoch: epoch e (0-based) runs at
-  // floor + (peak - floor) (1 + cos(pi e / epochs)) / 2.
-  auto lr_at = [&](int64_t epoch0, int64_t step) {
-    if (s.schedule != "cosine") return sched.at(step);
-    const double pi = 3.14159265358979323846;
-    return sched.floor + (s.lr - sched.floor) * 0.5 *
-                             (1.0 + std::cos(pi * static_cast<double>(epoch0) / static_cast<double>(s.epochs)));
-  };
-
-  std::vector<int64_t> order(static_cast<size_t>(train.n)), identity(static_cast<size_t>(test.n));
-  std::iota(identity.begin(), identity.end(), 0);
-  std::vector<int32_t> ids, targets, predicted;
-  const auto t_start = std::chrono::steady_clock::now();
-  int64_t step = 0;
-  for (int64_t epoch = 1; epoch <= s.epochs; ++epoch) {
-    const auto t0 = std::chrono::steady_clock::now();
-    std::iota(order.begin(), order.end(), 0);
-    Rng shuffle = data.split(1000 + static_cast<uint64_t>(epoch));
-    for (int64_t i = train.n - 1; i > 0; --i)
-      std::swap(order[static_cast<size_t>(i)], order[shuffle.below(static_cast<uint64_t>(i + 1))]);
-    double loss_sum = 0, e_lr = 0;
-    for (int64_t b = 0; b < batches; ++b) {
-      const int64_t from = b * s.batch_size, count = std::min(s.batch_size, train.n - from);
-      // This rank's rows of the batch (all of them in one process).
-      const int64_t first = from + count * rank / ranks, rows = from + count * (rank + 1) / ranks - first;
-      learner.zero_grad();
-      double mean = 0.0;
-      if (ranks == 1) {
-        gather(train, order, from, count, ids, targets);
-        const LossStats st = learner.run(ids.data(), targets.data(), count, train.seq, true);
-        mean = st.scored > 0 ? st.loss_sum / static_cast<double>(st.scored) : 0.0;
-      } else {
-        // The batch's mean loss is the ranks' loss sums over their scored
-        // positions; each backpropagates its share of it.
-        int64_t scored_here = 0;
-        for (int64_t i = 0; i < rows * train.seq; ++i)
-          scored_here += train.target(order[static_cast<size_t>(first + i / train.seq)])[i % train.seq] != cpu::kIgnoreIndex;
-        double counts[1] = {static_cast<double>(scored_here)};
-        group.sum(counts, 1);
-        LossStats st;
-        if (rows > 0) {
-          gather(train, order, first, rows, ids, targets);
-          const double share = counts[0] > 0 ? static_cast<double>(scored_here) / counts[0] : 0.0;
-          st = learner.run(ids.data(), targets.data(), rows, train.seq, true, static_cast<float>(share));
-        }
-        learner.sum_grads(group);
-        double sums[2] = {st.loss_sum, static_cast<double>(st.scored)};
-        group.sum(sums, 2);
-        mean = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
-      }
-      loss_sum += mean;
-      e_lr = lr_at(epoch - 1, step);
-      learner.step(adamw, e_lr, step + 1, s.grad_clip);
-      ++step;
-    }
-    EpochStats e;
-    e.epoch = epoch;
-    e.lr = e_lr;
-    e.train_loss = loss_sum / static_cast<double>(batches);
-    double eval_loss = 0;
-    int64_t scored = 0, correct = 0;
-    // MAD's test batches hold batch_size examples, whatever our eval batch is.
-    MadAccuracy macro(task.vocab_size, s.batch_size);
-    for (int64_t from = 0; from < test.n; from += s.eval_batch) {
-      const int64_t count = std::min(s.eval_batch, test.n - from);
-      gather(test, identity, from, count, ids, targets);
-      const LossStats st = learner.run(ids.data(), targets.data(), count, test.seq, false);
-      eval_loss += st.loss_sum;
-      scored += st.scored;
-      correct += st.correct;
-      predicted.resize(targets.size());
-      learner.predictions(predicted.data(), count, test.seq);
-      for (int64_t b = 0; b < count; ++b)
-        macro.add_example(from + b, targets.data() + b * test.seq, predicted.data() + b * test.seq, test.seq);
-    }
-    e.eval_loss = scored > 0 ? eval_loss / static_cast<double>(scored) : 0.0;
-    e.eval_acc = scored > 0 ? static_cast<double>(correct) / static_cast<double>(scored) : 0.0;
-    e.eval_macro_acc = macro.value();
-    e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    result.epochs.push_back(e);
-    if (on_epoch) on_epoch(e);
-    const double stop_acc = s.stop_metric == "macro" ? e.eval_macro_acc : e.eval_acc;
-    if (s.stop_at_acc > 0 && stop_acc >= s.stop_at_acc) {
-      result.stopped_early = epoch < s.epochs;
-      break;
-    }
-  }
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-  return result;
+  TaskTraining training(task, arch, s, sets, on_epoch, comm != nullptr ? *comm : alone);
+  return training.run();
 }
 
 }  // namespace hymba::synth

@@ -25,6 +25,7 @@
 #include "train/run_start.h"
 #include "train/run_state.h"
 #include "train/sharded_gradient.h"
+#include "train/step_loop.h"
 #include "train/step_profile.h"
 #include "train/stop_signal.h"
 
@@ -153,16 +154,10 @@ struct StepWindow {
   double tokens_per_s() const { return seconds > 0 ? tokens / seconds : 0.0; }
 };
 
-// One optimizer step's figures.
-struct StepFigures {
-  int64_t done = 0;  // steps completed, this one included
-  double loss = 0.0, lr = 0.0, grad_norm = 0.0, tokens_per_s = 0.0;
-};
-
-// The step loop of one run, from its start to its stop step: gradients,
-// AdamW, metrics, evaluations with the best checkpoint, periodic checkpoints
-// and stops at step boundaries.
-class TrainingLoop {
+// One run's parts of the shared step loop (train/step_loop.h), from its
+// start to its stop step: gradients, AdamW, metrics, evaluations with the
+// best checkpoint, periodic checkpoints and stops at step boundaries.
+class TrainingLoop final : public StepHooks {
  public:
   TrainingLoop(const TrainOptions& opt, const dist::Communicator& comm, std::FILE* log, RunStart& start,
                const TokenDataset& data, const BatchSampler& sampler, const StepPlan& plan, StopRequests& stops)
@@ -200,18 +195,16 @@ class TrainingLoop {
   // ranks that waited for it, with the checkpoint a --resume would continue.
   void run() {
     try {
-      if (opt_.eval_at_start && run_.start_step == 0) evaluate(0);
-      for (int64_t step = run_.start_step; step < stop_; ++step) {
-        if (const int sig = stops_.agreed(comm_); sig != 0 && step == run_.start_step) {
-          progress_.finish();
-          throw Interrupted(stops_.reason(sig) + " before the first step; " +
-                                (opt_.resume ? "the run's checkpoint is unchanged" : "nothing was saved"),
-                            sig);
-        }
-        const StepFigures f = optimizer_step(step);
-        const bool saved = after_step(f);
-        stop_if_asked(f.done, saved);
-      }
+      if (opt_.eval_at_start && run_.start_step == 0) validate(0);
+      StepLoopPlan plan;
+      plan.start = run_.start_step;
+      plan.stop = stop_;
+      plan.lr = [this](int64_t step) { return sched_.at(step); };
+      plan.log_every = opt_.log_interval;
+      plan.eval_every = opt_.eval_interval;
+      plan.save_every = opt_.save_interval;
+      plan.progress = log_ ? &progress_ : nullptr;
+      run_step_loop(plan, *this);
     } catch (const dist::PeerLost& lost) {
       progress_.finish();
       std::string last;
@@ -293,75 +286,92 @@ class TrainingLoop {
     return step_loss;
   }
 
-  StepFigures optimizer_step(int64_t step) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const double comm_at_t0 = comm_.sum_seconds();
-    StepFigures f;
-    f.lr = sched_.at(step);
-    StepProfile* profile = profile_ && step - run_.start_step >= StepProfile::kSkippedSteps ? &*profile_ : nullptr;
-    std::optional<cpu::MatmulTraceScope> trace;
-    if (profile) trace.emplace(profile->products);
-    const double forward_before = forward_seconds_;
-    model().params().zero_grad();
-    f.loss = accumulate_gradients(step, dropout_root_);
-    if (!sharded_) grad_sum_seconds_ += timed_grad_sum(comm_, model().params());
-    const auto t_optimizer = std::chrono::steady_clock::now();
-    f.grad_norm = clip_grad_norm(model().params(), opt_.grad_clip);
-    if (!std::isfinite(f.grad_norm)) stop_on("gradient norm", f.grad_norm, step, "");
-    adamw_step(model().params(), opt_.adamw, f.lr, step + 1);
-    const double dt = seconds_since(t0);
-    if (profile) {
-      ++profile->steps;
-      profile->step_s += dt;
-      profile->optimizer_s += seconds_since(t_optimizer);
-      profile->gradients_s += std::chrono::duration<double>(t_optimizer - t0).count();
-      if (!sharded_) profile->forward_s += forward_seconds_ - forward_before;
-    }
-    const int64_t step_tokens = opt_.batch * opt_.seq_len * opt_.grad_accum;
-    train_seconds_ += dt;
-    comm_seconds_ += comm_.sum_seconds() - comm_at_t0;
-    sum_.tokens += step_tokens;
-    sum_.final_train_loss = f.loss;
-    window_.loss += f.loss;
-    ++window_.steps;
-    window_.seconds += dt;
-    window_.tokens += step_tokens;
-    f.done = step + 1;
-    f.tokens_per_s = window_.tokens_per_s();
-    if (log_) progress_.update(step, f.loss, f.lr, f.tokens_per_s);
-    return f;
+  // Every step asks the ranks whether to stop (a collective: each rank asks
+  // at every step); before the first step that ends the run unsaved.
+  void before_step(int64_t step) override {
+    const int sig = stops_.agreed(comm_);
+    if (sig == 0 || step != run_.start_step) return;
+    progress_.finish();
+    throw Interrupted(stops_.reason(sig) + " before the first step; " +
+                          (opt_.resume ? "the run's checkpoint is unchanged" : "nothing was saved"),
+                      sig);
   }
 
-  // Metrics, evaluation, checkpoint and the on_step hook after a step;
-  // returns whether a checkpoint was saved.
-  bool after_step(const StepFigures& f) {
-    if (f.done % opt_.log_interval == 0 || f.done == stop_) {
-      if (metrics_)
-        metrics_->write({{"step", f.done},
-                         {"loss", f.loss},
-                         {"loss_avg", window_.loss / static_cast<double>(window_.steps)},
-                         {"lr", f.lr},
-                         {"grad_norm", f.grad_norm},
-                         {"tokens_per_s", f.tokens_per_s},
-                         {"tokens", sum_.tokens}});
-      window_ = StepWindow{};
+  double gradients(int64_t step) override {
+    step_t0_ = std::chrono::steady_clock::now();
+    comm_at_t0_ = comm_.sum_seconds();
+    profiled_ = profile_ && step - run_.start_step >= StepProfile::kSkippedSteps ? &*profile_ : nullptr;
+    if (profiled_) trace_.emplace(profiled_->products);
+    forward_before_ = forward_seconds_;
+    model().params().zero_grad();
+    const double loss = accumulate_gradients(step, dropout_root_);
+    if (!sharded_) grad_sum_seconds_ += timed_grad_sum(comm_, model().params());
+    return loss;
+  }
+
+  double update(int64_t step, double lr) override {
+    t_optimizer_ = std::chrono::steady_clock::now();
+    const double norm = clip_grad_norm(model().params(), opt_.grad_clip);
+    if (!std::isfinite(norm)) stop_on("gradient norm", norm, step, "");
+    adamw_step(model().params(), opt_.adamw, lr, step + 1);
+    optimizer_seconds_ = seconds_since(t_optimizer_);
+    return norm;
+  }
+
+  void count(StepRecord& r) override {
+    if (profiled_) {
+      trace_.reset();
+      ++profiled_->steps;
+      profiled_->step_s += r.seconds;
+      profiled_->optimizer_s += optimizer_seconds_;
+      profiled_->gradients_s += std::chrono::duration<double>(t_optimizer_ - step_t0_).count();
+      if (!sharded_) profiled_->forward_s += forward_seconds_ - forward_before_;
     }
-    std::optional<EvalResult> evaluated;
-    if (f.done % opt_.eval_interval == 0 || f.done == stop_) evaluated = evaluate(f.done);
-    const bool saved = f.done % opt_.save_interval == 0 || f.done == stop_;
-    if (saved && root_) save_training_checkpoint(opt_.out_dir, f.done, model(), *run_.tok, checkpoint_state(f.done));
+    const int64_t step_tokens = opt_.batch * opt_.seq_len * opt_.grad_accum;
+    train_seconds_ += r.seconds;
+    comm_seconds_ += comm_.sum_seconds() - comm_at_t0_;
+    sum_.tokens += step_tokens;
+    sum_.final_train_loss = r.loss;
+    window_.loss += r.loss;
+    ++window_.steps;
+    window_.seconds += r.seconds;
+    window_.tokens += step_tokens;
+    r.tokens_per_s = window_.tokens_per_s();
+  }
+
+  void log(const StepRecord& r) override {
+    if (metrics_)
+      metrics_->write({{"step", r.done},
+                       {"loss", r.loss},
+                       {"loss_avg", window_.loss / static_cast<double>(window_.steps)},
+                       {"lr", r.lr},
+                       {"grad_norm", r.grad_norm},
+                       {"tokens_per_s", r.tokens_per_s},
+                       {"tokens", sum_.tokens}});
+    window_ = StepWindow{};
+  }
+
+  void evaluate(int64_t done) override { last_eval_ = validate(done); }
+
+  void checkpoint(int64_t done) override {
+    if (root_) save_training_checkpoint(opt_.out_dir, done, model(), *run_.tok, checkpoint_state(done));
+  }
+
+  // The on_step hook, then a stop asked by it or a signal.
+  bool keep_going(const StepRecord& r) override {
     if (opt_.on_step) {
-      json record = {{"step", f.done},         {"steps", stop_},     {"loss", f.loss},
-                     {"lr", f.lr},             {"grad_norm", f.grad_norm}, {"tokens_per_s", f.tokens_per_s},
+      json record = {{"step", r.done},         {"steps", stop_},     {"loss", r.loss},
+                     {"lr", r.lr},             {"grad_norm", r.grad_norm}, {"tokens_per_s", r.tokens_per_s},
                      {"tokens", sum_.tokens}};
-      if (evaluated) {
-        record["val_loss"] = evaluated->loss;
-        record["val_ppl"] = evaluated->ppl;
-        record["val_accuracy"] = evaluated->accuracy;
+      if (r.evaluated) {
+        record["val_loss"] = last_eval_.loss;
+        record["val_ppl"] = last_eval_.ppl;
+        record["val_accuracy"] = last_eval_.accuracy;
       }
       if (!opt_.on_step(record)) stops_.hook_asked();
     }
-    return saved;
+    stop_if_asked(r.done, r.saved);
+    return true;
   }
 
   // A signal during the last step lets the run finish: it is complete.
@@ -377,7 +387,7 @@ class TrainingLoop {
                       sig);
   }
 
-  EvalResult evaluate(int64_t step_done) {
+  EvalResult validate(int64_t step_done) {
     EvalResult r;
     const bool untrained = step_done == 0;  // eval_at_start: a curve's first point, never the best
     const int64_t stride = data_.window_stride();
@@ -460,6 +470,12 @@ class TrainingLoop {
   double forward_seconds_ = 0.0;   // the micro-batches' forward passes (not under sharding)
   std::optional<StepProfile> profile_;  // --profile
   double comm_seconds_ = 0.0;  // of the steps' time, in sums across ranks (waits for slower ranks included)
+  // The step under way: its start, the optimizer's share and its profile.
+  std::chrono::steady_clock::time_point step_t0_, t_optimizer_;
+  double comm_at_t0_ = 0.0, forward_before_ = 0.0, optimizer_seconds_ = 0.0;
+  StepProfile* profiled_ = nullptr;
+  std::optional<cpu::MatmulTraceScope> trace_;
+  EvalResult last_eval_;  // the latest evaluation, for on_step
   StepWindow window_;
   std::vector<int32_t> ids_, targets_;
 };
