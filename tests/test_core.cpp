@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/params.h"
 #include "core/rng.h"
+#include "core/sizing_arena.h"
 #include "core/threading.h"
 
 namespace hymba {
@@ -123,6 +124,31 @@ TEST(Arena, UninitSkipsZeroingAndPoisonsWhenAsked) {
   for (int i = 0; i < 40; ++i) EXPECT_EQ(z[i], 0.0f) << "alloc still zero-fills";
   BasicArena<double> ref;
   EXPECT_TRUE(ref.poison()) << "the float64 reference arena always poisons";
+}
+
+// The sizing arena counts what the arena takes, rounding and resets included
+// (the memory estimate's exactness rests on it).
+TEST(Arena, SizingArenaCountsWhatTheArenaTakes) {
+  Arena arena(8);
+  SizingArena<float> sizing;
+  for (int cycle = 0; cycle < 2; ++cycle) {
+    for (size_t n : {size_t{0}, size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{1000}, size_t{33}}) {
+      arena.alloc(n);
+      EXPECT_EQ(sizing.alloc(n), nullptr);
+      arena.alloc_uninit(n + 3);
+      sizing.alloc_uninit(n + 3);
+      EXPECT_EQ(static_cast<double>(arena.used()), sizing.used());
+    }
+    EXPECT_EQ(static_cast<double>(arena.peak()), sizing.peak());
+    arena.reset();
+    sizing.reset();
+    EXPECT_EQ(sizing.used(), 0.0);
+  }
+  BasicArena<double> ref;
+  SizingArena<double> ref_sizing;
+  ref.alloc(9);
+  ref_sizing.alloc(9);
+  EXPECT_EQ(static_cast<double>(ref.peak()), ref_sizing.peak()) << "rounded to a line of doubles";
 }
 
 TEST(ParamTable, OneBlockPerKindWithAlignedRows) {

@@ -13,6 +13,7 @@
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/selective_scan.h"
+#include "model/arena_plan_backward.h"
 
 namespace hymba {
 
@@ -35,10 +36,10 @@ void copy_cols(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int
 }
 
 // Gradient of y = x * mask: dy itself when there is no mask (no copy; the
-// callers only read it before dy changes), else a fresh buffer.
-const float* through_mask(Arena& arena, const float* dy, const float* mask, int64_t n) {
+// callers only read it before dy changes), else `out` (the plan allocates it
+// exactly when there is a mask).
+const float* through_mask(float* out, const float* dy, const float* mask, int64_t n) {
   if (mask == nullptr) return dy;
-  float* out = arena.alloc_uninit(static_cast<size_t>(n));
 #pragma omp parallel for schedule(static) if (n > 16384)
   for (int64_t i = 0; i < n; ++i) out[i] = dy[i] * mask[i];
   return out;
@@ -72,10 +73,11 @@ class Backward {
 
   void run(float dloss, double label_smoothing) {
     const int64_t d = c_.hidden_size, BT = acts_.B * acts_.T_, V = c_.vocab_size;
-    float* dlogits = arena_.alloc(BT * V);
+    const LmHeadGrads g = alloc_lm_head_grads(arena_, c_, BT);
+    float* dlogits = g.dlogits;
     cpu::cross_entropy_backward(dlogits, acts_.logits, acts_.targets.data(), BT, V,
                                 static_cast<float>(label_smoothing), dloss);
-    float* dhf_tok = arena_.alloc_uninit(BT * d);
+    float* dhf_tok = g.dhf_tok;
     cpu::matmul_backward(dhf_tok, d, G_ + plan_.lm_head, nullptr, dlogits, V, acts_.hf_tok, d, P_ + plan_.lm_head, BT,
                          d, V, /*overwrite_dinp=*/true);
     from_token_hidden(dhf_tok);
@@ -85,8 +87,7 @@ class Backward {
   void from_token_hidden(const float* dhf_tok) {
     const int64_t d = c_.hidden_size, M = acts_.M, S = acts_.S, R = acts_.R, B = acts_.B, T = acts_.T_;
     const float* dhf = dhf_tok;  // without meta rows the token rows are all the rows
-    if (M > 0) {
-      float* padded = arena_.alloc(R * d);  // meta rows stay zero: they are never scored
+    if (float* padded = alloc_meta_row_grad(arena_, c_, R)) {  // meta rows stay zero: they are never scored
       for (int64_t b = 0; b < B; ++b) copy_cols(padded + (b * S + M) * d, d, dhf_tok + b * T * d, d, T, d);
       dhf = padded;
     }
@@ -99,7 +100,7 @@ class Backward {
     const int64_t d = c_.hidden_size, M = acts_.M, S = acts_.S, R = acts_.R, B = acts_.B, T = acts_.T_;
     const int64_t V = c_.vocab_size;
     // dx: gradient of the residual stream, walked back layer by layer.
-    float* dx = arena_.alloc(R * d);
+    float* dx = alloc_stream_grad(arena_, c_, R);
     const float* x_last = acts_.layers.back().x_out;
     norm_backward(dx, plan_.final_norm, plan_.final_norm_b, dhf, x_last, acts_.mean_f, acts_.rstd_f);
     // A linked block's skip gradient (to its input) waits until the walk
@@ -164,31 +165,26 @@ class Backward {
   // producer's K/V columns, so it is created by whoever touches it first.
   float* dproj(int64_t layer) {
     float*& p = dproj_[static_cast<size_t>(layer)];
-    if (p == nullptr) p = arena_.alloc(acts_.R * plan_.layers[static_cast<size_t>(layer)].proj_width);
+    if (p == nullptr) p = alloc_proj_grad(arena_, plan_.layers[static_cast<size_t>(layer)], acts_.R);
     return p;
   }
 
   void layer(const LayerPlan& lp, float* dx) {
     const int64_t R = acts_.R, d = c_.hidden_size;
     const LActs& a = acts_.layers[static_cast<size_t>(lp.index)];
-    if (lp.ffn_norm >= 0) ffn(lp, a, dx);  // dx becomes d(x_mid)
+    const LayerGrads g = alloc_layer_grads(*work_, c_, lp, R, a.mask1 != nullptr);
+    if (lp.ffn_norm >= 0) ffn(lp, a, g.ffn, dx);  // dx becomes d(x_mid)
 
-    const float* d_o = through_mask(*work_, dx, a.mask1, R * d);
-    // Only the norm_mean fusion accumulates into dattn / dy (through its
-    // RMSNorm backwards); every other path writes them whole.
-    const bool accumulated = lp.hybrid && c_.fusion == Fusion::kNormMean;
-    auto branch_grad = [&](int64_t n) { return accumulated ? work_->alloc(n) : work_->alloc_uninit(n); };
-    float* dattn = lp.attn ? branch_grad(R * lp.dims.attn_out) : nullptr;
-    float* dy = lp.mamba ? branch_grad(R * lp.dims.d_inner) : nullptr;
-    mixer_output(lp, a, d_o, dattn, dy);
+    const float* d_o = through_mask(g.mixer.d_o, dx, a.mask1, R * d);
+    mixer_output(lp, a, g.mixer, d_o);
 
     float* dp = dproj(lp.index);
-    if (lp.mamba) mamba(lp, a, dy, dp);
-    if (lp.attn) attention(lp, a, dattn, dp);
+    if (lp.mamba) mamba(lp, a, g.mamba, g.mixer.dy, dp);
+    if (lp.attn) attention(lp, a, g.mixer.dattn, dp);
 
     // dh from the input projections: the first GEMM overwrites the fresh
     // buffer, any others add to it.
-    float* dh = work_->alloc_uninit(R * d);
+    float* dh = g.dh;
     const int64_t W = lp.proj_width;
     bool fresh = true;
     auto project_back = [&](int64_t weight, int64_t col, int64_t width) {
@@ -221,14 +217,15 @@ class Backward {
   const float* block_link(const LayerPlan& lp, float* dx) {
     const int64_t R = acts_.R, d = c_.hidden_size, n = R * d;
     const LActs& a = acts_.layers[static_cast<size_t>(lp.index)];
-    float* dskip = arena_.alloc_uninit(n);
+    const BlockLinkGrads lg = alloc_block_link_grads(arena_, *work_, c_, R);
+    float* dskip = lg.dskip;
     if (c_.block_link == BlockLink::kResidual) {
       std::copy(dx, dx + n, dskip);
       return dskip;
     }
     const float* x = acts_.layers[static_cast<size_t>(lp.block_first)].x_in;
     const float* g = a.link_gate;
-    float* dpre = work_->alloc_uninit(n);  // d of the gate's pre-activation
+    float* dpre = lg.dpre;  // d of the gate's pre-activation
     for (int64_t i = 0; i < n; ++i) {
       dpre[i] = dx[i] * (a.block_out[i] - x[i]) * g[i] * (1.0f - g[i]);
       dskip[i] = dx[i] * (1.0f - g[i]);
@@ -238,16 +235,16 @@ class Backward {
     return dskip;
   }
 
-  void ffn(const LayerPlan& lp, const LActs& a, float* dx) {
+  void ffn(const LayerPlan& lp, const LActs& a, const FfnGrads& g, float* dx) {
     const int64_t R = acts_.R, d = c_.hidden_size, I = c_.intermediate_size;
-    const float* df = through_mask(*work_, dx, a.mask2, R * d);
-    float* dact = work_->alloc_uninit(R * I);
+    const float* df = through_mask(g.df, dx, a.mask2, R * d);
+    float* dact = g.dact;
     cpu::matmul_backward(dact, I, G_ + lp.ffn_down, lp.ffn_down_b >= 0 ? G_ + lp.ffn_down_b : nullptr, df, d, a.act,
                          I, P_ + lp.ffn_down, R, I, d, /*overwrite_dinp=*/true);
-    float* dh2 = work_->alloc_uninit(R * d);
+    float* dh2 = g.dh2;
     if (c_.mlp_activation != MlpActivation::kSwiGlu) {
       // GELU MLP: a.gu holds the up projection (with its bias) GELU read.
-      float* dup = work_->alloc(R * I);
+      float* dup = g.dup;
       if (c_.mlp_activation == MlpActivation::kGeluErf) cpu::gelu_erf_backward(dup, dact, a.gu, R * I);
       else cpu::gelu_tanh_backward(dup, dact, a.gu, R * I);
       cpu::matmul_backward(dh2, d, G_ + lp.ffn_up, lp.ffn_up_b >= 0 ? G_ + lp.ffn_up_b : nullptr, dup, I, a.h2, d,
@@ -255,7 +252,7 @@ class Backward {
       norm_backward(dx, lp.ffn_norm, lp.ffn_norm_b, dh2, a.x_mid, a.mean2, a.rstd2);
       return;
     }
-    float* dgu = work_->alloc_uninit(R * 2 * I);
+    float* dgu = g.dgu;
     cpu::swiglu_backward(dgu, dgu + I, dact, a.gu, a.gu + I, R, I, 2 * I, /*accumulate=*/false);
     if (lp.gate_up_stacked) {
       cpu::matmul_backward(dh2, d, G_ + lp.ffn_gate, nullptr, dgu, 2 * I, a.h2, d, P_ + lp.ffn_gate, R, d, 2 * I,
@@ -270,9 +267,11 @@ class Backward {
 
   float* o_bias_grad(const LayerPlan& lp) const { return lp.o_proj_b >= 0 ? G_ + lp.o_proj_b : nullptr; }
 
-  // From d(o) to the branch outputs' gradients dattn / dy.
-  void mixer_output(const LayerPlan& lp, const LActs& a, const float* d_o, float* dattn, float* dy) {
+  // From d(o) to the branch outputs' gradients g.dattn / g.dy (only the
+  // norm_mean fusion adds into them; every other path writes them whole).
+  void mixer_output(const LayerPlan& lp, const LActs& a, const MixerGrads& g, const float* d_o) {
     const int64_t R = acts_.R, d = c_.hidden_size, Wa = lp.dims.attn_out, di = lp.dims.d_inner;
+    float* dattn = g.dattn, *dy = g.dy;
     if (!lp.hybrid) {
       if (lp.attn)
         cpu::matmul_backward(dattn, Wa, G_ + lp.o_proj, o_bias_grad(lp), d_o, d, a.attn, Wa, P_ + lp.o_proj, R, Wa, d, true);
@@ -283,7 +282,7 @@ class Backward {
     }
     switch (c_.fusion) {
       case Fusion::kNormMean: {
-        float* dmix = work_->alloc_uninit(R * di);
+        float* dmix = g.dmix;
         cpu::matmul_backward(dmix, di, G_ + lp.fused_out, nullptr, d_o, d, a.mix, di, P_ + lp.fused_out, R, di, d,
                              true);
         for (int64_t i = 0; i < R * di; ++i) dmix[i] *= 0.5f;
@@ -292,7 +291,7 @@ class Backward {
         break;
       }
       case Fusion::kConcat: {
-        float* dcat = work_->alloc_uninit(R * (Wa + di));
+        float* dcat = g.dcat;
         cpu::matmul_backward(dcat, Wa + di, G_ + lp.fused_out, nullptr, d_o, d, a.cat, Wa + di, P_ + lp.fused_out, R,
                              Wa + di, d, true);
         copy_cols(dattn, Wa, dcat, Wa + di, R, Wa);
@@ -301,8 +300,7 @@ class Backward {
       }
       case Fusion::kMean:
       case Fusion::kLearnedBeta: {
-        float* dao = work_->alloc(R * d);
-        float* dmo = work_->alloc(R * d);
+        float* dao = g.dao, *dmo = g.dmo;
         if (c_.fusion == Fusion::kMean) {
           for (int64_t i = 0; i < R * d; ++i) dao[i] = dmo[i] = 0.5f * d_o[i];
         } else {
@@ -354,15 +352,11 @@ class Backward {
                                acts_.rope_sin);
   }
 
-  void mamba(const LayerPlan& lp, const LActs& a, const float* dy, float* dp) {
+  void mamba(const LayerPlan& lp, const LActs& a, const MambaGrads& mg, const float* dy, float* dp) {
     const int64_t R = acts_.R, di = lp.dims.d_inner, N = c_.mamba_d_state, Rdt = c_.dt_rank();
     const int64_t xw = lp.dims.x_proj_out, W = lp.proj_width;
     const bool norms = lp.dt_norm >= 0;
-    float* du = work_->alloc(R * di);
-    float* ddelta = work_->alloc(R * di);
-    float* dxdbl = work_->alloc(R * xw);
-    float* dbn = norms ? work_->alloc(R * N) : nullptr;
-    float* dcn = norms ? work_->alloc(R * N) : nullptr;
+    float* du = mg.du, *ddelta = mg.ddelta, *dxdbl = mg.dxdbl, *dbn = mg.dbn, *dcn = mg.dcn;
 
     const ScanParams<float> sp = layer_scan_params(plan_, lp, P_, a, acts_.B, acts_.S);
     cpu::ScanGrads g;
@@ -381,12 +375,11 @@ class Backward {
     g.ld_dz = W;
     cpu::selective_scan_backward(g, dy, a.chunk_states, Ops<float>::scan_args(sp));
 
-    float* ddt = work_->alloc(R * Rdt);
+    float* ddt = mg.ddt;
     cpu::matmul_backward(ddt, Rdt, G_ + lp.dt_w, nullptr, ddelta, di, a.dtn, Rdt, P_ + lp.dt_w, R, Rdt, di);
     if (norms) {
       // Inner norms: back through RMSNorm onto the raw x_proj slices.
-      float* raw = work_->alloc(R * std::max(Rdt, N));
-      float* draw = work_->alloc(R * std::max(Rdt, N));
+      float* raw = mg.raw, *draw = mg.draw;
       struct Slice {
         int64_t col, width, norm;
         const float* rstd;
@@ -403,7 +396,7 @@ class Backward {
       add_cols(dxdbl, xw, ddt, Rdt, R, Rdt);
     }
     cpu::matmul_backward(du, di, G_ + lp.x_proj, nullptr, dxdbl, xw, a.u, di, P_ + lp.x_proj, R, di, xw);
-    float* dxc = work_->alloc(R * di);
+    float* dxc = mg.dxc;
     cpu::silu_backward(dxc, du, a.xc, R * di);
     cpu::conv1d_causal_backward(dp + lp.x_col, W, G_ + lp.conv_w, lp.conv_b >= 0 ? G_ + lp.conv_b : nullptr, dxc,
                                 a.proj + lp.x_col, W, P_ + lp.conv_w, acts_.B, acts_.S, di, c_.mamba_d_conv);

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "model/arena_plan.h"
 #include "model/layer_walk.h"
 
 namespace hymba {
@@ -41,12 +42,10 @@ void add(T* __restrict out, const T* __restrict a, const T* __restrict b, int64_
 
 // Dropout multipliers (0 or 1/(1-p)) from a stream unique to (layer, site).
 template <typename T>
-T* make_dropout_mask(BasicArena<T>& arena, const Rng& rng, int64_t layer, int site, int64_t n, double p) {
-  T* mask = arena.alloc_uninit(static_cast<size_t>(n));
+void fill_dropout_mask(T* mask, const Rng& rng, int64_t layer, int site, int64_t n, double p) {
   Rng r = rng.split(static_cast<uint64_t>(layer * 4 + site));
   const T keep = static_cast<T>(1.0 / (1.0 - p));
   for (int64_t i = 0; i < n; ++i) mask[i] = r.uniform() >= p ? keep : T(0);
-  return mask;
 }
 
 }  // namespace
@@ -82,19 +81,17 @@ void mamba_forward(const ModelPlan& plan, const LayerPlan& lp, const T* P, const
                    BasicArena<T>& arena, LayerActs<T>& a, int64_t B, int64_t S) {
   using O = Ops<T>;
   const ModelConfig& c = plan.cfg;
-  const int64_t R = B * S, di = lp.dims.d_inner, N = c.mamba_d_state, W = lp.proj_width;
-  a.xc = arena.alloc_uninit(R * di);
+  const int64_t R = B * S, di = lp.dims.d_inner, W = lp.proj_width;
+  constexpr bool kFloat = std::is_same_v<T, float>;  // only the float scan hands out its final state
+  alloc_mamba_conv(arena, lp, a, R);
   O::conv1d(a.xc, a.proj + lp.x_col, W, P + lp.conv_w, lp.conv_b >= 0 ? P + lp.conv_b : nullptr, B, S, di,
             c.mamba_d_conv);
-  a.u = arena.alloc_uninit(R * di);
   O::silu(a.u, a.xc, R * di);
   layer_mamba_projections(plan, lp, P, arena, a, R);
   const ScanParams<T> sp = layer_scan_params(plan, lp, P, a, B, S);
-  a.y = arena.alloc_uninit(R * di);
-  a.chunk_states = arena.alloc(B * cpu::scan_num_chunks(S) * di * N);
-  if constexpr (std::is_same_v<T, float>) {
+  alloc_mamba_scan(arena, c, lp, a, B, S, kFloat && opt.keep_final_ssm_state);
+  if constexpr (kFloat) {
     if (opt.keep_final_ssm_state) {
-      a.h_last = arena.alloc(B * di * N);
       cpu::selective_scan_forward(a.y, a.chunk_states, a.h_last, O::scan_args(sp));
       return;
     }
@@ -149,8 +146,7 @@ void attention_forward(const ModelPlan& plan, const LayerPlan& lp, const Forward
   ap.ld_k = pp.proj_width;
   ap.v = kv_proj + pp.v_col;
   ap.ld_v = pp.proj_width;
-  a.attn = arena.alloc_uninit(R * lp.dims.attn_out);
-  a.lse = arena.alloc_uninit(acts.B * Hq * acts.S);
+  alloc_attention(arena, c, lp, a, acts.B, acts.S);
   Ops<T>::attention(a.attn, lp.dims.attn_out, a.lse, ap);
 }
 
@@ -194,14 +190,11 @@ void layer_input_projection(const ModelPlan& plan, const LayerPlan& lp, const T*
   const LinearFn<T> mm = linear ? linear : LinearFn<T>(&O::matmul);
   const ModelConfig& c = plan.cfg;
   const int64_t d = c.hidden_size;
-  a.h = arena.alloc_uninit(R * d);
-  a.rstd_in = arena.alloc_uninit(R);
-  if (c.norm == NormKind::kLayerNorm) a.mean_in = arena.alloc_uninit(R);
+  alloc_input_projection(arena, c, lp, a, R);
   stream_norm(c, a.h, a.mean_in, a.rstd_in, a.x_in, P, lp.input_norm, lp.input_norm_b, R, d);
 
   // Projections into one buffer [Q | K | V | x | z].
   const int64_t W = lp.proj_width;
-  a.proj = arena.alloc_uninit(R * W);
   if (lp.fused) {
     mm(a.proj, W, a.h, d, P + lp.in_proj, R, d, W);
   } else {
@@ -230,29 +223,24 @@ void layer_mamba_projections(const ModelPlan& plan, const LayerPlan& lp, const T
   const ModelConfig& c = plan.cfg;
   const int64_t di = lp.dims.d_inner, N = c.mamba_d_state, Rdt = c.dt_rank();
   const int64_t xw = lp.dims.x_proj_out;
-  a.xdbl = arena.alloc_uninit(R * xw);
+  T* raw = alloc_mamba_projections(arena, c, lp, a, R);
   mm(a.xdbl, xw, a.u, di, P + lp.x_proj, R, di, xw);
 
   if (lp.dt_norm >= 0) {
     // Official inner RMSNorms on dt, B and C (rows are slices of xdbl).
-    T* raw = arena.alloc_uninit(R * std::max(Rdt, N));
     struct Slice {
       int64_t col, width, norm;
-      T** normed;
-      T** rstd;
+      T* normed;
+      T* rstd;
     };
-    for (const Slice& s : {Slice{0, Rdt, lp.dt_norm, &a.dtn, &a.rstd_dt}, Slice{Rdt, N, lp.b_norm, &a.bn, &a.rstd_b},
-                           Slice{Rdt + N, N, lp.c_norm, &a.cn, &a.rstd_c}}) {
-      *s.normed = arena.alloc_uninit(R * s.width);
-      *s.rstd = arena.alloc_uninit(R);
+    for (const Slice& s : {Slice{0, Rdt, lp.dt_norm, a.dtn, a.rstd_dt}, Slice{Rdt, N, lp.b_norm, a.bn, a.rstd_b},
+                           Slice{Rdt + N, N, lp.c_norm, a.cn, a.rstd_c}}) {
       copy_cols(raw, s.width, a.xdbl + s.col, xw, R, s.width);
-      O::rmsnorm(*s.normed, *s.rstd, raw, P + s.norm, R, s.width, c.rms_norm_eps);
+      O::rmsnorm(s.normed, s.rstd, raw, P + s.norm, R, s.width, c.rms_norm_eps);
     }
   } else {
-    a.dtn = arena.alloc_uninit(R * Rdt);
     copy_cols(a.dtn, Rdt, a.xdbl, xw, R, Rdt);
   }
-  a.delta = arena.alloc_uninit(R * di);
   mm(a.delta, di, a.dtn, Rdt, P + lp.dt_w, R, Rdt, di);
 }
 
@@ -264,7 +252,7 @@ void layer_mixer_output(const ModelPlan& plan, const LayerPlan& lp, const T* P, 
   const LinearFn<T> mm = linear ? linear : LinearFn<T>(&O::matmul);
   const ModelConfig& c = plan.cfg;
   const int64_t d = c.hidden_size, Wa = lp.dims.attn_out, di = lp.dims.d_inner;
-  a.o = arena.alloc_uninit(R * d);
+  T* nb = alloc_mixer_output(arena, c, lp, a, R);  // learned beta's normed Mamba branch
   if (!lp.hybrid) {
     if (lp.attn) {
       mm(a.o, d, a.attn, Wa, P + lp.o_proj, R, Wa, d);
@@ -276,19 +264,13 @@ void layer_mixer_output(const ModelPlan& plan, const LayerPlan& lp, const T* P, 
   }
   switch (c.fusion) {
     case Fusion::kNormMean: {
-      a.na = arena.alloc_uninit(R * Wa);
-      a.rstd_na = arena.alloc_uninit(R);
-      a.nm = arena.alloc_uninit(R * di);
-      a.rstd_nm = arena.alloc_uninit(R);
       O::rmsnorm(a.na, a.rstd_na, a.attn, P + lp.attn_fnorm, R, Wa, c.rms_norm_eps);
       O::rmsnorm(a.nm, a.rstd_nm, a.y, P + lp.mamba_fnorm, R, di, c.rms_norm_eps);
-      a.mix = arena.alloc_uninit(R * di);
       for (int64_t i = 0; i < R * di; ++i) a.mix[i] = (a.na[i] + a.nm[i]) * T(0.5);
       mm(a.o, d, a.mix, di, P + lp.fused_out, R, di, d);
       break;
     }
     case Fusion::kConcat: {
-      a.cat = arena.alloc_uninit(R * (Wa + di));
       copy_cols(a.cat, Wa + di, a.attn, Wa, R, Wa);
       copy_cols(a.cat + Wa, Wa + di, a.y, di, R, di);
       mm(a.o, d, a.cat, Wa + di, P + lp.fused_out, R, Wa + di, d);
@@ -296,8 +278,6 @@ void layer_mixer_output(const ModelPlan& plan, const LayerPlan& lp, const T* P, 
     }
     case Fusion::kMean:
     case Fusion::kLearnedBeta: {
-      a.ao = arena.alloc_uninit(R * d);
-      a.mo = arena.alloc_uninit(R * d);
       mm(a.ao, d, a.attn, Wa, P + lp.o_proj, R, Wa, d);
       if (lp.o_proj_b >= 0) add_bias(a.ao, P + lp.o_proj_b, R, d);
       mm(a.mo, d, a.y, di, P + lp.mamba_out_proj, R, di, d);
@@ -305,9 +285,6 @@ void layer_mixer_output(const ModelPlan& plan, const LayerPlan& lp, const T* P, 
         for (int64_t i = 0; i < R * d; ++i) a.o[i] = (a.ao[i] + a.mo[i]) * T(0.5);
       } else {
         // beta_a * norm(ao) + beta_m * norm(mo): the betas are the norm weights.
-        T* nb = arena.alloc_uninit(R * d);
-        a.rstd_ao = arena.alloc_uninit(R);
-        a.rstd_mo = arena.alloc_uninit(R);
         O::rmsnorm(a.o, a.rstd_ao, a.ao, P + lp.beta_a, R, d, c.rms_norm_eps);
         O::rmsnorm(nb, a.rstd_mo, a.mo, P + lp.beta_m, R, d, c.rms_norm_eps);
         for (int64_t i = 0; i < R * d; ++i) a.o[i] += nb[i];
@@ -325,48 +302,36 @@ void layer_residual_ffn(const ModelPlan& plan, const LayerPlan& lp, const T* P, 
   const ModelConfig& c = plan.cfg;
   const int64_t d = c.hidden_size;
   const bool dropout = opt.dropout_rng != nullptr && c.dropout > 0;
+  alloc_residual_ffn(arena, c, lp, a, R, dropout);
   if (dropout) {
-    a.mask1 = make_dropout_mask(arena, *opt.dropout_rng, lp.index, 0, R * d, c.dropout);
+    fill_dropout_mask(a.mask1, *opt.dropout_rng, lp.index, 0, R * d, c.dropout);
     for (int64_t i = 0; i < R * d; ++i) a.o[i] *= a.mask1[i];
   }
-  a.x_mid = arena.alloc_uninit(R * d);
   add(a.x_mid, a.x_in, a.o, R * d);
+  if (lp.ffn_norm < 0) return;  // x_out is x_mid
 
-  if (lp.ffn_norm < 0) {
-    a.x_out = a.x_mid;
-    return;
-  }
   const int64_t I = c.intermediate_size;
-  a.h2 = arena.alloc_uninit(R * d);
-  a.rstd2 = arena.alloc_uninit(R);
-  if (c.norm == NormKind::kLayerNorm) a.mean2 = arena.alloc_uninit(R);
   stream_norm(c, a.h2, a.mean2, a.rstd2, a.x_mid, P, lp.ffn_norm, lp.ffn_norm_b, R, d);
   if (c.mlp_activation == MlpActivation::kSwiGlu) {
-    a.gu = arena.alloc_uninit(R * 2 * I);
     if (lp.gate_up_stacked) {
       mm(a.gu, 2 * I, a.h2, d, P + lp.ffn_gate, R, d, 2 * I);
     } else {
       mm(a.gu, 2 * I, a.h2, d, P + lp.ffn_gate, R, d, I);
       mm(a.gu + I, 2 * I, a.h2, d, P + lp.ffn_up, R, d, I);
     }
-    a.act = arena.alloc_uninit(R * I);
     O::swiglu(a.act, a.gu, a.gu + I, R, I, 2 * I);
   } else {
     // GELU MLP: up (+ bias), GELU, down (+ bias).
-    a.gu = arena.alloc_uninit(R * I);
     mm(a.gu, I, a.h2, d, P + lp.ffn_up, R, d, I);
     if (lp.ffn_up_b >= 0) add_bias(a.gu, P + lp.ffn_up_b, R, I);
-    a.act = arena.alloc_uninit(R * I);
     O::gelu(a.act, a.gu, R * I, c.mlp_activation == MlpActivation::kGeluErf);
   }
-  a.f = arena.alloc_uninit(R * d);
   mm(a.f, d, a.act, I, P + lp.ffn_down, R, I, d);
   if (lp.ffn_down_b >= 0) add_bias(a.f, P + lp.ffn_down_b, R, d);
   if (dropout) {
-    a.mask2 = make_dropout_mask(arena, *opt.dropout_rng, lp.index, 1, R * d, c.dropout);
+    fill_dropout_mask(a.mask2, *opt.dropout_rng, lp.index, 1, R * d, c.dropout);
     for (int64_t i = 0; i < R * d; ++i) a.f[i] *= a.mask2[i];
   }
-  a.x_out = arena.alloc_uninit(R * d);
   add(a.x_out, a.x_mid, a.f, R * d);
 }
 
@@ -375,14 +340,12 @@ void layer_block_link(const ModelPlan& plan, const LayerPlan& lp, const T* P, Ba
                       const T* block_in, int64_t R, LinearFn<T> linear) {
   const LinearFn<T> mm = linear ? linear : LinearFn<T>(&Ops<T>::matmul);
   const int64_t d = plan.cfg.hidden_size, n = R * d;
-  a.block_out = a.x_out;
-  a.x_out = arena.alloc_uninit(n);
+  alloc_block_link(arena, plan.cfg, a, R);
   const T* y = a.block_out;
   if (plan.cfg.block_link == BlockLink::kResidual) {
     add(a.x_out, y, block_in, n);
     return;
   }
-  a.link_gate = arena.alloc_uninit(n);
   mm(a.link_gate, d, block_in, d, P + lp.link_w, R, d, d);
   const T* bias = P + lp.link_b;
   for (int64_t r = 0; r < R; ++r)
@@ -426,6 +389,27 @@ void walk_layer(const LayerWalker<T>& w, const LayerPlan& lp, LayerActs<T>& a, c
   }
 }
 
+namespace {
+
+// After layer lp ran in the scratch arena of a forward that releases its
+// activations: keeps its output, its input (a block link reads its block's
+// first input; it is the previous layer's kept output) and, for a KV
+// producer whose K/V a later layer reads, its projections; everything else
+// goes with the scratch.
+template <typename T>
+void keep_layer(const ModelPlan& plan, const LayerPlan& lp, BasicArena<T>& arena, LayerActs<T>& a, int64_t R) {
+  const KeptLayer<T> k = alloc_kept_layer<T>(arena, plan, lp, R);
+  std::copy(a.x_out, a.x_out + R * plan.cfg.hidden_size, k.x_out);
+  if (k.proj != nullptr) std::copy(a.proj, a.proj + R * lp.proj_width, k.proj);
+  T* x_in = a.x_in;
+  a = LayerActs<T>{};
+  a.x_in = x_in;
+  a.x_out = k.x_out;
+  a.proj = k.proj;
+}
+
+}  // namespace
+
 template <typename T>
 LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, const int32_t* targets, int64_t B,
                         int64_t T_, const ForwardOptions& opt, BasicArena<T>& arena, Activations<T>& acts,
@@ -447,12 +431,8 @@ LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, c
   acts.layers.assign(static_cast<size_t>(c.num_hidden_layers), LayerActs<T>{});
   acts.rope_cos = acts.rope_sin = nullptr;
   if constexpr (std::is_same_v<T, float>) {
-    bool any_attention = false;
-    for (const LayerPlan& lp : plan.layers) any_attention = any_attention || lp.attn;
-    if (any_attention && c.rope) {
-      const int64_t half = c.qk_head_dim / 2;
-      acts.rope_cos = arena.alloc_uninit(S * half);
-      acts.rope_sin = arena.alloc_uninit(S * half);
+    if (uses_rope_tables(plan)) {
+      alloc_rope_tables(arena, c, acts);
       cpu::rope_table(acts.rope_cos, acts.rope_sin, S, c.qk_head_dim, static_cast<float>(c.rope_base()));
     }
   }
@@ -462,7 +442,7 @@ LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, c
   if (plan.positions >= 0)
     HYMBA_CHECK(S <= c.max_position_embeddings, "forward: ", M > 0 ? std::to_string(M) + " meta + " : std::string(),
                 T_, " tokens need ", S, " positions, beyond max_position_embeddings (", c.max_position_embeddings, ")");
-  acts.x0 = arena.alloc_uninit(R * d);
+  alloc_embeddings(arena, c, acts);
   for (int64_t b = 0; b < B; ++b) {
     T* row0 = acts.x0 + b * S * d;
     if (M > 0) for (int64_t i = 0; i < M * d; ++i) row0[i] = P[plan.memory + i];
@@ -476,33 +456,13 @@ LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, c
     BasicArena<T>& layer_arena = release ? *scratch : arena;
     layer_forward(plan, lp, P, opt, layer_arena, acts, x);
     if (release) {
-      // Keep the layer's output, its input (a block link reads its block's
-      // first input; it is the previous layer's kept output) and, for a KV
-      // producer whose K/V a later layer reads, its projections; everything
-      // else goes with the scratch.
-      bool read_later = false;
-      for (const LayerPlan& later : plan.layers)
-        read_later = read_later || (later.index > lp.index && later.attn && later.producer_layer == lp.index);
-      T* x_out = arena.alloc_uninit(R * d);
-      std::copy(a.x_out, a.x_out + R * d, x_out);
-      T* proj = nullptr;
-      if (read_later) {
-        proj = arena.alloc_uninit(R * lp.proj_width);
-        std::copy(a.proj, a.proj + R * lp.proj_width, proj);
-      }
-      T* x_in = a.x_in;
-      a = LayerActs<T>{};
-      a.x_in = x_in;
-      a.x_out = x_out;
-      a.proj = proj;
+      keep_layer(plan, lp, arena, a, R);
       scratch->reset();
     }
     x = a.x_out;
   }
 
-  acts.hf = arena.alloc_uninit(R * d);
-  acts.rstd_f = arena.alloc_uninit(R);
-  acts.mean_f = c.norm == NormKind::kLayerNorm ? arena.alloc_uninit(R) : nullptr;
+  alloc_final_norm(arena, c, acts);
   stream_norm(c, acts.hf, acts.mean_f, acts.rstd_f, x, P, plan.final_norm, plan.final_norm_b, R, d);
   if (opt.hidden_only) {
     HYMBA_CHECK(targets == nullptr, "forward: hidden_only takes no targets");
@@ -510,13 +470,9 @@ LossStats model_forward(const ModelPlan& plan, const T* P, const int32_t* ids, c
     return {};
   }
   // Meta rows are never scored: only token rows reach the LM head.
-  if (M == 0) {
-    acts.hf_tok = acts.hf;
-  } else {
-    acts.hf_tok = arena.alloc_uninit(B * T_ * d);
+  alloc_logits(arena, c, acts);
+  if (M > 0)
     for (int64_t b = 0; b < B; ++b) copy_cols(acts.hf_tok + b * T_ * d, d, acts.hf + (b * S + M) * d, d, T_, d);
-  }
-  acts.logits = arena.alloc_uninit(B * T_ * V);
   Ops<T>::matmul(acts.logits, V, acts.hf_tok, d, P + plan.lm_head, B * T_, d, V);
   if (targets == nullptr) return {};
   return Ops<T>::cross_entropy(acts.logits, targets, B * T_, V, opt.label_smoothing);

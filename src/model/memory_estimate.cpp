@@ -1,14 +1,13 @@
 #include "model/memory_estimate.h"
 
-#include <algorithm>
-#include <cmath>
 #include <map>
 #include <utility>
 
 #include "core/error.h"
+#include "core/sizing_arena.h"
 #include "core/system_memory.h"
-#include "kernels/cpu/selective_scan.h"
-#include "model/layer_walk.h"
+#include "model/arena_plan.h"
+#include "model/arena_plan_backward.h"
 #include "model/layout.h"
 #include "model/plan.h"
 
@@ -123,195 +122,87 @@ MemoryEstimate parameter_memory(const ModelConfig& cfg, bool training) {
 
 namespace {
 
-// Floats of arena allocations, each rounded up to a 64-byte line as the arena does.
-struct ArenaFloats {
-  double n = 0;
-  void alloc(double k) { n += std::ceil(std::max(k, 1.0) / 16.0) * 16.0; }
+using Sizing = SizingArena<float>;
+
+// model_forward's two arenas: the main one, and the per-layer scratch of a
+// forward with recompute.
+struct RunArenas {
+  Sizing main, scratch;
 };
 
-// The sizes every piece below reads.
-struct RunShape {
-  double d, V, M, S, R, BT, N, Rdt, I, Hq, B;
-  bool training, dropout, layernorm, swiglu;
-  RunShape(const ModelConfig& cfg, int64_t B_, int64_t T, bool train)
-      : d(static_cast<double>(cfg.hidden_size)), V(static_cast<double>(cfg.vocab_size)),
-        M(static_cast<double>(cfg.num_memory_tokens)), S(static_cast<double>(T) + M),
-        R(static_cast<double>(B_) * S), BT(static_cast<double>(B_) * static_cast<double>(T)),
-        N(static_cast<double>(cfg.mamba_d_state)), Rdt(static_cast<double>(cfg.dt_rank())),
-        I(static_cast<double>(cfg.intermediate_size)), Hq(static_cast<double>(cfg.num_attention_heads)),
-        B(static_cast<double>(B_)), training(train), dropout(train && cfg.dropout > 0),
-        layernorm(cfg.norm == NormKind::kLayerNorm),  // a mean [R] beside each stream norm's rstd
-        swiglu(cfg.mlp_activation == MlpActivation::kSwiGlu) {}  // gate | up [R, 2I]; GELU: up [R, I]
-};
+// One layer's full forward (its block link included), as model_forward runs
+// it: training forwards with dropout, inference ones keeping the final SSM
+// state (the decoder's prefill).
+void size_layer_forward(Sizing& arena, const ModelPlan& plan, const LayerPlan& lp, const Activations<float>& acts,
+                        bool training) {
+  const ModelConfig& c = plan.cfg;
+  LayerActs<float> a;  // every pointer stays null: sizes only
+  for (const LayerStage stage : layer_stages(lp))
+    alloc_forward_stage(arena, c, lp, stage, a, acts.B, acts.S, training && c.dropout > 0, !training);
+}
 
-// The floats one forward stage allocates (model/forward.cpp).
-void stage_forward_floats(LayerStage stage, const ModelConfig& cfg, const LayerPlan& lp, const RunShape& s,
-                          ArenaFloats& f) {
-  const double R = s.R, d = s.d, N = s.N, Rdt = s.Rdt, I = s.I;
-  const double W = static_cast<double>(lp.proj_width), di = static_cast<double>(lp.dims.d_inner);
-  const double Wa = static_cast<double>(lp.dims.attn_out), xw = static_cast<double>(lp.dims.x_proj_out);
-  switch (stage) {
-    case LayerStage::kInputProjection:
-      f.alloc(R * d);
-      f.alloc(R);
-      if (s.layernorm) f.alloc(R);
-      f.alloc(R * W);
-      break;
-    case LayerStage::kAttention:
-      f.alloc(R * Wa);
-      f.alloc(R * s.Hq);
-      break;
-    case LayerStage::kMamba:
-      f.alloc(R * di);
-      f.alloc(R * di);
-      f.alloc(R * xw);
-      if (lp.dt_norm >= 0) {
-        f.alloc(R * std::max(Rdt, N));
-        for (double width : {Rdt, N, N}) {
-          f.alloc(R * width);
-          f.alloc(R);
-        }
-      } else {
-        f.alloc(R * Rdt);
-      }
-      f.alloc(R * di);  // delta
-      f.alloc(R * di);  // y
-      f.alloc(s.B * static_cast<double>(cpu::scan_num_chunks(static_cast<int64_t>(s.S))) * di * N);
-      if (!s.training) f.alloc(s.B * di * N);  // inference keeps the final SSM state
-      break;
-    case LayerStage::kMixerOutput:
-      f.alloc(R * d);  // o
-      if (!lp.hybrid) break;
-      switch (cfg.fusion) {
-        case Fusion::kNormMean:
-          for (double n : {R * Wa, R, R * di, R, R * di}) f.alloc(n);
-          break;
-        case Fusion::kConcat: f.alloc(R * (Wa + di)); break;
-        case Fusion::kMean: f.alloc(R * d); f.alloc(R * d); break;
-        case Fusion::kLearnedBeta:
-          for (double n : {R * d, R * d, R * d, R, R}) f.alloc(n);
-          break;
-      }
-      break;
-    case LayerStage::kResidualFfn:
-      if (s.dropout) f.alloc(R * d);
-      f.alloc(R * d);  // x_mid
-      if (lp.ffn_norm < 0) break;
-      for (double n : {R * d, R}) f.alloc(n);
-      if (s.layernorm) f.alloc(R);
-      for (double n : {R * (s.swiglu ? 2 : 1) * I, R * I, R * d, R * d}) f.alloc(n);
-      if (s.dropout) f.alloc(R * d);
-      break;
-    case LayerStage::kBlockLink: break;  // not counted: the link's output and gate, [R, d] each
+// model_forward's allocations: with recompute each layer runs in the
+// scratch, rewound after it, and keeps its output (and read-later K/V) in
+// the main arena.
+void size_forward(const ModelPlan& plan, Activations<float>& acts, bool training, bool recompute, RunArenas& ar) {
+  const ModelConfig& c = plan.cfg;
+  if (uses_rope_tables(plan)) alloc_rope_tables(ar.main, c, acts);
+  alloc_embeddings(ar.main, c, acts);
+  for (const LayerPlan& lp : plan.layers) {
+    size_layer_forward(recompute ? ar.scratch : ar.main, plan, lp, acts, training);
+    if (!recompute) continue;
+    alloc_kept_layer<float>(ar.main, plan, lp, acts.R);
+    ar.scratch.reset();
+  }
+  alloc_final_norm(ar.main, c, acts);
+  alloc_logits(ar.main, c, acts);
+}
+
+// model_backward's (and, with recompute, model_backward_recompute's): each
+// layer's temporaries in the scratch, after its forward run again there.
+void size_backward(const ModelPlan& plan, const Activations<float>& acts, bool recompute, RunArenas& ar) {
+  const ModelConfig& c = plan.cfg;
+  alloc_lm_head_grads(ar.main, c, acts.B * acts.T_);
+  alloc_meta_row_grad(ar.main, c, acts.R);
+  alloc_stream_grad(ar.main, c, acts.R);
+  for (auto it = plan.layers.rbegin(); it != plan.layers.rend(); ++it) {
+    Sizing& work = recompute ? ar.scratch : ar.main;
+    if (recompute) size_layer_forward(ar.scratch, plan, *it, acts, true);
+    if (it->block_first >= 0) alloc_block_link_grads(ar.main, work, c, acts.R);
+    alloc_layer_grads(work, c, *it, acts.R, c.dropout > 0);
+    alloc_proj_grad(ar.main, *it, acts.R);
+    if (recompute) ar.scratch.reset();
   }
 }
 
-// The floats one stage's backward allocates as temporaries (model/backward.cpp).
-void stage_backward_floats(LayerStage stage, const ModelConfig& cfg, const LayerPlan& lp, const RunShape& s,
-                           ArenaFloats& f) {
-  const double R = s.R, d = s.d, N = s.N, Rdt = s.Rdt, I = s.I;
-  const double di = static_cast<double>(lp.dims.d_inner);
-  const double Wa = static_cast<double>(lp.dims.attn_out), xw = static_cast<double>(lp.dims.x_proj_out);
-  switch (stage) {
-    case LayerStage::kResidualFfn:
-      if (lp.ffn_norm >= 0) {
-        if (s.dropout) f.alloc(R * d);
-        for (double n : {R * I, R * d, R * (s.swiglu ? 2 : 1) * I}) f.alloc(n);
-      }
-      if (s.dropout) f.alloc(R * d);
-      break;
-    case LayerStage::kMixerOutput:  // the branch gradients, then the fusion's
-      if (lp.attn) f.alloc(R * Wa);
-      if (lp.mamba) f.alloc(R * di);
-      if (!lp.hybrid) break;
-      switch (cfg.fusion) {
-        case Fusion::kNormMean: f.alloc(R * di); break;
-        case Fusion::kConcat: f.alloc(R * (Wa + di)); break;
-        case Fusion::kMean:
-        case Fusion::kLearnedBeta: f.alloc(R * d); f.alloc(R * d); break;
-      }
-      break;
-    case LayerStage::kMamba:
-      for (double n : {R * di, R * di, R * xw}) f.alloc(n);
-      if (lp.dt_norm >= 0) {
-        f.alloc(R * N);
-        f.alloc(R * N);
-      }
-      f.alloc(R * Rdt);
-      if (lp.dt_norm >= 0) {
-        f.alloc(R * std::max(Rdt, N));
-        f.alloc(R * std::max(Rdt, N));
-      }
-      f.alloc(R * di);  // dxc
-      break;
-    case LayerStage::kInputProjection: f.alloc(R * d); break;  // dh
-    case LayerStage::kAttention: break;  // writes into the projection gradient
-    case LayerStage::kBlockLink: break;  // not counted: the skip and gate gradients, [R, d] each
-  }
-}
-
-// One layer's forward activations: its stages' (model/layer_walk.h).
-double layer_forward_floats(const ModelConfig& cfg, const LayerPlan& lp, const RunShape& s) {
-  ArenaFloats f;
-  for (const LayerStage stage : layer_stages(lp)) stage_forward_floats(stage, cfg, lp, s, f);
-  return f.n;
-}
-
-// One layer's backward temporaries, without its projection gradient (which
-// outlives the layer: KV consumers add into it).
-double layer_backward_floats(const ModelConfig& cfg, const LayerPlan& lp, const RunShape& s) {
-  ArenaFloats f;
-  for (const LayerStage stage : layer_stages(lp)) stage_backward_floats(stage, cfg, lp, s, f);
-  return f.n;
-}
+// Beyond this many rows the arena plan's int64 sizes could wrap; no machine
+// holds a run that size, so a lower bound serves the refusal.
+constexpr double kMaxSizedRows = 1ull << 40;
 
 }  // namespace
 
 double activation_bytes(const ModelConfig& cfg, int64_t B, int64_t T, bool training, bool recompute) {
+  const double M = static_cast<double>(cfg.num_memory_tokens), d = static_cast<double>(cfg.hidden_size);
+  const double rows = static_cast<double>(B) * (static_cast<double>(T) + M);
+  if (rows > kMaxSizedRows) {  // the logits (and their gradient), and the residual stream per layer
+    const double tokens = static_cast<double>(B) * static_cast<double>(T);
+    return (tokens * static_cast<double>(cfg.vocab_size) * (training ? 2 : 1) +
+            rows * d * static_cast<double>(cfg.num_hidden_layers + 1)) * sizeof(float);
+  }
   ParamTable table;  // declared only: shapes, no storage
   declare_parameters(cfg, table);
   const ModelPlan plan = make_plan(cfg, table);
-  const RunShape s(cfg, B, T, training);
   recompute = recompute && training;
-  // The main arena (everything, or with recompute what outlives a layer)
-  // and, with recompute, the scratch's largest layer.
-  ArenaFloats main;
-  double scratch = 0;
-  bool any_attention = false;
-  for (const LayerPlan& lp : plan.layers) any_attention = any_attention || lp.attn;
-  if (any_attention && cfg.rope) {  // the RoPE cos / sin tables
-    main.alloc(s.S * static_cast<double>(cfg.qk_head_dim / 2));
-    main.alloc(s.S * static_cast<double>(cfg.qk_head_dim / 2));
-  }
-  main.alloc(s.R * s.d);  // x0
-  for (const LayerPlan& lp : plan.layers) {
-    if (!recompute) {
-      main.n += layer_forward_floats(cfg, lp, s);
-      continue;
-    }
-    main.alloc(s.R * s.d);  // the kept output
-    bool read_later = false;
-    for (const LayerPlan& later : plan.layers)
-      read_later = read_later || (later.index > lp.index && later.attn && later.producer_layer == lp.index);
-    if (read_later) main.alloc(s.R * static_cast<double>(lp.proj_width));
-    scratch = std::max(scratch, layer_forward_floats(cfg, lp, s) + layer_backward_floats(cfg, lp, s));
-  }
-  main.alloc(s.R * s.d);  // hf
-  main.alloc(s.R);
-  if (s.layernorm) main.alloc(s.R);
-  if (s.M > 0) main.alloc(s.BT * s.d);
-  main.alloc(s.BT * s.V);  // logits
-  if (training) {
-    main.alloc(s.BT * s.V);  // dlogits
-    main.alloc(s.BT * s.d);
-    if (s.M > 0) main.alloc(s.R * s.d);
-    main.alloc(s.R * s.d);  // dx
-    for (const LayerPlan& lp : plan.layers) {
-      if (!recompute) main.n += layer_backward_floats(cfg, lp, s);
-      main.alloc(s.R * static_cast<double>(lp.proj_width));  // this layer's projection gradient
-    }
-  }
-  return (main.n + scratch) * sizeof(float);
+  Activations<float> acts;
+  acts.B = B;
+  acts.T_ = T;
+  acts.M = cfg.num_memory_tokens;
+  acts.S = T + acts.M;
+  acts.R = B * acts.S;
+  RunArenas ar;
+  size_forward(plan, acts, training, recompute, ar);
+  if (training) size_backward(plan, acts, recompute, ar);
+  return (ar.main.peak() + ar.scratch.peak()) * sizeof(float);
 }
 
 MemoryEstimate model_run_memory(const ModelConfig& cfg, int64_t B, int64_t T, bool training,

@@ -42,9 +42,13 @@ double parameter_floats(const ModelConfig& cfg);
 // cannot fit is refused before any table is declared or allocated.
 MemoryEstimate parameter_memory(const ModelConfig& cfg, bool training);
 // The activation arena's high-water mark for one forward on [B, T] tokens,
-// plus the backward when training (what Model::activation_bytes() reports);
-// with recompute (training only, ForwardOptions::recompute) the kept layer
-// inputs and gradients plus the largest layer's activations and temporaries.
+// plus the backward when training (what Model::activation_bytes() reports),
+// exactly: the arena's own plan (model/arena_plan.h) run on a sizing arena.
+// Training forwards use dropout when the config has it; inference ones keep
+// the final SSM state (the decoder's prefill). With recompute (training only,
+// ForwardOptions::recompute) the kept layer inputs and gradients plus the
+// largest layer's activations and temporaries. Runs too large for any
+// machine (over 2^40 rows) get a lower bound instead.
 double activation_bytes(const ModelConfig& cfg, int64_t B, int64_t T, bool training, bool recompute = false);
 // Parameters and arena of a training or evaluation run at [B, T]; `flags`
 // names the batch and length flags in messages ("--batch", "--seq-len").
