@@ -5,6 +5,8 @@
 #include "core/error.h"
 #include "core/threading.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/quant_q4.h"
+#include "kernels/cpu/quant_q8.h"
 #include "kernels/reference/embedding.h"
 #include "test_util.h"
 
@@ -90,6 +92,31 @@ TEST(Embedding, NullGradientIsSkipped) {
   const std::vector<int32_t> ids = {0};
   const std::vector<float> dout = {1.0f};
   EXPECT_NO_THROW(cpu::embedding_backward(nullptr, dout.data(), ids.data(), 1, 1, 1));
+}
+
+// A table kept in q8 / q4 blocks gives each looked-up row exactly as the
+// whole table widened (C not a multiple of the block: the padded last block).
+TEST(Embedding, BlockTablesGiveTheRowsOfTheWidenedTable) {
+  const int64_t V = 37, C = 70, N = 11;
+  Rng rng(5);
+  const std::vector<float> table = random_floats(static_cast<size_t>(V * C), rng);
+  const std::vector<int32_t> ids = random_ids(N, V, rng);
+  std::vector<cpu::BlockQ8> q8(static_cast<size_t>(V * cpu::q8_blocks_per_row(C)));
+  std::vector<cpu::BlockQ4> q4(static_cast<size_t>(V * cpu::q4_blocks_per_row(C)));
+  cpu::quantize_q8(q8.data(), table.data(), V, C);
+  cpu::quantize_q4(q4.data(), table.data(), V, C);
+  std::vector<float> wide8(V * C), wide4(V * C), want(N * C), got(N * C);
+  cpu::dequantize_q8(wide8.data(), q8.data(), V, C);
+  cpu::dequantize_q4(wide4.data(), q4.data(), V, C);
+  cpu::embedding_forward(want.data(), ids.data(), wide8.data(), N, V, C);
+  cpu::embedding_forward_q8(got.data(), ids.data(), q8.data(), N, V, C);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+  cpu::embedding_forward(want.data(), ids.data(), wide4.data(), N, V, C);
+  cpu::embedding_forward_q4(got.data(), ids.data(), q4.data(), N, V, C);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+  const std::vector<int32_t> bad = {0, static_cast<int32_t>(V)};
+  EXPECT_THROW(cpu::embedding_forward_q8(got.data(), bad.data(), q8.data(), 2, V, C), Error);
+  EXPECT_THROW(cpu::embedding_forward_q4(got.data(), bad.data(), q4.data(), 2, V, C), Error);
 }
 
 TEST(Embedding, IdOutsideVocabularyThrowsNamingPositionAndId) {

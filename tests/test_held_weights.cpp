@@ -320,11 +320,11 @@ TEST(HeldWeights, BadQuantizedFilesAreOneLineErrors) {
       {"unknown_format", [&](auto&, auto&, auto& meta) { meta[kBlocksMetadataKey] = "{\"" + first + "\": \"q5_1\"}"; },
        {first, "'q5_1'", "q8_0, q4_0 or bf16"}},
       {"not_json", [&](auto&, auto&, auto& meta) { meta[kBlocksMetadataKey] = "[1,"; }, {kBlocksMetadataKey, "JSON object"}},
-      {"not_a_linear_weight",
+      {"not_a_matrix_that_can_be_held",  // a norm's weights (the embedding and the head may be held)
        [&](auto&, auto&, auto& meta) {
-         meta[kBlocksMetadataKey] = "{\"" + first + "\": \"q8_0\", \"model.embed_tokens.weight\": \"q8_0\"}";
+         meta[kBlocksMetadataKey] = "{\"" + first + "\": \"q8_0\", \"model.final_layernorm.weight\": \"q8_0\"}";
        },
-       {"model.embed_tokens.weight", "not a weight matrix of a linear layer"}},
+       {"model.final_layernorm.weight", "not the embedding, the head or a weight matrix of a linear layer"}},
       {"block_tensor_as_float", [&](auto&, auto&, auto& meta) { meta[kBlocksMetadataKey] = "{}"; },
        {first, "dtype U8", "expected F32"}},
   };
@@ -342,8 +342,9 @@ TEST(HeldWeights, BadQuantizedFilesAreOneLineErrors) {
   fs::remove_all(dir);
 }
 
-// A GGUF file's Q8_0 / Q4_0 linear weights stay blocks: the very bytes of
-// the file, and `hymba import` writes them as they are.
+// A GGUF file's Q8_0 / Q4_0 weights (linear layers, the embedding, the head)
+// stay blocks: the very bytes of the file, and `hymba import` writes them as
+// they are.
 TEST(HeldWeights, GgufQuantizedTensorsAreHeldAsTheFilesBlocks) {
   const fs::path dir = temp_dir("gguf");
   for (const char* preset : {"transformer-global", "mamba-only", "hybrid-official"}) {
@@ -355,14 +356,23 @@ TEST(HeldWeights, GgufQuantizedTensorsAreHeldAsTheFilesBlocks) {
       const std::string path = (dir / (std::string(preset) + gguf::to_string(dtype) + ".gguf")).string();
       gguf::export_gguf(*m, "", path, dtype);
       const gguf::File file = gguf::File::open(path);
-      int64_t quantized_linear = 0;
-      for (const gguf::TensorInfo& t : file.tensors())
-        quantized_linear += (t.type == gguf::TensorType::kQ8_0 || t.type == gguf::TensorType::kQ4_0) &&
-                            t.name != "output.weight" && t.name != "token_embd.weight" &&
-                            t.name != "model.embed_tokens.weight" && t.name != "lm_head.weight";
+      int64_t quantized = 0;
+      bool embedding_quantized = false;
+      for (const gguf::TensorInfo& t : file.tensors()) {
+        const bool q = t.type == gguf::TensorType::kQ8_0 || t.type == gguf::TensorType::kQ4_0;
+        quantized += q;
+        embedding_quantized =
+            embedding_quantized || (q && (t.name == "token_embd.weight" || t.name == "model.embed_tokens.weight"));
+      }
       auto held = load_model(path, false, true);
       ASSERT_GT(held->held().size(), 0u);
-      EXPECT_EQ(static_cast<int64_t>(held->held().size()), quantized_linear);
+      EXPECT_EQ(static_cast<int64_t>(held->held().size()), quantized);
+      // The embedding is among them: no float32 copy of it is made.
+      bool embedding_held = false;
+      for (const auto& [name, h] : held->held())
+        embedding_held = embedding_held || held->params().info(name).offset == held->plan().embed;
+      EXPECT_EQ(embedding_held, embedding_quantized);
+      EXPECT_TRUE(embedding_quantized);
       // The widened model quantized on the fly gives the same blocks, so the same logits.
       auto widened = load_model(path, false);
       const std::vector<int32_t> ids = random_ids(10, cfg.vocab_size, 1);
@@ -379,6 +389,12 @@ TEST(HeldWeights, GgufQuantizedTensorsAreHeldAsTheFilesBlocks) {
         EXPECT_EQ(st.find(name)->dtype, "U8");
         EXPECT_EQ(std::memcmp(st.map_bytes(name).get(), h.blocks, static_cast<size_t>(h.bytes())), 0) << name;
       }
+      // And reads back holding the same matrices, decoding the same logits.
+      auto back = load_model((dir / "imported").string(), false, true);
+      EXPECT_EQ(back->held().size(), held->held().size());
+      Decoder again(*back, wf);
+      again.set_quantized_prefill(true);
+      EXPECT_EQ(decode_logits(again, ids), decode_logits(dec, ids));
     }
   }
   fs::remove_all(dir);

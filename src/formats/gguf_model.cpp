@@ -481,10 +481,7 @@ std::string load_gguf_weights(const File& f, Model& model, bool keep_blocks) {
   const ModelConfig& cfg = model.config();
   ParamTable& table = model.params();
   std::set<int64_t> held_offsets;
-  for (int64_t off : linear_weight_offsets(model.plan())) held_offsets.insert(off);
-  // The embedding and the head stay in the file's blocks too (Model::hold).
-  held_offsets.insert(model.plan().embed);
-  held_offsets.insert(model.plan().lm_head);
+  for (int64_t off : held_weight_offsets(model.plan())) held_offsets.insert(off);
   const std::string& src = f.source();
   const std::string arch = architecture_for(cfg);
   const std::string file_arch = f.get_string("general.architecture");

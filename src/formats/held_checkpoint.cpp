@@ -47,8 +47,8 @@ std::string load_held_params(const SafetensorsFile& file, Model& model, bool kee
   const nlohmann::json blocks = nlohmann::json::parse(file.metadata().at(kBlocksMetadataKey), nullptr, false);
   HYMBA_CHECK(blocks.is_object(), path, ": metadata '", kBlocksMetadataKey,
               "' is not a JSON object of tensor names and block formats");
-  std::vector<int64_t> linear = linear_weight_offsets(model.plan());
-  const std::set<int64_t> linear_offsets(linear.begin(), linear.end());
+  std::vector<int64_t> holdable = held_weight_offsets(model.plan());
+  const std::set<int64_t> held_offsets(holdable.begin(), holdable.end());
   std::set<std::string> names;
   std::vector<std::pair<std::string, HeldMatrix>> held;
   for (const auto& [name, value] : blocks.items()) {
@@ -60,8 +60,8 @@ std::string load_held_params(const SafetensorsFile& file, Model& model, bool kee
     HYMBA_CHECK(model.params().contains(name), path, ": unexpected tensor '", excerpt(name),
                 "' (not a parameter of this model)");
     const ParamInfo& info = model.params().info(name);
-    HYMBA_CHECK(linear_offsets.count(info.offset) != 0 && info.shape.rank == 2, path, ": tensor '", name,
-                "' is stored in blocks but is not a weight matrix of a linear layer");
+    HYMBA_CHECK(held_offsets.count(info.offset) != 0 && info.shape.rank == 2, path, ": tensor '", name,
+                "' is stored in blocks but is not the embedding, the head or a weight matrix of a linear layer");
     const SafetensorsEntry* e = file.find(name);
     HYMBA_CHECK(e != nullptr, path, ": tensor '", name, "' is missing");
     const int64_t rows = info.shape[0], cols = info.shape[1], row_bytes = block_row_bytes(*format, cols);

@@ -31,10 +31,8 @@ void Model::init(uint64_t seed) {
 
 void Model::hold(const std::string& name, HeldMatrix m) {
   const ParamInfo& info = params_.info(name);
-  // The token embedding and the output head too: a decoder widens the
-  // embedding's rows on lookup and multiplies by the head's blocks.
-  bool holdable = info.offset == plan_.embed || info.offset == plan_.lm_head;
-  for (int64_t off : linear_weight_offsets(plan_)) holdable = holdable || off == info.offset;
+  bool holdable = false;
+  for (int64_t off : held_weight_offsets(plan_)) holdable = holdable || off == info.offset;
   HYMBA_CHECK(holdable, "tensor '", name, "' is not the embedding, the head or a weight matrix of a linear layer: ",
               "it cannot be held in ", to_string(m.format), " blocks");
   HYMBA_CHECK(info.shape.rank == 2 && info.shape[0] == m.rows && info.shape[1] == m.cols, "tensor '", name,

@@ -103,4 +103,11 @@ std::vector<int64_t> linear_weight_offsets(const ModelPlan& plan) {
   return out;
 }
 
+std::vector<int64_t> held_weight_offsets(const ModelPlan& plan) {
+  std::vector<int64_t> out = linear_weight_offsets(plan);
+  out.push_back(plan.embed);
+  if (plan.lm_head != plan.embed) out.push_back(plan.lm_head);
+  return out;
+}
+
 }  // namespace hymba

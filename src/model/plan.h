@@ -61,5 +61,9 @@ ModelPlan make_plan(const ModelConfig& cfg, const ParamTable& table);
 // matrices a decoder may hold in a block format instead of float32. The
 // embedding, the LM head, norms, conv and the Mamba A/D/dt bias are not.
 std::vector<int64_t> linear_weight_offsets(const ModelPlan& plan);
+// The matrices a model may hold in blocks (model/held_weights.h): the linear
+// layers' weights, the token embedding (rows widened on lookup) and the
+// output head (the embedding's offset when tied).
+std::vector<int64_t> held_weight_offsets(const ModelPlan& plan);
 
 }  // namespace hymba
