@@ -75,7 +75,8 @@ TEST(Decode, StepResultsDoNotDependOnTheThreadCount) {
 }
 
 // The choice between one thread and all: an untimed first step, then the
-// two alternate, each keeping its fastest step; the faster is kept.
+// two alternate, each keeping its fastest step; one thread is kept only when
+// clearly faster (kOneThreadMargin), else all threads.
 TEST(StepThreads, KeepsTheFasterAfterAlternatingTrials) {
   const auto choose = [](const std::vector<double>& one, const std::vector<double>& all) {
     infer::StepThreads s(2);
@@ -94,9 +95,12 @@ TEST(StepThreads, KeepsTheFasterAfterAlternatingTrials) {
     EXPECT_EQ(s.chosen(), c);
     return c;
   };
-  EXPECT_EQ(choose({0.010, 0.012}, {0.020, 0.018}), 1);
-  EXPECT_EQ(choose({0.010, 0.030}, {0.011, 0.009}), 2);  // each candidate's fastest step counts
-  EXPECT_EQ(choose({0.010, 0.010}, {0.010, 0.010}), 2);  // a tie keeps all threads
+  static_assert(infer::StepThreads::kTrialsEach == 3, "the cases below time three steps each");
+  EXPECT_EQ(choose({0.010, 0.012, 0.011}, {0.020, 0.018, 0.019}), 1);
+  EXPECT_EQ(choose({0.010, 0.030, 0.012}, {0.011, 0.009, 0.013}), 2);  // each candidate's fastest step counts
+  EXPECT_EQ(choose({0.010, 0.010, 0.010}, {0.010, 0.010, 0.010}), 2);  // a tie keeps all threads
+  EXPECT_EQ(choose({0.0095, 0.012, 0.011}, {0.011, 0.010, 0.012}), 2);  // 5 % faster is within the noise
+  EXPECT_EQ(choose({0.0085, 0.012, 0.011}, {0.011, 0.010, 0.012}), 1);  // 15 % faster is not
   infer::StepThreads single(1);
   EXPECT_EQ(single.chosen(), 1);
   EXPECT_EQ(single.next(), 1);

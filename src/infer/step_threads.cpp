@@ -22,7 +22,7 @@ void StepThreads::record(double seconds) {
     best = std::min(best, seconds);
   }
   ++step_;
-  if (step_ > 2 * kTrialsEach) chosen_ = best_[1] < best_[0] ? 1 : most_;
+  if (step_ > 2 * kTrialsEach) chosen_ = best_[1] < kOneThreadMargin * best_[0] ? 1 : most_;
 }
 
 }  // namespace hymba::infer

@@ -6,8 +6,12 @@
 // hymba-125m q4 step paid off on two threads, on a 2-core Intel VM whose idle
 // cores halt (waking one takes tens of microseconds) the same step ran at 38
 // tok/s on two threads and 68-90 on one. So the decoder tries both on its
-// first steps and keeps the faster. A step's results do not depend on its
-// thread count (Decode.StepResultsDoNotDependOnTheThreadCount).
+// first steps and keeps the faster; one thread only when its fastest step
+// beats all threads' by kOneThreadMargin, since a busy machine's noise alone
+// (steps of a 1.1B q4 model 30-50 % slower at random on a shared 2-vCPU VM)
+// otherwise sends a bandwidth-bound model to one thread at half its speed.
+// A step's results do not depend on its thread count
+// (Decode.StepResultsDoNotDependOnTheThreadCount).
 #pragma once
 
 #include <array>
@@ -28,7 +32,9 @@ class StepThreads {
 
   // Steps timed per candidate after an untimed first step (caches and pages
   // warm); each candidate keeps its fastest.
-  static constexpr int kTrialsEach = 2;
+  static constexpr int kTrialsEach = 3;
+  // One thread is kept when its fastest step takes under this share of the team's.
+  static constexpr double kOneThreadMargin = 0.9;
 
  private:
   int most_;
