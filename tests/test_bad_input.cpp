@@ -242,6 +242,27 @@ TEST_F(BadInput, NonFiniteWeightsAreRefusedNamingTensorAndIndex) {
   }
 }
 
+// The arena's high-water mark after one forward (and backward, when
+// training) of B x T ids: what the activation estimate must match.
+double arena_peak_after_a_step(const ModelConfig& cfg, int64_t B, int64_t T, bool training, bool recompute,
+                               bool keep_final_ssm_state) {
+  Model model(cfg, training);
+  model.init(3);
+  std::vector<int32_t> ids(B * T), targets(B * T);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<int32_t>(i * 7 % cfg.vocab_size);
+    targets[i] = static_cast<int32_t>(i * 5 % cfg.vocab_size);
+  }
+  const Rng drop(5);
+  ForwardOptions fo;
+  if (training) fo.dropout_rng = &drop;
+  fo.recompute = recompute;
+  fo.keep_final_ssm_state = keep_final_ssm_state;
+  model.forward(ids.data(), targets.data(), B, T, fo);
+  if (training) model.backward();
+  return static_cast<double>(model.activation_bytes());
+}
+
 // The estimate is close to what a real forward and backward use, for every
 // mixer kind, fusion and option that allocates (inference here without the
 // final SSM state the estimate counts for the decoder's prefill).
@@ -255,21 +276,8 @@ TEST(MemoryEstimateTest, ActivationEstimateMatchesTheArena) {
       json j = preset_config(name, Scale::kTiny).to_json();
       j["dropout"] = training ? 0.1 : 0.0;
       const ModelConfig cfg = ModelConfig::from_json(j, name);
-      Model model(cfg, training);
-      model.init(3);
       const int64_t B = 3, T = 37;
-      std::vector<int32_t> ids(B * T), targets(B * T);
-      for (size_t i = 0; i < ids.size(); ++i) {
-        ids[i] = static_cast<int32_t>(i * 7 % cfg.vocab_size);
-        targets[i] = static_cast<int32_t>(i * 5 % cfg.vocab_size);
-      }
-      const Rng drop(5);
-      ForwardOptions fo;
-      if (training) fo.dropout_rng = &drop;
-      fo.recompute = recompute;
-      model.forward(ids.data(), targets.data(), B, T, fo);
-      if (training) model.backward();
-      const double actual = static_cast<double>(model.activation_bytes());
+      const double actual = arena_peak_after_a_step(cfg, B, T, training, recompute, false);
       const double estimate = activation_bytes(cfg, B, T, training, recompute);
       std::printf("%s %s: estimate/actual %.4f\n", name.c_str(), recompute ? "recompute" : training ? "train" : "infer",
                   estimate / actual);
@@ -306,22 +314,10 @@ TEST(MemoryEstimateTest, ActivationEstimateEqualsTheArenaExactly) {
       j.update(overrides);
       j["dropout"] = training && mode != 3 ? 0.1 : 0.0;
       const ModelConfig cfg = ModelConfig::from_json(j, name);
-      Model model(cfg, training);
-      model.init(3);
       const int64_t B = 2, T = 45;
-      std::vector<int32_t> ids(B * T), targets(B * T);
-      for (size_t i = 0; i < ids.size(); ++i) {
-        ids[i] = static_cast<int32_t>(i * 7 % cfg.vocab_size);
-        targets[i] = static_cast<int32_t>(i * 5 % cfg.vocab_size);
-      }
-      const Rng drop(5);
-      ForwardOptions fo;
-      if (training) fo.dropout_rng = &drop;
-      fo.recompute = recompute;
-      fo.keep_final_ssm_state = !training;  // the estimate's inference is the decoder's prefill
-      model.forward(ids.data(), targets.data(), B, T, fo);
-      if (training) model.backward();
-      EXPECT_EQ(activation_bytes(cfg, B, T, training, recompute), static_cast<double>(model.activation_bytes()));
+      // The estimate's inference is the decoder's prefill, which keeps the final SSM state.
+      EXPECT_EQ(activation_bytes(cfg, B, T, training, recompute),
+                arena_peak_after_a_step(cfg, B, T, training, recompute, !training));
     }
   }
 }
