@@ -111,8 +111,13 @@ TEST(Embedding, BlockTablesGiveTheRowsOfTheWidenedTable) {
   cpu::embedding_forward(want.data(), ids.data(), wide8.data(), N, V, C);
   cpu::embedding_forward_q8(got.data(), ids.data(), q8.data(), N, V, C);
   EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+  ref::embedding_forward_q8(want.data(), ids.data(), q8.data(), N, C);  // and the reference, element by element
+  cpu::embedding_forward_q8(got.data(), ids.data(), q8.data(), N, V, C);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
   cpu::embedding_forward(want.data(), ids.data(), wide4.data(), N, V, C);
   cpu::embedding_forward_q4(got.data(), ids.data(), q4.data(), N, V, C);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+  ref::embedding_forward_q4(want.data(), ids.data(), q4.data(), N, C);
   EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
   const std::vector<int32_t> bad = {0, static_cast<int32_t>(V)};
   EXPECT_THROW(cpu::embedding_forward_q8(got.data(), bad.data(), q8.data(), 2, V, C), Error);
