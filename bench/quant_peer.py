@@ -10,7 +10,9 @@ For each --gguf NAME=FILE, --rounds times, alternating the two programs:
     decode steps and threads, the context's default settings.
 llama.cpp runs 4 rounds in one process and gives the best of rounds 2-4
 (its first round faults the mapped file in); the engine gives its own
-figures (the mean of its timed prompts and steps after its warm-up).
+figures: prefill as the mean of its timed prompts, decode as its per-token
+time at the prompt's context (`--contexts P`), timed after its decoder has
+chosen its thread count.
 Peak RSS: llama.cpp's ru_maxrss (wait4); the engine's own peak as `bench
 infer` reports it, taken before its bandwidth probe adds a 512 MiB buffer.
 Prints a markdown table of medians over the rounds and the
@@ -71,9 +73,12 @@ def hymba_round(args, path, env):
            str(args.prompt_len), "--json"]
     out, _ = timed(cmd, env)
     j = json.loads(out)
-    # Its own peak, taken before its bandwidth probe allocates 512 MiB.
-    return {"prefill": j["prefill_tokens_per_s"], "decode": j["decode_tokens_per_s_batch1"],
-            "rss": j["peak_rss_bytes"]}
+    # Decode: the steady state at the prompt's context (`contexts`), timed
+    # after the decoder has chosen its threads; its first batch-1 figure
+    # also holds the one-thread trial steps. Peak RSS: its own, taken before
+    # its bandwidth probe allocates 512 MiB.
+    ms = j["contexts"][0]["decode_ms_per_token"]
+    return {"prefill": j["prefill_tokens_per_s"], "decode": 1e3 / ms, "rss": j["peak_rss_bytes"]}
 
 
 def llama_round(args, peer, path, env):
