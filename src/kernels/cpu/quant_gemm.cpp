@@ -79,7 +79,7 @@ inline float load_float(const int8_t* p) {
   return v;
 }
 
-// Writes rows [r0, r0 + n) (one tile) into their interleaved tile blocks.
+// Writes the n rows of one tile (their nb q8 blocks each) into its interleaved tile blocks.
 void interleave_tile(int8_t* tile, const BlockQ8* rows, int64_t n, int64_t nb, int32_t offset) {
   const int64_t runs = kQ8BlockSize / 4;
   for (int64_t b = 0; b < nb; ++b) {
@@ -117,6 +117,8 @@ void quantize_rows(GemmInput& in, const float* x, int64_t ld_x, int64_t R, int64
 template <int RT>
 struct TileBlock {
   const int8_t* p;
+  // Block b of the tile that starts at `tile`.
+  static TileBlock at(const int8_t* tile, int64_t b) { return {tile + b * RT * kRowBlockBytes}; }
   const int8_t* run_at(int g, int r) const { return p + (g * RT + r) * 4; }
   int32_t run(int g, int r) const { return load4(run_at(g, r)); }
   float scale(int r) const { return load_float(p + kQ8BlockSize * RT + 4 * r); }
@@ -172,7 +174,7 @@ __attribute__((target(HYMBA_VNNI_TARGET))) void tile_vnni(float* out, int64_t ld
   for (int64_t b = 0; b < nb; ++b) {
     const Packed& p0 = w0[b];
     const Packed& p1 = w1[b * w1_step];
-    const TileBlock<RT> xb{x + b * RT * kRowBlockBytes};
+    const TileBlock<RT> xb = TileBlock<RT>::at(x, b);
     __m512i dots[RT];
     #pragma GCC unroll 16
     for (int r = 0; r < RT; ++r) dots[r] = _mm512_set1_epi32(xb.correction(r));
@@ -229,7 +231,7 @@ __attribute__((target("avx2,fma,f16c"))) void tile_avx2_q8(float* out, int64_t l
   #pragma GCC unroll 16
   for (int r = 0; r < RT; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const TileBlock<RT> xb{x + b * RT * kRowBlockBytes};
+    const TileBlock<RT> xb = TileBlock<RT>::at(x, b);
     __m256i dots[RT];
     #pragma GCC unroll 16
     for (int r = 0; r < RT; ++r) dots[r] = _mm256_setzero_si256();
@@ -258,7 +260,7 @@ __attribute__((target("avx2,fma,f16c"))) void tile_avx2_q4(float* out, int64_t l
   #pragma GCC unroll 16
   for (int r = 0; r < RT; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const TileBlock<RT> xb{x + b * RT * kRowBlockBytes};
+    const TileBlock<RT> xb = TileBlock<RT>::at(x, b);
     __m256i sums[RT];
     #pragma GCC unroll 16
     for (int r = 0; r < RT; ++r) sums[r] = _mm256_setzero_si256();
@@ -294,7 +296,7 @@ __attribute__((target("avx2,fma,f16c"))) void tile_avx_vnni(float* out, int64_t 
   for (int r = 0; r < RT; ++r) acc[r] = _mm256_setzero_ps();
   const __m256i sign = _mm256_set1_epi8(static_cast<char>(0x80)), low = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
-    const TileBlock<RT> xb{x + b * RT * kRowBlockBytes};
+    const TileBlock<RT> xb = TileBlock<RT>::at(x, b);
     __m256i dots[RT];
     #pragma GCC unroll 16
     for (int r = 0; r < RT; ++r) dots[r] = _mm256_set1_epi32(xb.correction(r));
