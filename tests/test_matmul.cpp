@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <limits>
 
+#include "core/threading.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/reference/matmul.h"
 #include "test_util.h"
@@ -101,6 +103,41 @@ TEST_P(MatmulTest, BackwardCanOverwriteDinp) {
   cpu::matmul_backward(dx_acc.data(), C, dw_acc.data(), nullptr, dout.data(), OC, x.data(), C, w.data(), BT, C, OC);
   for (size_t i = 0; i < dx_over.size(); ++i) ASSERT_EQ(dx_over[i], dx_acc[i]) << "dinp element " << i;
   for (size_t i = 0; i < dw_over.size(); ++i) ASSERT_EQ(dw_over[i], dw_acc[i]) << "dweight element " << i;
+}
+
+// Float32 products run as row bands on the team when every band holds more
+// than 10^6 multiply-adds (matmul.cpp): they must give the bits of one
+// thread's single call at any thread count, with rows that split into ragged
+// bands. Every product of these shapes is banded at 2 and 3 threads, into
+// as many bands as fit (the weight gradient's rows are OC, banded when
+// OC >= C: 128 rows make only two bands).
+TEST(Matmul, ProductsGiveTheSameBitsAtEveryThreadCount) {
+  struct Shape {
+    int64_t BT, C, OC;
+  };
+  const int saved_threads = num_threads();
+  for (const Shape s : {Shape{1031, 160, 288}, Shape{700, 200, 300}, Shape{2048, 128, 128}}) {
+    Rng rng(5);
+    const auto x = random_floats(s.BT * s.C, rng), w = random_floats(s.OC * s.C, rng);
+    const auto dout = random_floats(s.BT * s.OC, rng), bias = random_floats(s.OC, rng);
+    std::vector<float> first_y, first_dx, first_dw;
+    for (int threads : {1, 2, 3, 2}) {
+      set_num_threads(threads);
+      std::vector<float> y(s.BT * s.OC), dx(s.BT * s.C, 0.5f), dw(s.OC * s.C, 0.25f);
+      cpu::matmul_forward(y.data(), x.data(), w.data(), bias.data(), s.BT, s.C, s.OC);
+      cpu::matmul_backward(dx.data(), dw.data(), nullptr, dout.data(), x.data(), w.data(), s.BT, s.C, s.OC);
+      if (first_y.empty()) {
+        first_y = y, first_dx = dx, first_dw = dw;
+        continue;
+      }
+      const std::string where = "BT " + std::to_string(s.BT) + ", C " + std::to_string(s.C) + ", OC " +
+                                std::to_string(s.OC) + ", threads " + std::to_string(threads);
+      EXPECT_EQ(std::memcmp(y.data(), first_y.data(), y.size() * sizeof(float)), 0) << "forward, " << where;
+      EXPECT_EQ(std::memcmp(dx.data(), first_dx.data(), dx.size() * sizeof(float)), 0) << "dinp, " << where;
+      EXPECT_EQ(std::memcmp(dw.data(), first_dw.data(), dw.size() * sizeof(float)), 0) << "dweight, " << where;
+    }
+  }
+  set_num_threads(saved_threads);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTest,

@@ -1,6 +1,7 @@
 #include "kernels/cpu/matmul.h"
 
 #include <cblas.h>
+#include <omp.h>
 
 #include <atomic>
 #include <chrono>
@@ -51,6 +52,70 @@ void traced(ProductKind kind, int64_t M, int64_t N, int64_t K, bool accumulate, 
   product();
   trace->add({kind, M, N, K, accumulate}, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
+
+// Float32 products of many rows run as row bands of C on the OpenMP team,
+// one single-threaded OpenBLAS call per band (OpenBLAS built for OpenMP runs
+// single-threaded inside a parallel region). OpenBLAS's own threading makes
+// its threads wait on each other's packed panels, spinning in sched_yield; at
+// the training shapes bands were 1.3-1.5x faster where K <= 1024, and no
+// slower above (docs/kernels.md).
+//
+// Bits: OpenBLAS never splits K, but its kernels sum a partial block of their
+// unroll (the last rows of a product) in another order than whole blocks.
+// Bands therefore start on multiples of 96 rows, a multiple of every kernel
+// set's unroll (16 on SkylakeX and Cooperlake, 24 on Haswell and Zen): each
+// row then sits in the same kind of block as in one call, and a banded
+// product's bits do not depend on the thread count. (Bands of columns do not
+// keep the bits on the Haswell kernels, and OpenBLAS's own threading does not
+// either: products too narrow to band keep its threads, and their bits may
+// change with the thread count.)
+// And on SkylakeX and Cooperlake OpenBLAS 0.3.21 runs products of at most
+// 100^3 multiply-adds through "small matrix" kernels, which sum in yet
+// another order: every band must stay above that size (measured).
+constexpr int64_t kBandAlign = 96;
+constexpr double kSmallKernelMacs = 1e6;
+
+// First row of band t of n: whole 96-row units, shared as evenly as rounding
+// allows; the last band also takes the rows after the last unit.
+int64_t band_start(int64_t M, int t, int n) {
+  const int64_t units = M / kBandAlign;
+  return t == n ? M : (units * t + n / 2) / n * kBandAlign;
+}
+
+// How many row bands a product of M rows can take, at most `threads`: each
+// band non-empty and above the small-matrix size. 1: not worth banding.
+int band_count(int64_t M, int64_t N, int64_t K, int threads) {
+  for (int n = threads; n > 1; --n) {
+    bool fits = true;
+    for (int t = 0; t < n && fits; ++t)
+      fits = static_cast<double>(band_start(M, t + 1, n) - band_start(M, t, n)) * N * K > kSmallKernelMacs;
+    if (fits) return n;
+  }
+  return 1;
+}
+
+// C[M, N] = op(A) op(B) + beta C (op(X) = X^T when trans_x), in row bands
+// when the product is large enough, else in one call on OpenBLAS's threads.
+void sgemm_bands(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  const auto call = [&](int64_t r0, int64_t rows) {
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+                static_cast<int>(rows), static_cast<int>(N), static_cast<int>(K), 1.0f,
+                trans_a ? A + r0 : A + r0 * lda, static_cast<int>(lda), B, static_cast<int>(ldb), beta, C + r0 * ldc,
+                static_cast<int>(ldc));
+  };
+  const int bands = band_count(M, N, K, omp_in_parallel() ? 1 : omp_get_max_threads());
+  if (bands == 1) {
+    call(0, M);
+    return;
+  }
+#pragma omp parallel num_threads(bands)
+  {
+    const int t = omp_get_thread_num(), n = omp_get_num_threads();
+    const int64_t r0 = band_start(M, t, n), r1 = band_start(M, t + 1, n);
+    if (r1 > r0) call(r0, r1 - r0);
+  }
+}
 }  // namespace
 
 void matmul_forward(float* out, int64_t ld_out, const float* inp, int64_t ld_inp, const float* weight,
@@ -71,9 +136,7 @@ void matmul_forward(float* out, int64_t ld_out, const float* inp, int64_t ld_inp
       gemm_bf16(BT, OC, C, {inp, ld_inp, false}, {weight, C, true}, beta, out, ld_out, bf16_isa());
       return;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(BT), static_cast<int>(OC),
-                static_cast<int>(C), 1.0f, inp, static_cast<int>(ld_inp), weight, static_cast<int>(C), beta, out,
-                static_cast<int>(ld_out));
+    sgemm_bands(false, true, BT, OC, C, inp, ld_inp, weight, C, beta, out, ld_out);
   });
 }
 
@@ -90,9 +153,7 @@ void matmul_backward(float* dinp, int64_t ld_dinp, float* dweight, float* dbias,
         return;
       }
       // dinp[BT, C] (+)= dout[BT, OC] @ weight[OC, C]
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(BT), static_cast<int>(C),
-                  static_cast<int>(OC), 1.0f, dout, static_cast<int>(ld_dout), weight, static_cast<int>(C), beta,
-                  dinp, static_cast<int>(ld_dinp));
+      sgemm_bands(false, false, BT, C, OC, dout, ld_dout, weight, C, beta, dinp, ld_dinp);
     });
   }
   if (dweight != nullptr) {
@@ -101,7 +162,13 @@ void matmul_backward(float* dinp, int64_t ld_dinp, float* dweight, float* dbias,
         gemm_bf16(OC, C, BT, {dout, ld_dout, true}, {inp, ld_inp, false}, 1.0f, dweight, C, bf16_isa());
         return;
       }
-      // dweight[OC, C] += dout^T[OC, BT] @ inp[BT, C]
+      // dweight[OC, C] += dout^T[OC, BT] @ inp[BT, C]. Banded over OC only
+      // when OC >= C: otherwise each band's copy of all of inp's panels costs
+      // more than OpenBLAS's threading gains (measured).
+      if (OC >= C) {
+        sgemm_bands(true, false, OC, C, BT, dout, ld_dout, inp, ld_inp, 1.0f, dweight, C);
+        return;
+      }
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(OC), static_cast<int>(C),
                   static_cast<int>(BT), 1.0f, dout, static_cast<int>(ld_dout), inp, static_cast<int>(ld_inp), 1.0f,
                   dweight, static_cast<int>(C));
