@@ -3,6 +3,7 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 
@@ -57,8 +58,11 @@ void traced(ProductKind kind, int64_t M, int64_t N, int64_t K, bool accumulate, 
 // one single-threaded OpenBLAS call per band (OpenBLAS built for OpenMP runs
 // single-threaded inside a parallel region). OpenBLAS's own threading makes
 // its threads wait on each other's packed panels, spinning in sched_yield; at
-// the training shapes bands were 1.3-1.5x faster where K <= 1024, and no
-// slower above (docs/kernels.md).
+// the training shapes (2048-2560 rows) bands were 1.3-1.5x faster where
+// K <= 1024, and no slower above. With few rows each band packs all of B
+// for little work, and whole 96-row units share badly: at a prefill's 256
+// rows bands were 15-30 % slower, so forward and input-gradient products
+// are banded only from kMinBandRows rows a band (docs/kernels.md).
 //
 // Bits: OpenBLAS never splits K, but its kernels sum a partial block of their
 // unroll (the last rows of a product) in another order than whole blocks.
@@ -74,6 +78,7 @@ void traced(ProductKind kind, int64_t M, int64_t N, int64_t K, bool accumulate, 
 // another order: every band must stay above that size (measured).
 constexpr int64_t kBandAlign = 96;
 constexpr double kSmallKernelMacs = 1e6;
+constexpr int64_t kMinBandRows = 768;
 
 // First row of band t of n: whole 96-row units, shared as evenly as rounding
 // allows; the last band also takes the rows after the last unit.
@@ -83,12 +88,15 @@ int64_t band_start(int64_t M, int t, int n) {
 }
 
 // How many row bands a product of M rows can take, at most `threads`: each
-// band non-empty and above the small-matrix size. 1: not worth banding.
-int band_count(int64_t M, int64_t N, int64_t K, int threads) {
+// band at least min_rows long and above the small-matrix size. 1: not
+// worth banding.
+int band_count(int64_t M, int64_t N, int64_t K, int threads, int64_t min_rows) {
   for (int n = threads; n > 1; --n) {
     bool fits = true;
-    for (int t = 0; t < n && fits; ++t)
-      fits = static_cast<double>(band_start(M, t + 1, n) - band_start(M, t, n)) * N * K > kSmallKernelMacs;
+    for (int t = 0; t < n && fits; ++t) {
+      const int64_t rows = band_start(M, t + 1, n) - band_start(M, t, n);
+      fits = rows >= std::max<int64_t>(min_rows, 1) && static_cast<double>(rows) * N * K > kSmallKernelMacs;
+    }
     if (fits) return n;
   }
   return 1;
@@ -96,15 +104,15 @@ int band_count(int64_t M, int64_t N, int64_t K, int threads) {
 
 // C[M, N] = op(A) op(B) + beta C (op(X) = X^T when trans_x), in row bands
 // when the product is large enough, else in one call on OpenBLAS's threads.
-void sgemm_bands(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+void sgemm_bands(int64_t min_band_rows, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
+                 int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   const auto call = [&](int64_t r0, int64_t rows) {
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
                 static_cast<int>(rows), static_cast<int>(N), static_cast<int>(K), 1.0f,
                 trans_a ? A + r0 : A + r0 * lda, static_cast<int>(lda), B, static_cast<int>(ldb), beta, C + r0 * ldc,
                 static_cast<int>(ldc));
   };
-  const int bands = band_count(M, N, K, omp_in_parallel() ? 1 : omp_get_max_threads());
+  const int bands = band_count(M, N, K, omp_in_parallel() ? 1 : omp_get_max_threads(), min_band_rows);
   if (bands == 1) {
     call(0, M);
     return;
@@ -136,7 +144,7 @@ void matmul_forward(float* out, int64_t ld_out, const float* inp, int64_t ld_inp
       gemm_bf16(BT, OC, C, {inp, ld_inp, false}, {weight, C, true}, beta, out, ld_out, bf16_isa());
       return;
     }
-    sgemm_bands(false, true, BT, OC, C, inp, ld_inp, weight, C, beta, out, ld_out);
+    sgemm_bands(kMinBandRows, false, true, BT, OC, C, inp, ld_inp, weight, C, beta, out, ld_out);
   });
 }
 
@@ -153,7 +161,7 @@ void matmul_backward(float* dinp, int64_t ld_dinp, float* dweight, float* dbias,
         return;
       }
       // dinp[BT, C] (+)= dout[BT, OC] @ weight[OC, C]
-      sgemm_bands(false, false, BT, C, OC, dout, ld_dout, weight, C, beta, dinp, ld_dinp);
+      sgemm_bands(kMinBandRows, false, false, BT, C, OC, dout, ld_dout, weight, C, beta, dinp, ld_dinp);
     });
   }
   if (dweight != nullptr) {
@@ -162,11 +170,11 @@ void matmul_backward(float* dinp, int64_t ld_dinp, float* dweight, float* dbias,
         gemm_bf16(OC, C, BT, {dout, ld_dout, true}, {inp, ld_inp, false}, 1.0f, dweight, C, bf16_isa());
         return;
       }
-      // dweight[OC, C] += dout^T[OC, BT] @ inp[BT, C]. Banded over OC only
-      // when OC >= C: otherwise each band's copy of all of inp's panels costs
-      // more than OpenBLAS's threading gains (measured).
+      // dweight[OC, C] += dout^T[OC, BT] @ inp[BT, C]. Banded over OC, bands
+      // of any length, only when OC >= C: otherwise each band's copy of all of
+      // inp's panels costs more than OpenBLAS's threading gains (measured).
       if (OC >= C) {
-        sgemm_bands(true, false, OC, C, BT, dout, ld_dout, inp, ld_inp, 1.0f, dweight, C);
+        sgemm_bands(0, true, false, OC, C, BT, dout, ld_dout, inp, ld_inp, 1.0f, dweight, C);
         return;
       }
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(OC), static_cast<int>(C),
