@@ -54,6 +54,11 @@ Decoder::Decoder(Model& model, WeightFormat weights)
   }
   embedding_is_packed_ = held_embedding_ != nullptr && plan.lm_head == plan.embed &&
                          held_embedding_->format != BlockFormat::kBF16;
+  // A fault on a file maps the cached pages around it (whole folios), so
+  // repacking one matrix brings back pages of others already repacked, and
+  // the load's checks left an untied embedding's pages: none is needed now.
+  for (const auto& [name, held] : model_.held())
+    if (held.mapped && held.format != BlockFormat::kBF16) release_mapped_pages(held.blocks, held.bytes());
   neg_exp_a_.resize(plan.layers.size());
   for (const LayerPlan& lp : plan.layers) {
     if (!lp.mamba) continue;
