@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/threading.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/quant_packed.h"
 #include "kernels/cpu/quant_q4.h"
 #include "kernels/cpu/quant_q8.h"
 #include "kernels/reference/embedding.h"
@@ -94,8 +95,9 @@ TEST(Embedding, NullGradientIsSkipped) {
   EXPECT_NO_THROW(cpu::embedding_backward(nullptr, dout.data(), ids.data(), 1, 1, 1));
 }
 
-// A table kept in q8 / q4 blocks gives each looked-up row exactly as the
-// whole table widened (C not a multiple of the block: the padded last block).
+// A table kept in q8 / q4 blocks, as the file's rows or repacked for the
+// products, gives each looked-up row exactly as the whole table widened (C
+// not a multiple of the block: the padded last block).
 TEST(Embedding, BlockTablesGiveTheRowsOfTheWidenedTable) {
   const int64_t V = 37, C = 70, N = 11;
   Rng rng(5);
@@ -119,9 +121,21 @@ TEST(Embedding, BlockTablesGiveTheRowsOfTheWidenedTable) {
   EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
   ref::embedding_forward_q4(want.data(), ids.data(), q4.data(), N, C);
   EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+  // Repacked for the products (V not a multiple of 8: a part-filled last group).
+  std::vector<cpu::PackedQ8> p8(static_cast<size_t>(cpu::packed_groups(V) * cpu::q8_blocks_per_row(C)));
+  std::vector<cpu::PackedQ4> p4(static_cast<size_t>(cpu::packed_groups(V) * cpu::q4_blocks_per_row(C)));
+  cpu::pack_q8(p8.data(), q8.data(), V, C);
+  cpu::pack_q4(p4.data(), q4.data(), V, C);
+  cpu::embedding_forward_packed_q4(got.data(), ids.data(), p4.data(), N, V, C);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+  cpu::embedding_forward_q8(want.data(), ids.data(), q8.data(), N, V, C);
+  cpu::embedding_forward_packed_q8(got.data(), ids.data(), p8.data(), N, V, C);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
   const std::vector<int32_t> bad = {0, static_cast<int32_t>(V)};
   EXPECT_THROW(cpu::embedding_forward_q8(got.data(), bad.data(), q8.data(), 2, V, C), Error);
   EXPECT_THROW(cpu::embedding_forward_q4(got.data(), bad.data(), q4.data(), 2, V, C), Error);
+  EXPECT_THROW(cpu::embedding_forward_packed_q8(got.data(), bad.data(), p8.data(), 2, V, C), Error);
+  EXPECT_THROW(cpu::embedding_forward_packed_q4(got.data(), bad.data(), p4.data(), 2, V, C), Error);
 }
 
 TEST(Embedding, IdOutsideVocabularyThrowsNamingPositionAndId) {

@@ -5,6 +5,7 @@
 // bad files are one-line errors.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "api/hymba.h"
 #include "cli_util.h"
 #include "core/safetensors.h"
 #include "core/system_memory.h"
@@ -397,6 +399,158 @@ TEST(HeldWeights, GgufQuantizedTensorsAreHeldAsTheFilesBlocks) {
       EXPECT_EQ(decode_logits(again, ids), decode_logits(dec, ids));
     }
   }
+  fs::remove_all(dir);
+}
+
+// A GGUF file's Q8_0 / Q4_0 blocks are resident once, as the decoder's
+// packed copy: the pages the load read (to check every scale) leave as
+// each matrix is repacked, a tied head's embedding is looked up in the
+// packed copy (no page of it read again), and the pages of an untied
+// embedding that lookups read leave after the prefill (and every 32 steps)
+// (pages counted from /proc/self/pagemap).
+TEST(HeldWeights, AGgufFileKeepsNoPageOfItsBlocksResidentWhileDecoding) {
+  const fs::path dir = temp_dir("gguf_pages");
+  for (const char* preset : {"transformer-global", "mamba-only"}) {
+    nlohmann::json j = preset_config(preset, Scale::kTiny).to_json();
+    j["hidden_size"] = 256;
+    j["vocab_size"] = 4000;  // an embedding of 1.1 MB in Q8_0: lookups fault in 64 KiB around each row
+    j["tie_word_embeddings"] = std::string(preset) == "mamba-only";
+    const ModelConfig cfg = ModelConfig::from_json(j);
+    const std::string path = (dir / (std::string(preset) + ".gguf")).string();
+    gguf::export_gguf(*random_model(cfg, 23), "", path, gguf::ExportDtype::kQ8_0);
+    SCOPED_TRACE(preset);
+    auto m = load_model(path, false, true);
+    const auto resident = [&] {
+      int64_t bytes = 0;
+      for (const auto& [name, h] : m->held()) bytes += h.mapped ? resident_file_bytes(h.blocks, h.bytes()) : 0;
+      return bytes;
+    };
+    const int64_t loaded = resident();
+    if (loaded == 0) GTEST_SKIP() << "/proc/self/pagemap cannot be read here: resident pages are not measurable";
+    // Whole pages only: the page a matrix shares with its neighbour may stay.
+    const int64_t edges = static_cast<int64_t>(m->held().size()) * 2 * 4096;
+    Decoder dec(*m, WeightFormat::kQ8);
+    const int64_t repacked = resident();
+    EXPECT_LE(repacked, edges) << "of " << loaded << " after the load";
+    SequenceCache cache = dec.new_cache(300);
+    std::vector<float> logits;
+    dec.prefill(cache, random_ids(256, cfg.vocab_size, 29), &logits);
+    const HeldMatrix& embedding = m->held().at(param_name_at(*m, m->plan().embed));
+    const int64_t embedding_after_prefill = resident_file_bytes(embedding.blocks, embedding.bytes());
+    EXPECT_LE(embedding_after_prefill, 2 * 4096) << "of the embedding's " << embedding.bytes();
+    SequenceCache* one[] = {&cache};
+    for (int32_t token = 1; token <= 4; ++token) {
+      const int32_t next[] = {token * 997 % 4000};
+      dec.step(one, next, logits.data());
+    }
+    // A tied head's lookups read no page of the file (an untied one's do,
+    // until the next prefill or the 32nd step).
+    if (cfg.tie_word_embeddings) {
+      EXPECT_LE(resident(), edges);
+    }
+    std::printf("%s: file pages of held blocks resident after the load %lld bytes, after the repack %lld, of the "
+                "embedding after a prefill %lld\n",
+                preset, static_cast<long long>(loaded), static_cast<long long>(repacked),
+                static_cast<long long>(embedding_after_prefill));
+  }
+  fs::remove_all(dir);
+}
+
+// The bytes of the pages of [p, p + bytes) that are resident (mincore):
+// anonymous memory, such as the lazily mapped parameter block, once written.
+int64_t resident_page_bytes(const void* p, int64_t bytes) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = reinterpret_cast<uintptr_t>(p) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes);
+  std::vector<unsigned char> in((end - first + page - 1) / page);
+  if (::mincore(reinterpret_cast<void*>(first), end - first, in.data()) != 0) return -1;
+  int64_t n = 0;
+  for (unsigned char c : in) n += c & 1;
+  return n * static_cast<int64_t>(page);
+}
+
+// A GGUF file of float weights (F32, or F16) under --weights q4 / q8: its
+// linear matrices and untied head are quantized at load and held, so their
+// float32 rows, which the load would write into anonymous memory, are never
+// written (no page of them resident); the decoder gives exactly the logits
+// of the float model quantized on the fly; float work is refused by name.
+TEST(HeldWeights, AFloatGgufUnderQ4KeepsNoFloat32CopyOfItsMatrices) {
+  const fs::path dir = temp_dir("gguf_float");
+  for (const char* preset : {"transformer-global", "mamba-only"}) {
+    // Wide enough for a parameter block mapped lazily (core/aligned.h).
+    nlohmann::json j = preset_config(preset, Scale::kTiny).to_json();
+    j["hidden_size"] = 256;
+    j["vocab_size"] = 259;
+    j["tie_word_embeddings"] = std::string(preset) == "mamba-only";
+    if (std::string(preset) != "mamba-only") j["intermediate_size"] = 512;
+    const ModelConfig cfg = ModelConfig::from_json(j);
+    auto m = random_model(cfg, 17);
+    for (gguf::ExportDtype dtype : {gguf::ExportDtype::kF32, gguf::ExportDtype::kF16}) {
+      const std::string path = (dir / (std::string(preset) + gguf::to_string(dtype) + ".gguf")).string();
+      gguf::export_gguf(*m, "", path, dtype);
+      for (const BlockFormat format : {BlockFormat::kQ4, BlockFormat::kQ8}) {
+        SCOPED_TRACE(std::string(preset) + " " + gguf::to_string(dtype) + " " + to_string(format));
+        auto widened = load_model(path, false, true);  // the control: float32 rows, quantized by the decoder
+        auto held = load_model(path, false, true, format);
+        const auto resident = [](const Model& model) {
+          int64_t bytes = 0;
+          std::vector<int64_t> offsets = linear_weight_offsets(model.plan());
+          if (!model.config().tie_word_embeddings) offsets.push_back(model.plan().lm_head);
+          for (const int64_t offset : offsets)
+            bytes += resident_page_bytes(model.params().values_block() + offset,
+                                         model.params().info(param_name_at(model, offset)).shape.numel() * 4);
+          return bytes;
+        };
+        const int64_t before = resident(*widened), after = resident(*held);
+        EXPECT_GT(before, 0) << "the control's float32 rows are not resident";
+        // Neighbouring rows the load writes (norms, biases) share a page with a matrix's edges.
+        EXPECT_LE(after, before / 20) << "float32 rows of held matrices were written";
+        std::printf("%s %s %s: float32 rows resident %lld bytes loaded float32, %lld held\n", preset,
+                    gguf::to_string(dtype), to_string(format), static_cast<long long>(before),
+                    static_cast<long long>(after));
+        EXPECT_EQ(held->held().size(), linear_weight_offsets(held->plan()).size() + !cfg.tie_word_embeddings);
+        const WeightFormat wf = format == BlockFormat::kQ4 ? WeightFormat::kQ4 : WeightFormat::kQ8;
+        const std::vector<int32_t> ids = random_ids(12, cfg.vocab_size, 5);
+        Decoder fly(*widened, wf), dec(*held, wf);
+        EXPECT_EQ(decode_logits(dec, ids), decode_logits(fly, ids));
+        const std::vector<int32_t> two = {1, 2};
+        test::expect_error([&] { (void)held->forward(two.data(), nullptr, 1, 2, {}); }, {"needs float32 weights"});
+      }
+    }
+  }
+  // A file holding blocks of another format keeps its float matrices float32,
+  // and the decoder refuses the mismatch by name.
+  const std::string q8 = (dir / "q8.gguf").string();
+  gguf::export_gguf(*random_model(preset_config("mamba-only", Scale::kTiny), 3), "", q8, gguf::ExportDtype::kQ8_0);
+  auto mixed = load_model(q8, false, true, BlockFormat::kQ4);
+  EXPECT_EQ(mixed->held_format(), BlockFormat::kQ8);
+  test::expect_error([&] { Decoder d(*mixed, WeightFormat::kQ4); }, {"--weights q4", "q8 blocks"});
+  fs::remove_all(dir);
+}
+
+// The commands that decode load a float GGUF file with their --weights:
+// the library's load for generate / eval / chat, bench infer its own.
+TEST(HeldWeights, InferenceCommandsHoldAFloatGgufInTheirFormat) {
+  const fs::path dir = temp_dir("gguf_float_cli");
+  ModelConfig cfg = preset_config("hybrid-official", Scale::kTiny);
+  cfg.vocab_size = 259;
+  auto m = random_model(cfg, 19);
+  const std::string ckpt = (dir / "f32").string(), path = (dir / "f32.gguf").string();
+  save_model(ckpt, *m);
+  make_byte_tokenizer()->save((dir / "f32" / kTokenizerFile).string());
+  gguf::export_gguf(*m, ckpt, path, gguf::ExportDtype::kF32);
+  EXPECT_TRUE(LanguageModel::load(path, WeightFormat::kQ4).model().held_format() == BlockFormat::kQ4);
+  EXPECT_TRUE(LanguageModel::load(path).model().held().empty());
+  const std::string gen = " --prompt 'To be' --max-new-tokens 8 --temperature 0 --weights q4";
+  const test::CliResult a = test::run_cli("generate --ckpt " + path + gen);
+  const test::CliResult b = test::run_cli("generate --ckpt " + ckpt + gen);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const auto text = [](const std::string& out) { return out.substr(0, out.find(" new tokens in ")); };
+  EXPECT_EQ(text(a.output), text(b.output));
+  const test::CliResult bench = test::run_cli("bench infer --ckpt " + path +
+                                              " --weights q4 --prompt-len 8 --new-tokens 2 --contexts 8");
+  ASSERT_EQ(bench.exit_code, 0) << bench.output;
+  EXPECT_NE(bench.output.find("held in blocks"), std::string::npos) << bench.output;
   fs::remove_all(dir);
 }
 

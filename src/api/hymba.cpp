@@ -63,14 +63,26 @@ auto naming_source(const std::string& source, Fn&& fn) {
 
 LanguageModel::~LanguageModel() = default;
 
-LanguageModel LanguageModel::load(const std::string& dir, bool trainable) {
+LanguageModel LanguageModel::load_as(const std::string& dir, bool trainable,
+                                     std::optional<BlockFormat> hold_floats_as) {
   // Inference keeps weights stored in blocks as blocks (no float32 copy).
-  LoadedCheckpoint c = naming_source(dir, [&] { return load_checkpoint(dir, trainable, !trainable); });
+  LoadedCheckpoint c =
+      naming_source(dir, [&] { return load_checkpoint(dir, trainable, !trainable, hold_floats_as); });
   LanguageModel lm;
   lm.model_ = std::move(c.model);
   lm.tokenizer_ = std::move(c.tokenizer);
   lm.add_bos_ = c.add_bos;
   lm.source_ = c.dir;
+  return lm;
+}
+
+LanguageModel LanguageModel::load(const std::string& dir, bool trainable) {
+  return load_as(dir, trainable, std::nullopt);
+}
+
+LanguageModel LanguageModel::load(const std::string& dir, infer::WeightFormat weights) {
+  LanguageModel lm = load_as(dir, false, infer::block_format_of(weights));
+  lm.set_weight_format(weights);
   return lm;
 }
 

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -86,6 +87,12 @@ class LanguageModel {
   // state-spaces Mamba directory, with tokenizer.model or tokenizer.json.
   // trainable: also allocate gradients and optimizer moments (model().backward()).
   static LanguageModel load(const std::string& dir, bool trainable = false);
+  // Loaded for inference in `weights` (set_weight_format(weights)): under
+  // q8 / q4 a GGUF file's float (F32 / F16) linear matrices are quantized
+  // at load and held, so no float32 copy of them is resident; float work
+  // (score, token_logprobs, hidden_states, finetune) is then refused by
+  // name, as on a quantized checkpoint.
+  static LanguageModel load(const std::string& dir, infer::WeightFormat weights);
   // A freshly initialised model, as `hymba init` / `hymba train` build one:
   // the config's vocab_size becomes the tokenizer's.
   static LanguageModel create(const ModelConfig& config, std::unique_ptr<Tokenizer> tokenizer, uint64_t seed = 1234);
@@ -179,6 +186,8 @@ class LanguageModel {
 
  private:
   LanguageModel();
+  // load() of either kind (formats/checkpoint.h's hold_floats_as).
+  static LanguageModel load_as(const std::string& dir, bool trainable, std::optional<BlockFormat> hold_floats_as);
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   bool add_bos_ = false;

@@ -82,8 +82,7 @@ void register_chat(CLI::App& app, const GlobalOptions& global) {
     infer::validate(opts->gen);
     HYMBA_USAGE_CHECK(opts->gen.max_new_tokens < opts->context, "--max-new-tokens (", opts->gen.max_new_tokens,
                       ") must be below --context (", opts->context, ")");
-    LanguageModel lm = LanguageModel::load(opts->ckpt);
-    lm.set_weight_format(opts->weights);
+    LanguageModel lm = LanguageModel::load(opts->ckpt, opts->weights);
     check_logit_bias(opts->gen.sampling, lm.config().vocab_size);
     const ChatTemplate chat_template = ChatTemplate::for_checkpoint(lm.source());
     infer::Decoder decoder(lm.model(), lm.weight_format());

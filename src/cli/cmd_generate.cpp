@@ -120,8 +120,7 @@ void register_generate(CLI::App& app, const GlobalOptions& global) {
       texts.push_back(opts->prompt);
     }
     HYMBA_USAGE_CHECK(opts->chat || opts->system.empty(), "--system: only with --chat");
-    LanguageModel lm = LanguageModel::load(opts->ckpt);
-    lm.set_weight_format(opts->weights);
+    LanguageModel lm = LanguageModel::load(opts->ckpt, opts->weights);
     check_logit_bias(opts->gen.sampling, lm.config().vocab_size);
     // --chat: the model continues the rendered conversation, and only its
     // reply is printed (no echo of the prompt).
@@ -245,7 +244,7 @@ void register_bench_infer(CLI::App& app, const GlobalOptions& global) {
     const auto load_start = std::chrono::steady_clock::now();
     if (!opts->ckpt.empty()) {
       what = resolve_checkpoint(opts->ckpt);
-      model = load_model(what, false, /*keep_blocks=*/true);
+      model = load_model(what, false, /*keep_blocks=*/true, infer::block_format_of(opts->bench.weights));
     } else {
       model = std::make_unique<Model>(resolve_model(opts->model), false);
       model->init(opts->init_seed);
@@ -285,8 +284,8 @@ void register_bench_infer(CLI::App& app, const GlobalOptions& global) {
     std::printf("model: %s, %.3fM params, %d threads, --weights %s", what.c_str(), static_cast<double>(r.params) / 1e6,
                 r.threads, to_string(o.weights));
     if (model->held_format())
-      std::printf(" (%s of %s weights held as stored in the checkpoint)", mib(r.quantized_weight_bytes).c_str(),
-                  to_string(o.weights));
+      std::printf(" (%s of %s weights held in blocks: the checkpoint's, or its float ones quantized at load)",
+                  mib(r.quantized_weight_bytes).c_str(), to_string(o.weights));
     else if (r.quantized_weight_bytes > 0)
       std::printf(" (%s of %s weights%s)", mib(r.quantized_weight_bytes).c_str(), to_string(o.weights),
                   o.weights == infer::WeightFormat::kBF16 ? "; prefill chunks on the float32 ones" : "");

@@ -179,8 +179,7 @@ void register_eval(CLI::App& app, const GlobalOptions& global) {
       HYMBA_CHECK(against.is_object() && against.contains("top1") && against["top1"].is_array(), opts->top1_against,
                   ": not a --top1-out file (no 'top1' array)");
     }
-    LanguageModel lm = LanguageModel::load(opts->ckpt);
-    lm.set_weight_format(opts->weights);
+    LanguageModel lm = LanguageModel::load(opts->ckpt, opts->weights);
     CorpusScoreOptions so;
     so.data = opts->data;
     so.all_tokens = opts->split == "all";

@@ -44,7 +44,8 @@ bool is_gguf_file(const std::string& path) {
 
 namespace {
 
-std::unique_ptr<Model> load_gguf_model(const std::string& path, bool training, bool keep_blocks) {
+std::unique_ptr<Model> load_gguf_model(const std::string& path, bool training, bool keep_blocks,
+                                       std::optional<BlockFormat> hold_floats_as) {
   const gguf::File file = gguf::File::open(path);
   const ModelConfig cfg = gguf::config_from_gguf(file);
   std::unique_ptr<Model> model;
@@ -53,7 +54,7 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path, bool training, b
   } catch (const Error& e) {
     throw Error(excerpt(path, 300) + ": " + e.what());
   }
-  const std::string note = gguf::load_gguf_weights(file, *model, keep_blocks && !training);
+  const std::string note = gguf::load_gguf_weights(file, *model, keep_blocks && !training, hold_floats_as);
   if (!note.empty()) std::fprintf(stderr, "hymba: note: %s\n", note.c_str());
   return model;
 }
@@ -100,8 +101,9 @@ std::unique_ptr<Tokenizer> load_tokenizer_anywhere(const std::string& path) {
   return load_tokenizer_or_directory(path);
 }
 
-std::unique_ptr<Model> load_model(const std::string& dir, bool training, bool keep_blocks) {
-  if (is_gguf_file(dir)) return load_gguf_model(dir, training, keep_blocks);
+std::unique_ptr<Model> load_model(const std::string& dir, bool training, bool keep_blocks,
+                                  std::optional<BlockFormat> hold_floats_as) {
+  if (is_gguf_file(dir)) return load_gguf_model(dir, training, keep_blocks, hold_floats_as);
   std::error_code ec;
   HYMBA_CHECK(fs::is_directory(dir, ec), excerpt(dir, 300), ": not a checkpoint directory",
               ec ? " (" + ec.message() + ")" : std::string());

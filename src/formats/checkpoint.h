@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "tokenizer/tokenizer_files.h"
@@ -37,8 +38,13 @@ bool is_gguf_file(const std::string& path);
 // formats/held_checkpoint.h, or a GGUF file's Q8_0 / Q4_0 tensors) are held
 // as they are when keep_blocks (inference: model/held_weights.h); otherwise,
 // and always for training, they are widened to float32 with a one-line note
-// on stderr.
-std::unique_ptr<Model> load_model(const std::string& path, bool training, bool keep_blocks = false);
+// on stderr. hold_floats_as (with keep_blocks: inference in that q8 / q4
+// format) also holds a GGUF file's float linear matrices in it, quantized
+// at load (gguf::load_gguf_weights), where they would otherwise be float32
+// rows in anonymous memory; other checkpoints' float32 rows are file pages
+// that the decoder drops once quantized.
+std::unique_ptr<Model> load_model(const std::string& path, bool training, bool keep_blocks = false,
+                                  std::optional<BlockFormat> hold_floats_as = std::nullopt);
 
 // Reads and resolves a config.json file in any layout (native or published);
 // errors name the file and field.

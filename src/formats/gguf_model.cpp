@@ -9,6 +9,7 @@
 #include "core/float_formats.h"
 #include "core/json_io.h"
 #include "core/safetensors.h"
+#include "core/system_memory.h"
 #include "formats/gguf_tokenizer.h"
 #include "kernels/cpu/quant_q4.h"
 #include "kernels/cpu/quant_q8.h"
@@ -246,9 +247,69 @@ HeldMatrix held_from_file(const File& f, const TensorInfo& t, const Mapping& m, 
     permute_row_bytes(data, out, h.rows, row_bytes, cfg.qk_head_dim, false);
   else
     std::memcpy(out, data, static_cast<size_t>(bytes));
+  // The copy is what the model holds: the file's pages it was read from
+  // (TinyLlama's Q and K: 110 MB in Q8_0) need not stay resident.
+  if (f.mapping()) release_mapped_pages(data, bytes);
   h.blocks = copy->data();
   h.owner = copy;
   return h;
+}
+
+// A tensor's values as float32 in buf. The file's pages they were read
+// from then leave the resident set: the values live on in the model, and
+// a float32 file's pages would otherwise double its weights in memory.
+void decode_tensor(const File& f, const TensorInfo& t, std::vector<float>& buf) {
+  buf.resize(static_cast<size_t>(t.numel()));
+  decode(f.tensor_data(t), t, buf.data());
+  if (f.mapping()) release_mapped_pages(f.tensor_data(t), t.bytes());
+}
+
+// A float tensor of a linear matrix in `format`'s blocks: its values decoded
+// into buf (and permuted for llama's Q/K), checked finite and quantized as
+// the decoder would quantize them.
+HeldMatrix quantized_at_load(const File& f, const TensorInfo& t, const Mapping& m, const ModelConfig& cfg,
+                             BlockFormat format, std::vector<float>& buf) {
+  const int64_t n = t.numel(), cols = t.dims[0];
+  decode_tensor(f, t, buf);
+  check_finite(f.source(), m.file, buf.data(), n);
+  if (m.transform == Transform::kPermuteQ || m.transform == Transform::kPermuteK) {
+    std::vector<float> rows(static_cast<size_t>(n));
+    permute_rows(buf.data(), rows.data(), n / cols, cols, cfg.qk_head_dim, false);
+    buf.swap(rows);
+  }
+  return quantize_matrix(format, buf.data(), n / cols, cols);
+}
+
+// The block format a file's quantized tensors are held in (Model::held_format:
+// q4 when any is Q4_0, a Q4_0 file keeping its head in Q8_0); none for a float file.
+std::optional<BlockFormat> file_block_format(const File& f) {
+  std::optional<BlockFormat> own;
+  for (const TensorInfo& t : f.tensors()) {
+    if (t.type == TensorType::kQ4_0) return BlockFormat::kQ4;
+    if (t.type == TensorType::kQ8_0) own = BlockFormat::kQ8;
+  }
+  return own;
+}
+
+// Holds tensor t in blocks where the load keeps them: a Q8_0 / Q4_0 matrix
+// as the file's blocks (keep_file_blocks), a float one quantized into
+// float_target. False when it is to be widened into the float32 rows.
+bool hold_tensor(const File& f, const TensorInfo& t, const Mapping& m, Model& model, bool keep_file_blocks,
+                 std::optional<BlockFormat> float_target, std::vector<float>& buf) {
+  const bool rows_as_stored = m.transform == Transform::kNone || m.transform == Transform::kPermuteQ ||
+                              m.transform == Transform::kPermuteK;
+  if (!rows_as_stored) return false;
+  const bool quantized = t.type == TensorType::kQ8_0 || t.type == TensorType::kQ4_0;
+  if (quantized && keep_file_blocks) {
+    HeldMatrix h = held_from_file(f, t, m, model.config());
+    const int64_t bad = first_nonfinite_scale(h);
+    HYMBA_CHECK(bad < 0, f.source(), ": tensor '", m.file, "' block ", bad, " has a NaN or infinite scale");
+    model.hold(m.engine, std::move(h));
+    return true;
+  }
+  if (quantized || !float_target) return false;
+  model.hold(m.engine, quantized_at_load(f, t, m, model.config(), *float_target, buf));
+  return true;
 }
 
 }  // namespace
@@ -477,11 +538,28 @@ ModelConfig config_from_gguf(const File& f) {
   return ModelConfig::from_json(j, src + " (" + arch + " metadata)");
 }
 
-std::string load_gguf_weights(const File& f, Model& model, bool keep_blocks) {
+std::string load_gguf_weights(const File& f, Model& model, bool keep_blocks,
+                              std::optional<BlockFormat> hold_floats_as) {
   const ModelConfig& cfg = model.config();
   ParamTable& table = model.params();
-  std::set<int64_t> held_offsets;
+  std::set<int64_t> held_offsets, linear_offsets;
   for (int64_t off : held_weight_offsets(model.plan())) held_offsets.insert(off);
+  for (int64_t off : linear_weight_offsets(model.plan())) linear_offsets.insert(off);
+  const ModelPlan& plan = model.plan();
+  // A file holding blocks of another format than asked keeps its float
+  // matrices float32: the decoder then refuses the mismatch by name
+  // instead of running two formats.
+  if (const std::optional<BlockFormat> own = file_block_format(f); own && own != hold_floats_as)
+    hold_floats_as.reset();
+  // The format a float matrix is held in at load: the linears' or the
+  // head's (q8 under q4); none for the embedding, which stays float32 for
+  // lookups (a tied head's copy is the decoder's).
+  const auto float_target = [&](int64_t offset) -> std::optional<BlockFormat> {
+    if (!keep_blocks || !hold_floats_as) return std::nullopt;
+    if (linear_offsets.count(offset) != 0) return hold_floats_as;
+    if (offset == plan.lm_head && plan.lm_head != plan.embed) return BlockFormat::kQ8;
+    return std::nullopt;
+  };
   const std::string& src = f.source();
   const std::string arch = architecture_for(cfg);
   const std::string file_arch = f.get_string("general.architecture");
@@ -505,21 +583,13 @@ std::string load_gguf_weights(const File& f, Model& model, bool keep_blocks) {
   for (const Mapping& m : maps) {
     if (m.transform == Transform::kZeros) continue;
     const TensorInfo& t = *f.find_tensor(m.file);
-    const bool quantized = t.type == TensorType::kQ8_0 || t.type == TensorType::kQ4_0;
-    if (quantized && keep_blocks && held_offsets.count(table.info(m.engine).offset) != 0 &&
-        (m.transform == Transform::kNone || m.transform == Transform::kPermuteQ ||
-         m.transform == Transform::kPermuteK)) {
-      HeldMatrix h = held_from_file(f, t, m, cfg);
-      const int64_t bad = first_nonfinite_scale(h);
-      HYMBA_CHECK(bad < 0, src, ": tensor '", m.file, "' block ", bad, " has a NaN or infinite scale");
-      model.hold(m.engine, std::move(h));
+    const int64_t offset = table.info(m.engine).offset;
+    if (hold_tensor(f, t, m, model, keep_blocks && held_offsets.count(offset) != 0, float_target(offset), buf))
       continue;
-    }
-    widened += quantized;
+    widened += t.type == TensorType::kQ8_0 || t.type == TensorType::kQ4_0;
     Tensor dst = table.value(m.engine);
     const int64_t n = t.numel(), cols = t.dims[0];
-    buf.resize(static_cast<size_t>(n));
-    decode(f.tensor_data(t), t, buf.data());
+    decode_tensor(f, t, buf);
     check_finite(src, m.file, buf.data(), n);
     switch (m.transform) {
       case Transform::kPermuteQ: case Transform::kPermuteK:

@@ -57,7 +57,13 @@ ModelConfig config_from_gguf(const File& file);
 // keep_blocks, Q8_0 / Q4_0 tensors of linear weight matrices are held as
 // they are (model/held_weights.h: the same blocks, mapped from the file);
 // other quantized tensors are widened to float32, and the returned one-line
-// note says how many ("" when none).
-std::string load_gguf_weights(const File& file, Model& model, bool keep_blocks);
+// note says how many ("" when none). With keep_blocks and hold_floats_as
+// (inference whose decoder runs in that q8 / q4 format), the file's float
+// (F32 / F16 / BF16) linear weight matrices and untied head are quantized
+// at load and held, the head in q8 (infer::head_format_of): the same blocks
+// the decoder would make of them, and their float32 rows, which would be
+// anonymous memory here, are never written.
+std::string load_gguf_weights(const File& file, Model& model, bool keep_blocks,
+                              std::optional<BlockFormat> hold_floats_as = std::nullopt);
 
 }  // namespace hymba::gguf

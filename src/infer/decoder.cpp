@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/system_memory.h"
 #include "core/threading.h"
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/attention_step.h"
@@ -51,6 +52,13 @@ Decoder::Decoder(Model& model, WeightFormat weights)
     // An embedding held for lookups is a product's weight only as a tied head.
     if (offset != plan.embed || plan.lm_head == plan.embed) linears_.adopt(P + offset, held);
   }
+  embedding_is_packed_ = held_embedding_ != nullptr && plan.lm_head == plan.embed &&
+                         held_embedding_->format != BlockFormat::kBF16;
+  // A fault on a file maps the cached pages around it (whole folios), so
+  // repacking one matrix brings back pages of others already repacked, and
+  // the load's checks left an untied embedding's pages: none is needed now.
+  for (const auto& [name, held] : model_.held())
+    if (held.mapped && held.format != BlockFormat::kBF16) release_mapped_pages(held.blocks, held.bytes());
   neg_exp_a_.resize(plan.layers.size());
   for (const LayerPlan& lp : plan.layers) {
     if (!lp.mamba) continue;
@@ -63,6 +71,10 @@ Decoder::Decoder(Model& model, WeightFormat weights)
 
 void Decoder::embed_tokens(float* x, const int32_t* ids, int64_t R) const {
   const ModelConfig& c = model_.config();
+  // A tied head's packed copy has the embedding's values: its lookups read
+  // no page of the file, whose blocks then need not be resident at all.
+  if (embedding_is_packed_ && linears_.held_rows(x, ids, R, model_.params().values_block() + model_.plan().embed))
+    return;
   if (held_embedding_ == nullptr)
     cpu::embedding_forward(x, ids, model_.params().values_block() + model_.plan().embed, R, c.vocab_size,
                            c.hidden_size);
@@ -72,6 +84,12 @@ void Decoder::embed_tokens(float* x, const int32_t* ids, int64_t R) const {
     cpu::embedding_forward_q8(x, ids, held_embedding_->q8(), R, c.vocab_size, c.hidden_size);
   else
     fail("decoder: an embedding held in ", to_string(held_embedding_->format), " is not supported");
+}
+
+void Decoder::drop_file_pages() const {
+  model_.params().drop_file_pages();
+  if (held_embedding_ != nullptr && held_embedding_->mapped && !embedding_is_packed_)
+    release_mapped_pages(held_embedding_->blocks, held_embedding_->bytes());
 }
 
 int decode_threads(const Model& model, int64_t rows) {
@@ -162,7 +180,7 @@ void Decoder::step(std::span<SequenceCache* const> caches, std::span<const int32
   for (SequenceCache* sc : caches) sc->advance();
   // The embedding's lookups fault in their neighbours too (core/params.h).
   if (++steps_since_drop_ >= kDropFilePagesEvery) {
-    model_.params().drop_file_pages();
+    drop_file_pages();
     steps_since_drop_ = 0;
   }
   if (chooser != nullptr)

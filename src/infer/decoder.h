@@ -114,8 +114,15 @@ class Decoder {
   void step_mamba(std::span<SequenceCache* const> caches, const LayerPlan& lp, LayerActs<float>& a);
   void commit_kv(std::span<SequenceCache* const> caches);
   // x[R, d] = the embedding rows of ids: from the float32 table, or widened
-  // from the model's held blocks (a GGUF file's Q8_0 / Q4_0 embedding).
+  // from the model's held blocks (a GGUF file's Q8_0 / Q4_0 embedding; a
+  // tied one from the head's packed copy of them).
   void embed_tokens(float* x, const int32_t* ids, int64_t R) const;
+  // Takes the pages of embedding rows that lookups read (and the kernel's
+  // fault-around with them) out of the resident set again: the parameter
+  // table's file pages (ParamTable::drop_file_pages) and those of an
+  // embedding held in a file mapping that is looked up there (untied: a
+  // tied one is looked up in the head's packed copy).
+  void drop_file_pages() const;
 
   Model& model_;
   DecoderLinears linears_;
@@ -125,7 +132,7 @@ class Decoder {
   Arena arena_, chunk_arena_, layer_arena_;
   Arena step_layer_arena_;                   // a decode step's layer; arena_ holds what the step keeps
   std::vector<const float*> new_k_, new_v_;  // per producer layer: the step's new key / value rows
-  // Steps between ParamTable::drop_file_pages calls: a batch of 16 faults in
+  // Steps between drop_file_pages calls: a batch of 16 faults in
   // up to 1 MiB of embedding pages a step; a call costs about a millisecond.
   static constexpr int kDropFilePagesEvery = 32;
   int steps_since_drop_ = 0;
@@ -138,6 +145,7 @@ class Decoder {
   std::vector<int64_t> chunk_positions_;
   std::vector<std::vector<float>> neg_exp_a_;  // per Mamba layer: -exp(A_log) [d_inner, d_state]
   const HeldMatrix* held_embedding_ = nullptr;  // the embedding in blocks, when the model holds it
+  bool embedding_is_packed_ = false;             // ... and it is the tied head, looked up in its packed copy
   std::vector<LayerActs<float>> acts_;         // the current step's layer activations
   std::vector<int64_t> positions_, n_cached_;
   std::vector<const float*> k_ptrs_, v_ptrs_;

@@ -67,7 +67,7 @@ std::vector<float> Decoder::extend(SequenceCache& cache, std::span<const int32_t
     }
   }
   if (all_logits != nullptr) std::copy_n(all_logits->data() + (T - 1) * V, V, last.data());
-  model_.params().drop_file_pages();  // the embedding rows this prompt read (core/params.h)
+  drop_file_pages();  // the embedding rows this prompt read
   return last;
 }
 

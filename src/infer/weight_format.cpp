@@ -2,10 +2,13 @@
 
 #include <algorithm>
 
+#include <unistd.h>
+
 #include "core/error.h"
 #include "core/float_formats.h"
 #include "core/system_memory.h"
 #include "kernels/cpu/decode_linear.h"
+#include "kernels/cpu/embedding.h"
 #include "kernels/cpu/matmul_bf16_widened.h"
 
 namespace hymba::infer {
@@ -33,51 +36,81 @@ WeightFormat weight_format_of(BlockFormat format) {
   return format == BlockFormat::kQ4 ? WeightFormat::kQ4 : WeightFormat::kQ8;
 }
 
+std::optional<BlockFormat> block_format_of(WeightFormat format) {
+  if (format == WeightFormat::kQ8) return BlockFormat::kQ8;
+  if (format == WeightFormat::kQ4) return BlockFormat::kQ4;
+  return std::nullopt;
+}
+
 int64_t DecoderLinears::Packed::bytes() const {
   return static_cast<int64_t>(q8.size() * sizeof(cpu::PackedQ8) + q4.size() * sizeof(cpu::PackedQ4)) +
          (format == BlockFormat::kBF16 ? bf16.bytes() : 0);
 }
 
-DecoderLinears::Packed DecoderLinears::pack(const HeldMatrix& m) {
-  Packed p;
-  p.format = m.format;
-  p.rows = m.rows;
-  p.cols = m.cols;
-  if (m.format == BlockFormat::kBF16) {
-    p.bf16 = m;  // its rows are the bf16 kernel's layout: used where they lie
-  } else if (m.format == BlockFormat::kQ4) {
-    p.q4.resize(static_cast<size_t>(cpu::packed_groups(m.rows) * cpu::q4_blocks_per_row(m.cols)));
-    cpu::pack_q4(p.q4.data(), m.q4(), m.rows, m.cols);
-  } else {
-    p.q8.resize(static_cast<size_t>(cpu::packed_groups(m.rows) * cpu::q8_blocks_per_row(m.cols)));
-    cpu::pack_q8(p.q8.data(), m.q8(), m.rows, m.cols);
-  }
-  return p;
-}
-
 namespace {
+
+// Matrices are copied into their packed blocks a slice of rows at a time:
+// the rows of the whole matrix would be a second copy for a moment
+// (hymba-1.5b's head in q8: 54 MB on top of the peak), and where they are
+// file pages each slice's leave the resident set once copied. Slices of
+// whole groups of 8 rows pack exactly as the whole does.
+constexpr int64_t kSliceRows = 64 * cpu::kPackedRows;
+
+template <typename Fn>
+void for_each_slice(int64_t rows, Fn fn) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kSliceRows) fn(r0, std::min(kSliceRows, rows - r0));
+}
 
 // Quantizes rows of w a slice at a time into Block row blocks and packs each
 // slice into `out` (packed_groups(rows) * blocks_per_row groups of blocks).
-template <typename Block, typename PackedBlock, typename Quantize, typename PackRows>
-void quantize_and_pack(std::vector<PackedBlock>& out, const float* w, int64_t rows, int64_t cols, int64_t nb,
+template <typename Block, typename PackedBlocks, typename Quantize, typename PackRows>
+void quantize_and_pack(PackedBlocks& out, const float* w, int64_t rows, int64_t cols, int64_t nb,
                        bool drop_file_pages, Quantize quantize, PackRows pack_rows) {
-  // A slice of rows at a time: the row blocks of the whole matrix would be
-  // a second copy for a moment (hymba-1.5b's head in q8: 54 MB on top of the
-  // peak). Slices of whole groups of 8 rows pack exactly as the whole does.
-  constexpr int64_t kSliceRows = 64 * cpu::kPackedRows;
   out.resize(static_cast<size_t>(cpu::packed_groups(rows) * nb));
   std::vector<Block> slice;
-  for (int64_t r0 = 0; r0 < rows; r0 += kSliceRows) {
-    const int64_t n = std::min(kSliceRows, rows - r0);
+  for_each_slice(rows, [&](int64_t r0, int64_t n) {
     slice.resize(static_cast<size_t>(n * nb));
     quantize(slice.data(), w + r0 * cols, n, cols);
     pack_rows(out.data() + r0 / cpu::kPackedRows * nb, slice.data(), n, cols);
     if (drop_file_pages) release_unwritten_file_pages(w + r0 * cols, n * cols * int64_t{sizeof(float)});
-  }
+  });
+}
+
+// Packs a held matrix's row blocks a slice at a time; with drop_file_pages
+// (blocks in a read-only file mapping) each slice's pages leave the resident
+// set once packed: from the page holding its first byte (the bytes before
+// it are packed already, and a page read again comes back from the file)
+// to its last whole page.
+template <typename Block, typename PackedBlocks, typename PackRows>
+void pack_slices(PackedBlocks& out, const Block* w, int64_t rows, int64_t cols, int64_t nb,
+                 bool drop_file_pages, PackRows pack_rows) {
+  out.resize(static_cast<size_t>(cpu::packed_groups(rows) * nb));
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  uintptr_t released = reinterpret_cast<uintptr_t>(w) / page * page;
+  for_each_slice(rows, [&](int64_t r0, int64_t n) {
+    pack_rows(out.data() + r0 / cpu::kPackedRows * nb, w + r0 * nb, n, cols);
+    if (!drop_file_pages) return;
+    const auto end = reinterpret_cast<uintptr_t>(w + (r0 + n) * nb);
+    release_mapped_pages(reinterpret_cast<const void*>(released), static_cast<int64_t>(end - released));
+    released = end / page * page;
+  });
 }
 
 }  // namespace
+
+DecoderLinears::Packed DecoderLinears::pack(const HeldMatrix& m, bool drop_file_pages) {
+  Packed p;
+  p.format = m.format;
+  p.rows = m.rows;
+  p.cols = m.cols;
+  if (m.format == BlockFormat::kBF16)
+    p.bf16 = m;  // its rows are the bf16 kernel's layout: used where they lie
+  else if (m.format == BlockFormat::kQ4)
+    pack_slices(p.q4, m.q4(), m.rows, m.cols, cpu::q4_blocks_per_row(m.cols), drop_file_pages, cpu::pack_q4);
+  else
+    pack_slices(p.q8, m.q8(), m.rows, m.cols, cpu::q8_blocks_per_row(m.cols), drop_file_pages, cpu::pack_q8);
+  return p;
+}
 
 DecoderLinears::Packed DecoderLinears::packed_copy(BlockFormat format, const float* w, int64_t rows, int64_t cols,
                                                    bool drop_file_pages) {
@@ -109,11 +142,22 @@ void DecoderLinears::packed_product(const Packed& p, float* out, int64_t ld_out,
 }
 
 void DecoderLinears::adopt(const float* w, const HeldMatrix& m) {
-  auto [it, added] = held_.try_emplace(w, pack(m));
-  HYMBA_CHECK(added, "a held matrix was adopted twice");
-  // The decoder reads only its repacked copy: a file's pages need not stay resident.
-  if (m.mapped && m.format != BlockFormat::kBF16) release_mapped_pages(m.blocks, m.bytes());
+  HYMBA_CHECK(held_.count(w) == 0, "a held matrix was adopted twice");
+  // The decoder reads only its repacked copy (bf16's is the held rows
+  // themselves): a file's pages of q8 / q4 blocks need not stay resident.
+  const auto it = held_.emplace(w, pack(m, m.mapped && m.format != BlockFormat::kBF16)).first;
   held_bytes_ += it->second.bytes();
+}
+
+bool DecoderLinears::held_rows(float* out, const int32_t* ids, int64_t n, const float* w) const {
+  const auto it = held_.find(w);
+  if (it == held_.end() || it->second.format == BlockFormat::kBF16) return false;
+  const Packed& p = it->second;
+  if (p.format == BlockFormat::kQ4)
+    cpu::embedding_forward_packed_q4(out, ids, p.q4.data(), n, p.rows, p.cols);
+  else
+    cpu::embedding_forward_packed_q8(out, ids, p.q8.data(), n, p.rows, p.cols);
+  return true;
 }
 
 bool DecoderLinears::held_linear(float* out, int64_t ld_out, const float* in, int64_t ld_in, const float* w,

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <tuple>
@@ -28,6 +29,9 @@ enum class WeightFormat { kF32, kBF16, kQ8, kQ4 };
 std::optional<WeightFormat> parse_weight_format(std::string_view name);
 const char* to_string(WeightFormat format);
 WeightFormat weight_format_of(BlockFormat format);
+// The block format of q8 / q4; none for f32 and bf16 (whose decoder keeps
+// the float32 weights: load_model's hold_floats_as).
+std::optional<BlockFormat> block_format_of(WeightFormat format);
 // The output head's format when the linears run in `format`: the same, but
 // q8 for q4 (DecoderLinears::head).
 WeightFormat head_format_of(WeightFormat format);
@@ -65,8 +69,15 @@ class DecoderLinears {
   // kernels are as fast as sgemm on float32, q4 faster, with no float32
   // copy); bf16 on its row kernel below kFloatRows rows (unless scoring),
   // else sgemm on its values widened a tile of rows at a time.
+  // A mapped matrix is repacked a slice of rows at a time, each slice's
+  // file pages dropped once copied, so the two copies never coexist whole.
   void adopt(const float* w, const HeldMatrix& m);
   int64_t held_bytes() const { return held_bytes_; }
+  // Rows ids[0..n) of the q8 / q4 matrix held at w, widened from the
+  // repacked copy (the same values as the held rows): a tied head's
+  // embedding looks its tokens up here, so the file's pages of it are not
+  // read again. False when w holds no q8 / q4 matrix.
+  bool held_rows(float* out, const int32_t* ids, int64_t n, const float* w) const;
 
   // The output head: logits[rows, V] = in[rows, C] @ w[V, C]^T. In the
   // format too (q4's head in q8, as llama.cpp keeps its output matrix at a
@@ -94,17 +105,36 @@ class DecoderLinears {
   bool quantize_all_rows_ = false;
   bool head_in_format_ = true;
   using Key = std::tuple<const float*, int64_t, int64_t>;  // (w, OC, C)
+  // Leaves the elements of resize() unwritten: the packing writes every
+  // block, so a packed copy's pages become resident a slice at a time as it
+  // is made, while a file's slices leave, instead of all at once (zeroed)
+  // beside the whole file (Mamba-130M's embedding: 41 MB more at load).
+  template <typename T>
+  struct Unwritten : std::allocator<T> {
+    template <typename U>
+    struct rebind {
+      using other = Unwritten<U>;
+    };
+    Unwritten() = default;
+    template <typename U>
+    Unwritten(const Unwritten<U>&) noexcept {}  // NOLINT: rebinding, as std::allocator
+    template <typename U>
+    void construct(U* p) noexcept {
+      ::new (static_cast<void*>(p)) U;
+    }
+  };
   // A q8 or q4 matrix repacked for the kernels (kernels/cpu/quant_packed.h);
   // a bf16 one as held (its rows are the kernel's layout).
   struct Packed {
     BlockFormat format = BlockFormat::kQ8;
     int64_t rows = 0, cols = 0;
-    std::vector<cpu::PackedQ8> q8;
-    std::vector<cpu::PackedQ4> q4;
+    std::vector<cpu::PackedQ8, Unwritten<cpu::PackedQ8>> q8;
+    std::vector<cpu::PackedQ4, Unwritten<cpu::PackedQ4>> q4;
     HeldMatrix bf16;
     int64_t bytes() const;
   };
-  static Packed pack(const HeldMatrix& m);
+  // drop_file_pages: m is mapped; each slice's pages leave the resident set once repacked.
+  static Packed pack(const HeldMatrix& m, bool drop_file_pages);
   // pack(quantize_matrix(format, w, rows, cols)) for q8 and q4, made a slice
   // of rows at a time; drop_file_pages: each slice's unwritten file pages
   // then leave the resident set (core/system_memory.h).

@@ -71,14 +71,15 @@ std::string resolve_checkpoint(const std::string& path) {
   return path;
 }
 
-LoadedCheckpoint load_checkpoint(const std::string& path, bool training, bool keep_blocks) {
+LoadedCheckpoint load_checkpoint(const std::string& path, bool training, bool keep_blocks,
+                                 std::optional<BlockFormat> hold_floats_as) {
   LoadedCheckpoint c;
   c.dir = resolve_checkpoint(path);
   CheckpointTokenizer tok = load_fitting_tokenizer(c.dir);  // before the weights: cheaper
   c.tokenizer = std::move(tok.tokenizer);
   c.tokenizer_path = tok.path;
   c.add_bos = tok.add_bos;
-  c.model = load_model(c.dir, training, keep_blocks);
+  c.model = load_model(c.dir, training, keep_blocks, hold_floats_as);
   return c;
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -52,8 +53,10 @@ struct LoadedCheckpoint {
   bool add_bos = false;  // tokenizer_config.json add_bos_token: prompts start with bos
 };
 // training: also allocate gradients and optimizer moments. keep_blocks:
-// weights stored in q8 / q4 blocks stay so (inference; formats/checkpoint.h).
-LoadedCheckpoint load_checkpoint(const std::string& path, bool training, bool keep_blocks = false);
+// weights stored in q8 / q4 blocks stay so (inference; formats/checkpoint.h),
+// and with hold_floats_as a GGUF file's float matrices are held in it.
+LoadedCheckpoint load_checkpoint(const std::string& path, bool training, bool keep_blocks = false,
+                                 std::optional<BlockFormat> hold_floats_as = std::nullopt);
 
 // The checkpoint's tokenizer, refused (naming both files) when it has more
 // ids than the model's vocab_size: such an id would fail deep in a forward

@@ -43,6 +43,18 @@ void embedding_forward_q4(float* out, const int32_t* ids, const BlockQ4* table, 
   for (int64_t n = 0; n < N; ++n) dequantize_q4(out + n * C, table + static_cast<int64_t>(ids[n]) * nb, 1, C);
 }
 
+void embedding_forward_packed_q8(float* out, const int32_t* ids, const PackedQ8* table, int64_t N, int64_t V,
+                                 int64_t C) {
+  check_ids(ids, N, V);
+  for (int64_t n = 0; n < N; ++n) dequantize_packed_q8(out + n * C, table, ids[n], 1, C);
+}
+
+void embedding_forward_packed_q4(float* out, const int32_t* ids, const PackedQ4* table, int64_t N, int64_t V,
+                                 int64_t C) {
+  check_ids(ids, N, V);
+  for (int64_t n = 0; n < N; ++n) dequantize_packed_q4(out + n * C, table, ids[n], 1, C);
+}
+
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t V, int64_t C) {
   if (dtable == nullptr) return;
   check_ids(ids, N, V);

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/quant_packed.h"
 #include "kernels/quant_blocks.h"
 
 namespace hymba::cpu {
@@ -16,6 +17,13 @@ void embedding_forward(float* out, const int32_t* ids, const float* table, int64
 // so the values are those of the table widened whole.
 void embedding_forward_q8(float* out, const int32_t* ids, const BlockQ8* table, int64_t N, int64_t V, int64_t C);
 void embedding_forward_q4(float* out, const int32_t* ids, const BlockQ4* table, int64_t N, int64_t V, int64_t C);
+// The same rows from a table repacked for the products
+// (kernels/cpu/quant_packed.h): a decoder's copy of a tied head serves its
+// lookups too, so the file's row blocks are not read again (or kept resident).
+void embedding_forward_packed_q8(float* out, const int32_t* ids, const PackedQ8* table, int64_t N, int64_t V,
+                                 int64_t C);
+void embedding_forward_packed_q4(float* out, const int32_t* ids, const PackedQ4* table, int64_t N, int64_t V,
+                                 int64_t C);
 
 // dtable[ids[n], :] += dout[n, :]. Deterministic for any thread count.
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t V, int64_t C);
