@@ -1,6 +1,7 @@
 // What the held-weights tests share (test_held_weights.cpp for q8 / q4,
 // test_held_bf16.cpp for bf16): scratch directories, random prompts, random
-// models and every position's logits through prefill plus steps.
+// models (and a saved tiny one for the commands) and every position's logits
+// through prefill plus steps.
 #pragma once
 
 #include <unistd.h>
@@ -12,8 +13,11 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "formats/checkpoint.h"
 #include "infer/decoder.h"
 #include "model/model.h"
+#include "model/presets.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hymba::test {
 
@@ -51,6 +55,17 @@ inline std::vector<float> decode_logits(infer::Decoder& dec, const std::vector<i
 inline std::unique_ptr<Model> random_model(const ModelConfig& c, uint64_t seed) {
   auto m = std::make_unique<Model>(c, false);
   m->init(seed);
+  return m;
+}
+
+// A random tiny hybrid-official model over bytes, saved with its byte
+// tokenizer as the float32 checkpoint dir/f32: what the commands load.
+inline std::unique_ptr<Model> save_tiny_byte_checkpoint(const std::filesystem::path& dir, uint64_t seed) {
+  ModelConfig cfg = preset_config("hybrid-official", Scale::kTiny);
+  cfg.vocab_size = 259;
+  auto m = random_model(cfg, seed);
+  save_model((dir / "f32").string(), *m);
+  make_byte_tokenizer()->save((dir / "f32" / kTokenizerFile).string());
   return m;
 }
 

@@ -222,11 +222,7 @@ TEST(HeldBf16, BadFilesAreOneLineErrorsNamingTheTensor) {
 
 TEST(HeldBf16, QuantizeCommandWritesACheckpointThatGeneratesAsWeightsBf16) {
   const fs::path dir = temp_dir("cli");
-  ModelConfig cfg = preset_config("hybrid-official", Scale::kTiny);
-  cfg.vocab_size = 259;
-  auto m = random_model(cfg, 13);
-  save_model((dir / "f32").string(), *m);
-  make_byte_tokenizer()->save((dir / "f32" / kTokenizerFile).string());
+  test::save_tiny_byte_checkpoint(dir, 13);
   const std::string f32 = (dir / "f32").string(), bf16 = (dir / "bf16").string();
   const test::CliResult q = test::run_cli("quantize --ckpt " + f32 + " --weights bf16 --out " + bf16);
   ASSERT_EQ(q.exit_code, 0) << q.output;

@@ -532,12 +532,8 @@ TEST(HeldWeights, AFloatGgufUnderQ4KeepsNoFloat32CopyOfItsMatrices) {
 // the library's load for generate / eval / chat, bench infer its own.
 TEST(HeldWeights, InferenceCommandsHoldAFloatGgufInTheirFormat) {
   const fs::path dir = temp_dir("gguf_float_cli");
-  ModelConfig cfg = preset_config("hybrid-official", Scale::kTiny);
-  cfg.vocab_size = 259;
-  auto m = random_model(cfg, 19);
+  auto m = test::save_tiny_byte_checkpoint(dir, 19);
   const std::string ckpt = (dir / "f32").string(), path = (dir / "f32.gguf").string();
-  save_model(ckpt, *m);
-  make_byte_tokenizer()->save((dir / "f32" / kTokenizerFile).string());
   gguf::export_gguf(*m, ckpt, path, gguf::ExportDtype::kF32);
   EXPECT_TRUE(LanguageModel::load(path, WeightFormat::kQ4).model().held_format() == BlockFormat::kQ4);
   EXPECT_TRUE(LanguageModel::load(path).model().held().empty());
@@ -556,11 +552,7 @@ TEST(HeldWeights, InferenceCommandsHoldAFloatGgufInTheirFormat) {
 
 TEST(HeldWeights, QuantizeCommandWritesACheckpointThatGeneratesAsOnTheFly) {
   const fs::path dir = temp_dir("cli");
-  ModelConfig cfg = preset_config("hybrid-official", Scale::kTiny);
-  cfg.vocab_size = 259;
-  auto m = random_model(cfg, 13);
-  save_model((dir / "f32").string(), *m);
-  make_byte_tokenizer()->save((dir / "f32" / kTokenizerFile).string());
+  auto m = test::save_tiny_byte_checkpoint(dir, 13);
   const std::string f32 = (dir / "f32").string(), q8 = (dir / "q8").string();
   const test::CliResult q = test::run_cli("quantize --ckpt " + f32 + " --weights q8 --out " + q8);
   ASSERT_EQ(q.exit_code, 0) << q.output;
