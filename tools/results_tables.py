@@ -64,6 +64,9 @@ def budget(results):
     t = s.get("train", {})
     if t:  # ablate
         steps = f"{t['steps']} steps" if "steps" in t else f"{t.get('epochs')} epochs"
+        axis = s.get("seq_axis")  # a T sweep: the batch follows T, the tokens per step do not
+        if axis:
+            return f"{results.get('scale', '?')} scale, {steps} of {axis['tokens_per_step']} tokens at each T"
         return f"{results.get('scale', '?')} scale, {steps} of {t.get('batch')} x {t.get('seq_len')}"
     tr = results.get("train", {})  # synth
     return f"{tr.get('epochs')} epochs of batch {tr.get('batch_size')}, {tr.get('num_train')} examples"
