@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <limits>
 
 #include "kernels/cpu/matmul_trace.h"
 
@@ -79,6 +80,7 @@ void traced(ProductKind kind, int64_t M, int64_t N, int64_t K, bool accumulate, 
 constexpr int64_t kBandAlign = 96;
 constexpr double kSmallKernelMacs = 1e6;
 constexpr int64_t kMinBandRows = 768;
+constexpr int64_t kNeverBand = std::numeric_limits<int64_t>::max();  // min_band_rows: one call, OpenBLAS's threads
 
 // First row of band t of n: whole 96-row units, shared as evenly as rounding
 // allows; the last band also takes the rows after the last unit.
@@ -173,13 +175,7 @@ void matmul_backward(float* dinp, int64_t ld_dinp, float* dweight, float* dbias,
       // dweight[OC, C] += dout^T[OC, BT] @ inp[BT, C]. Banded over OC, bands
       // of any length, only when OC >= C: otherwise each band's copy of all of
       // inp's panels costs more than OpenBLAS's threading gains (measured).
-      if (OC >= C) {
-        sgemm_bands(0, true, false, OC, C, BT, dout, ld_dout, inp, ld_inp, 1.0f, dweight, C);
-        return;
-      }
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(OC), static_cast<int>(C),
-                  static_cast<int>(BT), 1.0f, dout, static_cast<int>(ld_dout), inp, static_cast<int>(ld_inp), 1.0f,
-                  dweight, static_cast<int>(C));
+      sgemm_bands(OC >= C ? 0 : kNeverBand, true, false, OC, C, BT, dout, ld_dout, inp, ld_inp, 1.0f, dweight, C);
     });
   }
   if (dbias != nullptr) {
