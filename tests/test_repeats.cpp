@@ -3,11 +3,17 @@
 // and a row's figures over its repeats (means, spread, the curve's band).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "report/questions.h"
 #include "ablate/repeats.h"
 #include "ablate/seed_questions.h"
+#include "ablate/seed_report.h"
 #include "ablate/suite.h"
 #include "ablate/study_budget.h"
 #include "core/error.h"
@@ -195,6 +201,40 @@ TEST(Repeats, ARowOverItsRepeatsHasMeansSpreadAndACurveBand) {
   EXPECT_EQ(j["best_val_loss"]["ci95"].size(), 2u);
   const std::string md = ablate::spread_markdown({s});
   EXPECT_NE(md.find("2.0000 ± 1.0000 ["), std::string::npos) << md;
+}
+
+TEST(Repeats, TheLearnedMixingAgainstStepsCarriesItsBandOverRepeats) {
+  // Two layers per point; the band is of their mean, over the repeats.
+  std::vector<ablate::RowResult> runs = {run(0, 1.0, {{10, 2.0}, {20, 1.0}}), run(1, 1.0, {{10, 2.0}, {20, 1.0}})};
+  runs[0].curve[0].attention_mixing = {0.5, 0.5};
+  runs[0].curve[1].attention_mixing = {0.6, 0.4};   // mean 0.5
+  runs[1].curve[0].attention_mixing = {0.5, 0.7};   // mean 0.6
+  runs[1].curve[1].attention_mixing = {0.9, 0.7};   // mean 0.8
+  const ablate::RowSpread s = ablate::row_spread(runs);
+  ASSERT_EQ(s.mixing_band.size(), 2u);
+  EXPECT_EQ(s.mixing_band[0].step, 10);
+  EXPECT_DOUBLE_EQ(s.mixing_band[0].min, 0.5);
+  EXPECT_DOUBLE_EQ(s.mixing_band[0].max, 0.6);
+  EXPECT_DOUBLE_EQ(s.mixing_band[1].mean, 0.65);
+  EXPECT_EQ(s.mixing_band[1].n, 2);
+  EXPECT_DOUBLE_EQ(ablate::spread_to_json(s)["mixing_band"][1]["max"].get<double>(), 0.8);
+
+  // The seed 003 chart plots that band; rows without mixing are left out.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("mixing_chart_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  ablate::RowResult plain = run(0, 1.0, {{10, 2.0}});
+  plain.id = "plain";
+  const std::vector<ablate::RowResult> rows = {plain, ablate::mean_row(runs)};
+  EXPECT_EQ(ablate::seed_chart_names("003", rows), (std::vector<std::string>{"seed003_mixing"}));
+  EXPECT_TRUE(ablate::seed_chart_names("003", {plain}).empty());
+  const auto charts = ablate::seed_charts("003", rows, {s}, dir.string());
+  ASSERT_EQ(charts.size(), 1u);
+  EXPECT_NE(charts[0].second.find("index 0 using 1:3:4 with filledcurves"), std::string::npos) << charts[0].second;
+  EXPECT_EQ(charts[0].second.find("index 1"), std::string::npos) << charts[0].second;
+  std::ifstream in(dir / "seed003_mixing.dat");
+  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(data, "# row\n10 0.55 0.5 0.6\n20 0.65 0.5 0.8\n\n\n");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Repeats, QuestionsAreAnsweredFromEveryRunOfTheSuite) {

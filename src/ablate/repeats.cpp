@@ -60,16 +60,33 @@ Spread spread_by(const std::vector<RowResult>& runs, const std::string& metric) 
   return spread_of(xs);
 }
 
-std::vector<CurveBand> curve_band(const std::vector<RowResult>& runs) {
+// A value of every curve point (nullopt: the point has none), over the runs
+// at each step.
+template <typename ValueOf>
+std::vector<CurveBand> curve_band(const std::vector<RowResult>& runs, ValueOf value_of) {
   std::map<int64_t, std::vector<double>> by_step;
   for (const RowResult& r : runs)
-    for (const CurvePoint& p : r.curve) by_step[p.step].push_back(p.val_loss);
+    for (const CurvePoint& p : r.curve)
+      if (const std::optional<double> v = value_of(p)) by_step[p.step].push_back(*v);
   std::vector<CurveBand> band;
   for (const auto& [step, xs] : by_step) {
     const Spread s = spread_of(xs);
     band.push_back({step, s.n, s.mean, s.min, s.max, s.sd});
   }
   return band;
+}
+
+std::vector<CurveBand> curve_band(const std::vector<RowResult>& runs) {
+  return curve_band(runs, [](const CurvePoint& p) -> std::optional<double> { return p.val_loss; });
+}
+
+std::vector<CurveBand> mixing_band(const std::vector<RowResult>& runs) {
+  return curve_band(runs, [](const CurvePoint& p) -> std::optional<double> {
+    if (p.attention_mixing.empty()) return std::nullopt;
+    double sum = 0.0;
+    for (double v : p.attention_mixing) sum += v;
+    return sum / static_cast<double>(p.attention_mixing.size());
+  });
 }
 
 double mean_of(const std::vector<RowResult>& runs, double RowResult::*field) {
@@ -155,6 +172,7 @@ RowSpread row_spread(const std::vector<RowResult>& runs) {
   s.decode_tokens_per_s = spread_by(runs, "decode_tok_s");
   s.mixing = spread_by(runs, "attention_mixing");
   s.val_loss_band = curve_band(runs);
+  s.mixing_band = mixing_band(runs);
   return s;
 }
 
@@ -181,13 +199,17 @@ nlohmann::json spread_json(const Spread& s) {
   return j;
 }
 
+nlohmann::json band_json(const std::vector<CurveBand>& band) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const CurveBand& b : band)
+    j.push_back({{"step", b.step}, {"n", b.n}, {"mean", b.mean}, {"sd", b.sd}, {"min", b.min}, {"max", b.max}});
+  return j;
+}
+
 }  // namespace
 
 nlohmann::json spread_to_json(const RowSpread& s) {
-  nlohmann::json band = nlohmann::json::array();
-  for (const CurveBand& b : s.val_loss_band)
-    band.push_back({{"step", b.step}, {"n", b.n}, {"mean", b.mean}, {"sd", b.sd}, {"min", b.min}, {"max", b.max}});
-  return {{"id", s.id},
+  nlohmann::json j = {{"id", s.id},
           {"name", s.name},
           {"repeats", s.repeats},
           {"seeds", s.seeds},
@@ -199,7 +221,9 @@ nlohmann::json spread_to_json(const RowSpread& s) {
           {"train_tok_s", spread_json(s.train_tokens_per_s)},
           {"decode_tok_s", spread_json(s.decode_tokens_per_s)},
           {"attention_mixing", spread_json(s.mixing)},
-          {"val_loss_band", band}};
+          {"val_loss_band", band_json(s.val_loss_band)}};
+  if (!s.mixing_band.empty()) j["mixing_band"] = band_json(s.mixing_band);
+  return j;
 }
 
 void write_intervals_json(const std::string& path, const std::vector<RowSpread>& rows,

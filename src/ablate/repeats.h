@@ -48,6 +48,9 @@ struct RowSpread {
   Spread best_val_loss, best_val_ppl, final_val_loss, final_val_ppl, accuracy, train_tokens_per_s,
       decode_tokens_per_s, mixing;
   std::vector<CurveBand> val_loss_band;  // validation loss per evaluated step
+  // The attention mixing averaged over the layers, per evaluated step that
+  // logged it (learned-beta fusion only; empty otherwise).
+  std::vector<CurveBand> mixing_band;
 };
 
 // `runs` all hold one row (the same id). The row's record for the tables:

@@ -226,7 +226,7 @@ bool write_plots(const ReportInfo& info, const std::vector<RowResult>& rows, std
                    slotted_labels(speed_slots));
   std::vector<std::pair<std::string, std::string>> named;
   for (size_t i = 0; i < charts.size(); ++i) named.emplace_back(plot_names()[i], charts[i]);
-  for (auto& extra : seed_charts(info.seed, rows, dir.string())) named.push_back(std::move(extra));
+  for (auto& extra : seed_charts(info.seed, rows, info.spreads, dir.string())) named.push_back(std::move(extra));
   if (info.seed == kLongSeed)
     for (auto& extra : long_seq_charts(rows, dir.string())) named.push_back(std::move(extra));
   return render_charts(*gnuplot, dir.string(), named, why);

@@ -407,15 +407,74 @@ std::string seed_section(const std::string& seed, const std::vector<RowResult>& 
   return md.str();
 }
 
+namespace {
+
+bool logs_mixing(const RowResult& r) {
+  return std::any_of(r.curve.begin(), r.curve.end(), [](const CurvePoint& p) { return !p.attention_mixing.empty(); });
+}
+
+bool any_logs_mixing(const std::vector<RowResult>& rows) { return std::any_of(rows.begin(), rows.end(), logs_mixing); }
+
+}  // namespace
+
 std::vector<std::string> seed_chart_names(const std::string& seed, const std::vector<RowResult>& rows) {
-  if (seed != "001" || rows.empty()) return {};
-  return {"seed001_ppl_bars", "seed001_val_ppl", "seed001_mine_vs_official", "seed001_params_vs_ppl"};
+  if (rows.empty()) return {};
+  if (seed == "001") return {"seed001_ppl_bars", "seed001_val_ppl", "seed001_mine_vs_official", "seed001_params_vs_ppl"};
+  if (seed == "003" && any_logs_mixing(rows)) return {"seed003_mixing"};
+  return {};
 }
 
 std::vector<std::pair<std::string, std::string>> seed_charts(const std::string& seed, const std::vector<RowResult>& rows,
+                                                             const std::vector<RowSpread>& spreads,
                                                              const std::string& dir) {
+  if (rows.empty()) return {};
+  if (seed == "001") return seed001_charts(rows, dir);
+  if (seed == "003" && any_logs_mixing(rows)) return {seed003_mixing_chart(rows, spreads, dir)};
+  return {};
+}
+
+// Seed 003's learned mixing against steps: per row that logs it, the share
+// averaged over the layers, its mean over the repeats in their min-max band
+// (one run: the line alone), beside an even split and the seed's ~62 %.
+std::pair<std::string, std::string> seed003_mixing_chart(const std::vector<RowResult>& rows,
+                                                         const std::vector<RowSpread>& spreads,
+                                                         const std::string& dir) {
+  std::ostringstream data, plot;
+  int index = 0;
+  for (const RowResult& r : rows) {
+    if (!logs_mixing(r)) continue;
+    const auto spread = std::find_if(spreads.begin(), spreads.end(), [&](const RowSpread& s) { return s.id == r.id; });
+    data << "# " << r.id << "\n";
+    if (spread != spreads.end() && !spread->mixing_band.empty()) {
+      for (const CurveBand& b : spread->mixing_band) data << b.step << " " << b.mean << " " << b.min << " " << b.max << "\n";
+    } else {
+      for (const CurvePoint& p : r.curve) {
+        if (p.attention_mixing.empty()) continue;
+        double sum = 0.0;
+        for (double v : p.attention_mixing) sum += v;
+        const double mean = sum / static_cast<double>(p.attention_mixing.size());
+        data << p.step << " " << mean << " " << mean << " " << mean << "\n";
+      }
+    }
+    data << "\n\n";
+    const std::string lc = " lc " + std::to_string(index + 1);
+    plot << (index ? ", " : "") << "'seed003_mixing.dat' index " << index << " using 1:3:4 with filledcurves" << lc
+         << " notitle, '' index " << index << " using 1:2 with linespoints lw 2 pt 7 ps 0.5" << lc << " title "
+         << gp_str(r.name);
+    ++index;
+  }
+  write_text_atomic(dir + "/seed003_mixing.dat", data.str());
+  return {"seed003_mixing",
+          "set title 'Learned mixing: attention share against steps (mean over layers; band: min-max over repeats)'\n"
+          "set xlabel 'step'\nset ylabel 'attention share'\nset key outside right\nset grid\nset xrange [0:*]\n"
+          "set style fill transparent solid 0.2 noborder\n"
+          "plot " + plot.str() + ", 0.5 with lines dt 2 lc rgb 'gray' title 'even (50 %)', "
+          "0.62 with lines dt 3 lc rgb 'black' title 'seed 003 v1 (~62 %)'\n"};
+}
+
+std::vector<std::pair<std::string, std::string>> seed001_charts(const std::vector<RowResult>& rows,
+                                                                const std::string& dir) {
   std::vector<std::pair<std::string, std::string>> charts;
-  if (seed != "001" || rows.empty()) return charts;
   std::vector<const RowResult*> sorted;
   for (const RowResult& r : rows) sorted.push_back(&r);
   std::stable_sort(sorted.begin(), sorted.end(),

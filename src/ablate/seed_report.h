@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "report/report_kit.h"
+#include "ablate/repeats.h"
 #include "ablate/results.h"
 
 namespace hymba::ablate {
@@ -41,10 +42,17 @@ TextTable seed_table(const std::string& seed, const std::vector<RowResult>& rows
 std::string seed_section(const std::string& seed, const std::vector<RowResult>& rows, const nlohmann::json& settings,
                          const std::string& scale);
 
-// Seed 001's four plots as (name, gnuplot commands); writes their data files
-// into `dir`. Empty for other seeds.
+// The seed's own plots as (name, gnuplot commands), their data files written
+// into `dir`: seed 001's four, seed 003's learned mixing against steps (rows
+// that log it, banded by `spreads`). Empty for other seeds.
 std::vector<std::pair<std::string, std::string>> seed_charts(const std::string& seed, const std::vector<RowResult>& rows,
+                                                             const std::vector<RowSpread>& spreads,
                                                              const std::string& dir);
+std::vector<std::pair<std::string, std::string>> seed001_charts(const std::vector<RowResult>& rows,
+                                                                const std::string& dir);
+std::pair<std::string, std::string> seed003_mixing_chart(const std::vector<RowResult>& rows,
+                                                         const std::vector<RowSpread>& spreads,
+                                                         const std::string& dir);
 
 // The names of seed_charts() without writing anything.
 std::vector<std::string> seed_chart_names(const std::string& seed, const std::vector<RowResult>& rows);
