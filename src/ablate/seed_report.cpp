@@ -467,9 +467,9 @@ std::pair<std::string, std::string> seed003_mixing_chart(const std::vector<RowRe
   return {"seed003_mixing",
           "set title 'Learned mixing: attention share against steps (mean over layers; band: min-max over repeats)'\n"
           "set xlabel 'step'\nset ylabel 'attention share'\nset key outside right\nset grid\nset xrange [0:*]\n"
-          "set style fill transparent solid 0.2 noborder\n"
+          "set offsets 0, 0, graph 0.05, graph 0.05\nset style fill transparent solid 0.2 noborder\n"
           "plot " + plot.str() + ", 0.5 with lines dt 2 lc rgb 'gray' title 'even (50 %)', "
-          "0.62 with lines dt 3 lc rgb 'black' title 'seed 003 v1 (~62 %)'\n"};
+          "0.62 with lines dt 3 lc rgb 'black' title 'seed 003 v1 (about 62 %)'\n"};
 }
 
 std::vector<std::pair<std::string, std::string>> seed001_charts(const std::vector<RowResult>& rows,
