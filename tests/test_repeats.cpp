@@ -234,6 +234,11 @@ TEST(Repeats, TheLearnedMixingAgainstStepsCarriesItsBandOverRepeats) {
   std::ifstream in(dir / "seed003_mixing.dat");
   const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(data, "# row\n10 0.55 0.5 0.6\n20 0.65 0.5 0.8\n\n\n");
+  // Without spreads, each row's own mean line.
+  (void)ablate::seed_charts("003", rows, {}, dir.string());
+  std::ifstream alone(dir / "seed003_mixing.dat");
+  const std::string own((std::istreambuf_iterator<char>(alone)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(own, "# row\n10 0.55 0.55 0.55\n20 0.65 0.65 0.65\n\n\n");
   std::filesystem::remove_all(dir);
 }
 

@@ -444,18 +444,11 @@ std::pair<std::string, std::string> seed003_mixing_chart(const std::vector<RowRe
   for (const RowResult& r : rows) {
     if (!logs_mixing(r)) continue;
     const auto spread = std::find_if(spreads.begin(), spreads.end(), [&](const RowSpread& s) { return s.id == r.id; });
+    // Without the row's spread, the row alone: its band is its own line.
+    const std::vector<CurveBand> band =
+        spread != spreads.end() && !spread->mixing_band.empty() ? spread->mixing_band : row_spread({r}).mixing_band;
     data << "# " << r.id << "\n";
-    if (spread != spreads.end() && !spread->mixing_band.empty()) {
-      for (const CurveBand& b : spread->mixing_band) data << b.step << " " << b.mean << " " << b.min << " " << b.max << "\n";
-    } else {
-      for (const CurvePoint& p : r.curve) {
-        if (p.attention_mixing.empty()) continue;
-        double sum = 0.0;
-        for (double v : p.attention_mixing) sum += v;
-        const double mean = sum / static_cast<double>(p.attention_mixing.size());
-        data << p.step << " " << mean << " " << mean << " " << mean << "\n";
-      }
-    }
+    for (const CurveBand& b : band) data << b.step << " " << b.mean << " " << b.min << " " << b.max << "\n";
     data << "\n\n";
     const std::string lc = " lc " + std::to_string(index + 1);
     plot << (index ? ", " : "") << "'seed003_mixing.dat' index " << index << " using 1:3:4 with filledcurves" << lc
