@@ -81,12 +81,7 @@ std::vector<CurveBand> curve_band(const std::vector<RowResult>& runs) {
 }
 
 std::vector<CurveBand> mixing_band(const std::vector<RowResult>& runs) {
-  return curve_band(runs, [](const CurvePoint& p) -> std::optional<double> {
-    if (p.attention_mixing.empty()) return std::nullopt;
-    double sum = 0.0;
-    for (double v : p.attention_mixing) sum += v;
-    return sum / static_cast<double>(p.attention_mixing.size());
-  });
+  return curve_band(runs, [](const CurvePoint& p) { return layer_mean(p.attention_mixing); });
 }
 
 double mean_of(const std::vector<RowResult>& runs, double RowResult::*field) {

@@ -31,12 +31,14 @@ double RowResult::steps_per_s() const {
   return train_tokens > 0 ? train_tokens_per_s * static_cast<double>(steps) / static_cast<double>(train_tokens) : 0.0;
 }
 
-std::optional<double> RowResult::mean_attention_mixing() const {
-  if (attention_mixing.empty()) return std::nullopt;
+std::optional<double> layer_mean(const std::vector<double>& mixing) {
+  if (mixing.empty()) return std::nullopt;
   double s = 0.0;
-  for (double v : attention_mixing) s += v;
-  return s / static_cast<double>(attention_mixing.size());
+  for (double v : mixing) s += v;
+  return s / static_cast<double>(mixing.size());
 }
+
+std::optional<double> RowResult::mean_attention_mixing() const { return layer_mean(attention_mixing); }
 
 void fill_seed_figures(RowResult& r) {
   const ModelConfig cfg = ModelConfig::from_json(r.config, "row '" + r.id + "' config");

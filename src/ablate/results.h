@@ -37,6 +37,10 @@ struct SkippedRow {
   std::string reason;
 };
 
+// The attention mixing averaged over the layers (learned-beta fusion's
+// per-layer shares); nullopt when there are none.
+std::optional<double> layer_mean(const std::vector<double>& mixing);
+
 struct RowResult {
   std::string id, name, source;
   // Which training of the row this is (0 = the first; --repeats N trains
